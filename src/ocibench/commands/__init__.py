@@ -1,0 +1,1 @@
+"""Sub-commands of ``ocibench``; each module has ``register(parser)`` and ``run(args)``."""

@@ -1,0 +1,42 @@
+"""Where things live: the repository, and the per-user cache that `make setup` fills.
+
+The cache holds what is never committed: the pinned Spack, the builtin package
+repository, a source mirror and a binary build cache.  Each path can be moved
+with an environment variable, so an admin can point them at shared storage.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SITE_DIR = REPO_ROOT / "site"
+CHECKS_DIR = REPO_ROOT / "checks"
+SEEDS_DIR = Path(os.environ.get("OCIBENCH_SEEDS", REPO_ROOT.parent / "shared" / "seeds"))
+
+
+def cache_dir() -> Path:
+    """$OCIBENCH_CACHE, else $XDG_CACHE_HOME/oci-hpc-bench, else ~/.cache/oci-hpc-bench."""
+    if os.environ.get("OCIBENCH_CACHE"):
+        return Path(os.environ["OCIBENCH_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "oci-hpc-bench"
+
+
+def spack_root() -> Path:
+    return Path(os.environ.get("OCIBENCH_SPACK_ROOT") or cache_dir() / "spack")
+
+
+def builtin_repo() -> Path:
+    """The spack-packages checkout's builtin repository (package API v2)."""
+    base = os.environ.get("OCIBENCH_SPACK_PACKAGES") or cache_dir() / "spack-packages"
+    return Path(base) / "repos" / "spack_repo" / "builtin"
+
+
+def source_mirror() -> Path:
+    return Path(os.environ.get("OCIBENCH_SOURCE_MIRROR") or cache_dir() / "mirror")
+
+
+def build_cache() -> Path:
+    return Path(os.environ.get("OCIBENCH_BUILD_CACHE") or cache_dir() / "buildcache")
