@@ -40,3 +40,13 @@ def source_mirror() -> Path:
 
 def build_cache() -> Path:
     return Path(os.environ.get("OCIBENCH_BUILD_CACHE") or cache_dir() / "buildcache")
+
+
+def module_root(shape: str) -> Path:
+    """The Lmod tree of one shape: $OCIBENCH_MODULES_ROOT/<shape>.
+
+    The default sits beside the Spack install tree, so a Spack placed on shared
+    storage puts the module trees there too, readable by every user.
+    """
+    base = os.environ.get("OCIBENCH_MODULES_ROOT") or spack_root().parent / "modules"
+    return Path(base) / shape

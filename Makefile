@@ -1,0 +1,17 @@
+# oci-hpc-bench: see README.md.  Every target is a thin wrapper over a script.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup:  ## pinned Spack, builtin packages, Python tools and Lmod into the per-user cache
+	bash scripts/setup.sh
+
+install: setup  ## spack install for this shape, then its Lmod module tree
+	bash scripts/install.sh
+
+test:  ## the test suite (what CI runs)
+	bash scripts/test.sh
+
+.PHONY: help setup install test
