@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install what the test suite drives for real, when it is missing: the project's
+# Python package with its test tools, and the Debian packages of the real parts
+# (Lmod, OpenMPI, Slurm + munge, hwloc/numactl, Chromium).  Idempotent and quick
+# when everything is present.  Spack is NOT installed here: `make setup` does that,
+# and the Spack tests are skipped (with the reason) where it is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,report]'
+
+# Debian package -> a command or file that proves it is installed.
+declare -A probes=(
+  [lmod]=/usr/share/lmod/lmod/init/bash
+  [openmpi-bin]=/usr/bin/mpirun
+  [libopenmpi-dev]=/usr/bin/mpicc
+  [hwloc]=/usr/bin/lstopo-no-graphics
+  [numactl]=/usr/bin/numactl
+  [slurm-wlm]=/usr/sbin/slurmctld
+  [munge]=/usr/sbin/munged
+  [chromium]=/usr/bin/chromium
+)
+missing=()
+for pkg in "${!probes[@]}"; do
+  [[ -e ${probes[$pkg]} ]] || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "prereqs: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "prereqs: missing ${missing[*]} (not root or no apt-get): their tests will be skipped" >&2
+  fi
+fi
