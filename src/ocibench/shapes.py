@@ -23,6 +23,8 @@ Field reference (``required`` unless marked optional)::
       smt: false
       numa_nodes:                    # every NUMA node of the node
         - {id: 0, socket: 0, cores: [0, 7]}     # first and last core, inclusive
+      nps_modes: [1, 4]              # optional: AMD NUMA-per-socket BIOS settings the
+                                     # shape offers; numa_nodes describes the first
     memory:
       type: DDR4-3200
       size_gib: 2048
@@ -35,6 +37,7 @@ Field reference (``required`` unless marked optional)::
       nvlink_gbs: 300                # optional
       pcie_gbs: 32                   # optional; host<->GPU
       rdma_port_gbs: 12.5            # optional; one RDMA port
+      rdma_node_gbs: 200             # optional; all RDMA ports of a node together
     network:                         # optional on single-node shapes
       rdma: RoCEv2
       ports: 16
@@ -102,6 +105,9 @@ _REQUIRED = {
     "figures": list,
 }
 _CPU_REQUIRED = ("model", "spack_target", "sockets", "cores", "smt", "numa_nodes")
+
+#: The NUMA-nodes-per-socket settings an AMD EPYC BIOS offers (cpu.nps_modes).
+NPS_SETTINGS = (0, 1, 2, 4)
 
 
 class ShapeError(ValueError):
@@ -202,6 +208,12 @@ def validate(data: Any, where: str) -> None:
     for key in _CPU_REQUIRED:
         if key not in data["cpu"]:
             raise ShapeError(f"{where}: missing field cpu.{key}")
+    nps_modes = data["cpu"].get("nps_modes")
+    if nps_modes is not None and (
+        not isinstance(nps_modes, list) or not nps_modes
+        or any(mode not in NPS_SETTINGS for mode in nps_modes)
+    ):
+        raise ShapeError(f"{where}: cpu.nps_modes must be a list of NPS settings from {NPS_SETTINGS}")
     covered: list[int] = []
     for node in data["cpu"]["numa_nodes"]:
         first, last = node["cores"]
