@@ -1,0 +1,236 @@
+"""The checks and their run parameters: one registry for the output parsers, the
+references, the offline evaluator and the ReFrame checks.
+
+A check's parameters are of two kinds.  Some select the documented variant (buffers,
+nodes, placement, ranks_per_node, gpus_per_node, mpi, nps, threads) and are matched
+against a figure's ``params``; the others give the message sizes the run covered
+(OMB ``-m``, IMB ``-msglog``, nccl-tests ``-b/-e/-f/-i``), from which the parsers know
+which size lines must be present.  Every default is the seeds' command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class ParamError(ValueError):
+    """An unknown check, an unknown parameter or a bad parameter value; one line."""
+
+
+def _positive_int(text: Any) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise ValueError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _int_range(text: Any) -> tuple[int, int]:
+    """'MIN:MAX' as two integers, MIN <= MAX."""
+    first, sep, last = str(text).partition(":")
+    if not sep or not first.isdigit() or not last.isdigit() or int(first) > int(last):
+        raise ValueError(f"{text!r} is not MIN:MAX with integers MIN <= MAX")
+    return int(first), int(last)
+
+
+def _range_text(text: Any) -> str:
+    first, last = _int_range(text)
+    return f"{first}:{last}"
+
+
+#: nccl-tests' size suffixes (its parsesize(): powers of 1024).
+_NCCL_SUFFIXES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def nccl_bytes(text: Any) -> int:
+    """A size as nccl-tests' -b/-e/-i read it: 10G = 10 * 2**30 bytes."""
+    raw = str(text).strip().upper()
+    digits, suffix = (raw[:-1], raw[-1]) if raw[-1:] in "KMG" else (raw, "")
+    if not digits.isdigit():
+        raise ValueError(f"{text!r} is not a size like 10G, 512M, 8K or 1024")
+    return int(digits) * _NCCL_SUFFIXES[suffix]
+
+
+def _nccl_size_text(text: Any) -> str:
+    nccl_bytes(text)
+    return str(text).strip()
+
+
+@dataclass(frozen=True)
+class Param:
+    """One run parameter; ``default`` None means "not set" unless a rule requires it."""
+
+    name: str
+    help: str
+    convert: Callable[[Any], Any] = str
+    choices: tuple[Any, ...] = ()
+    default: Any = None
+    kind: str = "N"          # how --list shows a value without choices
+
+    def value(self, check: str, raw: Any) -> Any:
+        try:
+            value = self.convert(raw)
+        except ValueError as err:
+            raise ParamError(f"{check}: {self.name}: {err}") from None
+        if self.choices and value not in self.choices:
+            allowed = ", ".join(str(c) for c in self.choices)
+            raise ParamError(f"{check}: {self.name} must be one of {allowed}, not {raw!r}")
+        return value
+
+    def describe(self) -> str:
+        allowed = "|".join(str(c) for c in self.choices) or self.kind
+        default = "none" if self.default is None else self.default
+        return f"{self.name}={allowed} (default {default}): {self.help}"
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """A check family: what it runs, its parameters, its size range and primary metric."""
+
+    name: str
+    summary: str
+    metric: str
+    params: tuple[Param, ...]
+    #: For values keyed by name (nccl-tests' busbw columns): the message size that the
+    #: documented figures are taken at; other sizes have no reference.
+    reference_size: int | None = None
+
+    def param(self, name: str) -> Param:
+        for param in self.params:
+            if param.name == name:
+                return param
+        known = ", ".join(p.name for p in self.params)
+        raise ParamError(f"{self.name}: unknown parameter {name!r}; known: {known}")
+
+
+_BUFFERS = Param("buffers", "where the two ranks' buffers live (H host, D device), as OMB's "
+                 "'-d cuda D H'", choices=("H-H", "D-D", "H-D", "D-H"), default="H-H")
+_PLACEMENT = Param("placement", "host rank's core relative to the GPU, for H-D and D-H in one "
+                   "node", choices=("same-numa", "same-socket", "other-socket"))
+_MPI = Param("mpi", "the MPI that IMB was built with", choices=("openmpi", "intel-mpi"),
+             default="openmpi")
+
+
+def _nodes(default: int, choices: tuple[int, ...] = ()) -> Param:
+    return Param("nodes", "nodes the run spanned", _positive_int, choices, default)
+
+
+def _ranks_per_node(default: int) -> Param:
+    return Param("ranks_per_node", "MPI ranks on each node", _positive_int, default=default)
+
+
+def _gpus_per_node(default: int) -> Param:
+    return Param("gpus_per_node", "GPUs (one rank each) on each node", _positive_int,
+                 default=default)
+
+
+def _omb_sizes(default: str) -> Param:
+    return Param("sizes", "OMB -m MIN:MAX; sizes double from MIN", _range_text, default=default,
+                 kind="MIN:MAX")
+
+
+_MSGLOG = Param("msglog", "IMB -msglog MINLOG:MAXLOG; sizes 0 and 2^MINLOG..2^MAXLOG",
+                _range_text, default="3:28", kind="MINLOG:MAXLOG")
+
+CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
+    CheckSpec("osu_latency", "OMB osu_latency -m 1:1 [-d cuda X Y]", "latency",
+              (_BUFFERS, _nodes(2, (1, 2)), _PLACEMENT, _omb_sizes("1:1"))),
+    CheckSpec("osu_bw", "OMB osu_bw -m 268435456:268435456 [-d cuda X Y]", "bandwidth",
+              (_BUFFERS, _nodes(2, (1, 2)), _PLACEMENT, _omb_sizes("268435456:268435456"))),
+    CheckSpec("osu_alltoall", "OMB osu_alltoall -m 1:67108864", "latency",
+              (_nodes(1), _ranks_per_node(36), _omb_sizes("1:67108864"))),
+    CheckSpec("osu_allreduce", "OMB osu_allreduce -m 4:268435456", "latency",
+              (_nodes(4), _ranks_per_node(36), _omb_sizes("4:268435456"))),
+    CheckSpec("osu_xccl_allreduce", "OMB osu_xccl_allreduce -m 1073741824:1073741824 -d cuda",
+              "latency",
+              (_nodes(1, (1, 2)), _gpus_per_node(8), _omb_sizes("1073741824:1073741824"))),
+    CheckSpec("nccl_all_reduce_perf", "nccl-tests all_reduce_perf -b 10G -e 10G -g 1",
+              "busbw",
+              (_nodes(1), _gpus_per_node(8),
+               Param("begin", "-b, smallest size (K/M/G = 2^10/2^20/2^30)", _nccl_size_text,
+                     default="10G", kind="SIZE"),
+               Param("end", "-e, largest size", _nccl_size_text, default="10G", kind="SIZE"),
+               Param("factor", "-f, multiply sizes by this (1: add step instead)",
+                     _positive_int, default=1),
+               Param("step", "-i, bytes added per size when factor is 1", _nccl_size_text,
+                     default="1M", kind="SIZE")),
+              reference_size=10 * 2**30),
+    CheckSpec("imb_pingpong", "IMB-MPI1 -msglog 3:28 PingPong (one rank per node)", "latency",
+              (_MPI, _nodes(2), _MSGLOG)),
+    CheckSpec("imb_allreduce", "IMB-MPI1 -msglog 3:28 -npmin N allreduce", "latency",
+              (_MPI, _nodes(4), _ranks_per_node(36), _MSGLOG)),
+    CheckSpec("stream", "STREAM with OMP_NUM_THREADS=threads on a node in NPS nps mode",
+              "bandwidth",
+              (Param("nps", "NUMA nodes per socket (BIOS)", _positive_int, (1, 2, 4), 1),
+               Param("threads", "OMP_NUM_THREADS", _positive_int, default=96))),
+)}
+
+#: Above this many message sizes a range is surely a typo (and would be slow to list).
+MAX_SIZES = 4096
+
+
+def spec(check: str) -> CheckSpec:
+    if check not in CHECKS:
+        raise ParamError(f"unknown check {check!r}; known: {', '.join(CHECKS)}")
+    return CHECKS[check]
+
+
+def resolve(check: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's parameters: validated, converted, defaults filled in, unset ones left out."""
+    check_spec = spec(check)
+    params = {p.name: p.default for p in check_spec.params}
+    for name, raw in given.items():
+        params[name] = check_spec.param(name).value(check, raw)
+    params = {k: v for k, v in params.items() if v is not None}
+    if "placement" in {p.name for p in check_spec.params}:
+        _check_placement(check, params)
+    expected_sizes(check, params)  # rejects an impossible size range now, not at parse time
+    return params
+
+
+def _check_placement(check: str, params: dict[str, Any]) -> None:
+    """placement names the host rank's core, so it exists exactly for H-D/D-H in a node."""
+    needs = params["buffers"] in ("H-D", "D-H") and params["nodes"] == 1
+    if needs and "placement" not in params:
+        raise ParamError(f"{check}: {params['buffers']} in one node needs placement "
+                         "(same-numa, same-socket or other-socket)")
+    if not needs and "placement" in params:
+        raise ParamError(f"{check}: placement applies only to H-D and D-H with nodes=1")
+
+
+def expected_sizes(check: str, params: Mapping[str, Any]) -> list[int]:
+    """Every message size the run prints a line for; [] for STREAM (no sizes)."""
+    names = {p.name: p for p in spec(check).params}
+
+    def get(name: str) -> Any:
+        return names[name].value(check, params.get(name, names[name].default))
+
+    if "sizes" in names:
+        first, last = _int_range(get("sizes"))
+        sizes = _series(first, last, lambda s: s * 2 if s else 1)
+    elif "msglog" in names:
+        first, last = _int_range(get("msglog"))
+        sizes = [0] + [2**k for k in range(first, last + 1)]
+    elif "end" in names:
+        factor, step = get("factor"), nccl_bytes(get("step"))
+        first, last = nccl_bytes(get("begin")), nccl_bytes(get("end"))
+        if first > last:
+            raise ParamError(f"{check}: begin {get('begin')} is larger than end {get('end')}")
+        sizes = _series(first, last, lambda s: s * factor if factor > 1 else s + step)
+    else:
+        sizes = []
+    if len(sizes) > MAX_SIZES:
+        raise ParamError(f"{check}: the size range gives {len(sizes)} sizes (at most {MAX_SIZES})")
+    return sizes
+
+
+def _series(first: int, last: int, advance: Callable[[int], int]) -> list[int]:
+    sizes, size = [], first
+    while size <= last and len(sizes) <= MAX_SIZES:
+        sizes.append(size)
+        size = advance(size)
+    return sizes

@@ -1,0 +1,110 @@
+"""Check a hand-run benchmark output against the shape's documented figures.
+
+Exit status: 0 when the output is sane and every figure is within the tolerance
+policy, 1 (with a one-line reason on stderr) when it is not, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ocibench import checkspec, outputs, shapes
+from ocibench import evaluate as evaluation
+from ocibench.checkspec import ParamError
+
+COLUMNS = ("metric", "key", "measured", "reference", "lower", "upper", "unit",
+           "verdict", "of limit", "source")
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("check", nargs="?", help="the check that produced FILE (see --list)")
+    parser.add_argument("file", nargs="?", help="the benchmark's output ('-' reads stdin)")
+    parser.add_argument("--shape", help="the shape it ran on (default: this machine's)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a check parameter, e.g. --set nodes=2 (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    parser.add_argument("--list", action="store_true", help="list the checks and parameters")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        print(_listing())
+        return 0
+    try:
+        if not args.check or not args.file:
+            raise ParamError("give CHECK and FILE (or --list)")
+        checkspec.spec(args.check)
+        params = _settings(args.set)
+        text = _read(args.file)
+        result = evaluation.evaluate(args.check, text, args.shape or shapes.detect(), params)
+    except (ParamError, shapes.ShapeError) as err:
+        print(f"ocibench evaluate: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({**result.to_dict(), "file": args.file}, indent=2))
+    else:
+        print(_table(result))
+    if not result.ok:
+        print(f"ocibench evaluate: FAIL: {result.reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _settings(settings: list[str]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for setting in settings:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise ParamError(f"--set {setting!r}: expected NAME=VALUE")
+        if name in params:
+            raise ParamError(f"--set {name} given twice")
+        params[name] = value
+    return params
+
+
+def _read(file: str) -> str:
+    if file == "-":
+        return sys.stdin.read()
+    try:
+        return Path(file).read_text(errors="replace")
+    except OSError as err:
+        raise ParamError(f"cannot read {file}: {err.strerror}") from None
+
+
+def _listing() -> str:
+    lines = []
+    for spec in evaluation.CHECKS.values():
+        unit = outputs.UNITS[spec.metric]
+        lines.append(f"{spec.name}: {spec.summary} [{spec.metric}, {unit}]")
+        lines.extend(f"    {param.describe()}" for param in spec.params)
+    return "\n".join(lines)
+
+
+def _table(result: evaluation.Evaluation) -> str:
+    params = " ".join(f"{k}={v}" for k, v in result.params.items())
+    lines = [f"{result.check} on {result.shape} ({params})"]
+    if result.sanity:
+        return "\n".join(lines + [f"sanity: {result.sanity}"])
+    cells = [COLUMNS] + [_cells(row) for row in result.rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines += [f"note: {note}" for note in result.notes]
+    counts = {v: sum(r.verdict == v for r in result.rows)
+              for v in ("pass", "fail", "suspicious", "no reference")}
+    lines.append(("PASS" if result.ok else "FAIL") + ": "
+                 + ", ".join(f"{n} {v}" for v, n in counts.items() if n))
+    return "\n".join(lines)
+
+
+def _cells(row: evaluation.Row) -> tuple[str, ...]:
+    fraction = "-" if row.limit_fraction is None else f"{row.limit_fraction:.0%} {row.limit}"
+    return (row.metric, str(row.key), _num(row.measured), _num(row.reference),
+            _num(row.lower), _num(row.upper), row.unit, row.verdict, fraction,
+            row.source or "-")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"

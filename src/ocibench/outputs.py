@@ -1,0 +1,300 @@
+"""Parse a benchmark's output and decide whether the run is sane: one parser per family.
+
+Used by the live ReFrame checks (sanity and performance) and by ``ocibench evaluate``
+(hand-run outputs), so both judge an output the same way.  ``parse`` raises
+:class:`SanityError` with a one-line message naming the fault when
+
+* a crash marker appears anywhere (a segfault, a signal, MPI_ABORT, a CUDA or NCCL
+  failure...),
+* the output is truncated (a header or trailer line the benchmark always prints is
+  missing),
+* fewer or more ranks, GPUs or threads took part than the parameters say (where the
+  output shows them),
+* a message-size line the size range asks for is missing, repeated or unexpected,
+* a number is not finite or negative, or nccl-tests found wrong values.
+
+The benchmark's exit code is not seen here: the live check gets it from ReFrame (a
+non-zero exit fails the job before sanity runs); offline, a failed run is recognised
+by the crash markers that mpirun, the shell or the benchmark print.
+
+Noise around the output (mpirun's ``SET UCX_NET_DEVICES=...`` and --report-bindings
+lines, ``$`` prompt lines, blank lines, indentation) is ignored: the parsers look only
+for the lines each benchmark prints.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ocibench import checkspec, shapes
+
+Values = dict[int | str, float]
+
+
+class SanityError(ValueError):
+    """The output is not that of a complete, correct run; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one run measured: ``values`` for the check's primary metric, ``extra`` for
+    any other metric the same output carries (IMB PingPong's Mbytes/sec column)."""
+
+    check: str
+    metric: str                      # latency | bandwidth | busbw
+    unit: str                        # us | MB/s | GB/s
+    values: Values                   # message size (or kernel, or nccl column) -> value
+    extra: dict[str, Values] = field(default_factory=dict)   # metric -> values
+    #: For values keyed by name (nccl-tests' busbw columns): the message size they are at.
+    size: int | None = None
+
+    def series(self) -> dict[str, Values]:
+        """metric -> values, the primary metric first."""
+        return {self.metric: self.values, **self.extra}
+
+
+#: metric -> its one unit (the shape files' METRIC_UNITS allow exactly one each).
+UNITS = {metric: next(iter(units)) for metric, units in shapes.METRIC_UNITS.items()}
+
+#: Printed only when a run failed.  Case matters except where (?i) says otherwise:
+#: "Killed" is the shell's word for a killed job, not the verb in a log sentence.
+CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
+    r"Segmentation fault",
+    r"core dumped",
+    r"Bus error",
+    r"\bKilled\b",
+    r"exited on signal \d+",
+    r"(?:mpirun|prterun) noticed that process",
+    r"prterun has exited",
+    r"MPI_ABORT",
+    r"BAD TERMINATION",
+    r"^\s*Abort\(\d+\)",
+    r"returned\s+a\s+non-zero\s+exit\s+code",
+    r"(?i)cuda failure",
+    r"(?i)nccl failure",
+    r"NCCL WARN.*\bfail",
+    r"Test failure",
+    r"srun: error:",
+    r"DUE TO TIME LIMIT",
+    r"oom-kill",
+))
+
+
+def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
+    """Parse ``text``, the output of one run of ``check`` with ``params``.
+
+    ``params`` are the run's parameters (see :mod:`ocibench.checkspec`); unset ones take
+    the seeds' defaults.  Raises SanityError for a bad output and checkspec.ParamError
+    for bad parameters.
+    """
+    params = checkspec.resolve(check, params)
+    _no_crash(text)
+    lines = [line.strip() for line in text.splitlines()]
+    return _PARSERS[check](check, lines, params)
+
+
+def _no_crash(text: str) -> None:
+    found = [m for m in (marker.search(text) for marker in CRASH_MARKERS) if m]
+    if found:
+        first = min(found, key=lambda m: m.start())   # what went wrong first
+        raise SanityError(f"benchmark crashed: {first.group(0).strip()[:80]!r} in output")
+
+
+def _number(token: str, key: int | str) -> float:
+    label = f"size {key}" if isinstance(key, int) else key
+    try:
+        value = float(token)
+    except ValueError:
+        raise SanityError(f"value {token!r} for {label} is not a number") from None
+    if not math.isfinite(value):
+        raise SanityError(f"value {token!r} for {label} is not finite")
+    if value < 0:
+        raise SanityError(f"value {token!r} for {label} is negative")
+    return value
+
+
+def _size_table(check: str, rows: list[list[str]], column: int, sizes: list[int]) -> Values:
+    """size -> the value in ``column`` of each row; every size in ``sizes`` exactly once."""
+    values: Values = {}
+    for row in rows:
+        size = int(row[0])
+        if size not in sizes:
+            raise SanityError(f"{check}: unexpected message size {size} "
+                              f"(the size range gives {sizes[0]}..{sizes[-1]})")
+        if size in values:
+            raise SanityError(f"{check}: message size {size} appears twice")
+        values[size] = _number(row[column], size)
+    for size in sizes:
+        if size not in values:
+            raise SanityError(f"{check}: no line for message size {size}")
+    return values
+
+
+def _expect_count(check: str, what: str, expected: int, seen: int) -> None:
+    if seen != expected:
+        raise SanityError(f"{check}: expected {expected} {what}, saw {seen}")
+
+
+# --- OSU Micro-Benchmarks ---------------------------------------------------------
+
+#: The title line OMB prints first, per check; "-CUDA"/"-ROCM" follow MPI or NCCL.
+_OMB_TITLES = {
+    "osu_latency": r"# OSU MPI(?:-\w+)? Latency Test",
+    "osu_bw": r"# OSU MPI(?:-\w+)? Bandwidth Test",
+    "osu_alltoall": r"# OSU MPI(?:-\w+)? All-to-All Personalized Exchange Latency Test",
+    "osu_allreduce": r"# OSU MPI(?:-\w+)? Allreduce Latency Test",
+    "osu_xccl_allreduce": r"# OSU NCCL(?:-\w+)? Allreduce Latency Test",
+}
+_ROW = re.compile(r"^\d+\s+\S+")
+
+
+def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    title = re.compile(_OMB_TITLES[check])
+    starts = [i for i, line in enumerate(lines) if title.match(line)]
+    readable = title.pattern.replace("(?:-\\w+)?", "")
+    if not starts:
+        raise SanityError(f"output truncated or not {check}: missing {readable!r}")
+    if len(starts) > 1:
+        raise SanityError(f"{check}: {len(starts)} runs in one output; give one run")
+    body = lines[starts[0] + 1:]
+    header = next((i for i, line in enumerate(body) if line.startswith("# Size")), None)
+    if header is None:
+        raise SanityError(f"output truncated: missing the '# Size' header of {check}")
+    if check == "osu_xccl_allreduce":
+        # OMB's NCCL benchmarks print "#Using NCCL" once per rank, before the title.
+        ranks = sum(1 for line in lines if line == "#Using NCCL")
+        _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
+    rows = [line.split() for line in body[header + 1:] if _ROW.match(line)]
+    values = _size_table(check, rows, 1, checkspec.expected_sizes(check, params))
+    metric = checkspec.CHECKS[check].metric
+    return Measurement(check, metric, UNITS[metric], values)
+
+
+# --- nccl-tests -------------------------------------------------------------------
+
+_NCCL_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+")
+#: size count type redop root | time algbw busbw #wrong (out-of-place) | same (in-place)
+_NCCL_ROW = re.compile(r"^\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(\s+\S+){8}$")
+_NCCL_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)\s+(\S+)")
+_OUT_OF_PLACE, _IN_PLACE = (7, 8), (11, 12)   # (busbw, #wrong) columns
+
+
+def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    oob = next((m for m in map(_NCCL_OOB.match, lines) if m), None)
+    if oob is None:
+        raise SanityError("output truncated: missing '# Out of bounds values'")
+    if not any(line.startswith("# Avg bus bandwidth") for line in lines):
+        raise SanityError("output truncated: missing '# Avg bus bandwidth'")
+    ranks = {m.group(1) for m in map(_NCCL_RANK.match, lines) if m}
+    _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], len(ranks))
+    rows = [line.split() for line in lines if _NCCL_ROW.match(line)]
+    for row in rows:
+        for _busbw, wrong in (_OUT_OF_PLACE, _IN_PLACE):
+            if row[wrong] != "0":
+                raise SanityError(f"nccl-tests: #wrong is {row[wrong]} at {row[0]}")
+    if (oob.group(1), oob.group(2)) != ("0", "OK"):
+        raise SanityError(f"nccl-tests: out of bounds values: {oob.group(1)} {oob.group(2)}")
+    sizes = checkspec.expected_sizes(check, params)
+    out_of_place = _size_table(check, rows, _OUT_OF_PLACE[0], sizes)
+    in_place = _size_table(check, rows, _IN_PLACE[0], sizes)
+    last = sizes[-1]
+    values: Values = {"out_of_place": out_of_place[last], "in_place": in_place[last]}
+    return Measurement(check, "busbw", UNITS["busbw"], values, size=last)
+
+
+# --- Intel MPI Benchmarks ---------------------------------------------------------
+
+_IMB_BENCHMARK = {"imb_pingpong": "PingPong", "imb_allreduce": "Allreduce"}
+_IMB_PROCESSES = re.compile(r"^#\s*#processes\s*=\s*(\d+)")
+_IMB_FINALIZE = "# All processes entering MPI_Finalize"
+
+
+def _imb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    name = _IMB_BENCHMARK[check]
+    if not any(line.startswith(_IMB_FINALIZE) for line in lines):
+        raise SanityError(f"output truncated: missing {_IMB_FINALIZE!r}")
+    tables = _imb_tables(lines, name)
+    if not tables:
+        raise SanityError(f"output truncated or not {check}: missing '# Benchmarking {name}'")
+    # PingPong always runs on 2 processes (others wait in MPI_Barrier); without
+    # -npmin, Allreduce prints one table per process count: take the full run's.
+    expected = 2 if check == "imb_pingpong" else params["nodes"] * params["ranks_per_node"]
+    if expected not in tables:
+        seen = ", ".join(str(n) for n in tables)
+        raise SanityError(f"{check}: expected {expected} processes, saw {seen}")
+    header, rows = tables[expected]
+    sizes = checkspec.expected_sizes(check, params)
+    time_column = "t[usec]" if check == "imb_pingpong" else "t_avg[usec]"
+    latency = _size_table(check, rows, _column(check, header, time_column), sizes)
+    extra: dict[str, Values] = {}
+    if check == "imb_pingpong":
+        bandwidth = _size_table(check, rows, _column(check, header, "Mbytes/sec"), sizes)
+        extra["bandwidth"] = {s: v for s, v in bandwidth.items() if s > 0}
+    return Measurement(check, "latency", UNITS["latency"], latency, extra)
+
+
+def _imb_tables(lines: list[str], name: str) -> dict[int, tuple[list[str], list[list[str]]]]:
+    """#processes -> (column header, rows) of every '# Benchmarking <name>' table."""
+    tables: dict[int, tuple[list[str], list[list[str]]]] = {}
+    starts = [i for i, line in enumerate(lines)
+              if re.match(rf"#\s*Benchmarking\s+{name}\b", line, re.IGNORECASE)]
+    for start in starts:
+        processes = header = None
+        rows: list[list[str]] = []
+        for line in lines[start + 1:]:
+            found = _IMB_PROCESSES.match(line)
+            if found and processes is None:
+                processes = int(found.group(1))
+            elif line.startswith("#bytes"):
+                header = line.split()
+            elif header and line.startswith("#"):
+                break  # the next section: the table is complete
+            elif header and _ROW.match(line) and len(line.split()) == len(header):
+                rows.append(line.split())
+        if processes is not None and header:
+            tables[processes] = (header, rows)
+    return tables
+
+
+def _column(check: str, header: list[str], name: str) -> int:
+    if name not in header:
+        raise SanityError(f"{check}: no {name!r} column in {' '.join(header)!r}")
+    return header.index(name)
+
+
+# --- STREAM -----------------------------------------------------------------------
+
+STREAM_KERNELS = ("Copy", "Scale", "Add", "Triad")
+_STREAM_THREADS = re.compile(r"^Number of Threads counted\s*=\s*(\d+)")
+
+
+def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    if not any(line.startswith("Function") and "Best Rate MB/s" in line for line in lines):
+        raise SanityError("output truncated or not STREAM: missing 'Best Rate MB/s' header")
+    values: Values = {}
+    for kernel in STREAM_KERNELS:
+        row = next((line.split() for line in lines if line.startswith(f"{kernel}:")), None)
+        if row is None or len(row) < 2:
+            raise SanityError(f"stream: no line for kernel {kernel}")
+        values[kernel] = _number(row[1], kernel)
+    threads = next((m for m in map(_STREAM_THREADS.match, lines) if m), None)
+    if threads is None:
+        raise SanityError("stream: no 'Number of Threads counted' line "
+                          "(not an OpenMP build, or output truncated)")
+    _expect_count(check, "threads", params["threads"], int(threads.group(1)))
+    if not any(line.startswith("Solution Validates") for line in lines):
+        raise SanityError("STREAM did not print 'Solution Validates'")
+    return Measurement(check, "bandwidth", UNITS["bandwidth"], values)
+
+
+_PARSERS = {
+    **{check: _omb for check in _OMB_TITLES},
+    "nccl_all_reduce_perf": _nccl,
+    "imb_pingpong": _imb,
+    "imb_allreduce": _imb,
+    "stream": _stream,
+}

@@ -1,0 +1,409 @@
+"""The parsers, references and tolerance policy on the seeds' own outputs, and the
+``ocibench evaluate`` command.
+
+Every output block the seed documents show (indexed in seed_outputs.py, read from the
+seeds directory) must pass against its own shape's figures; each one, damaged the ways
+real runs go wrong, must fail and say where.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import seed_outputs
+from ocibench import checkspec, outputs, policy, references, shapes
+from ocibench.commands import evaluate as evaluate_command
+from ocibench.evaluate import CHECKS, Evaluation, evaluate
+from seed_outputs import INDEX, SeedOutput
+
+CRASHES = (
+    "Segmentation fault (core dumped)\n",
+    "--------------------------------------------------------------------------\n"
+    "mpirun noticed that process rank 3 with PID 0 on node inst-0d12t-ao-ub24 exited on\n"
+    "signal 11 (Segmentation fault).\n",
+)
+
+#: Where each check prints each metric: the column of the row (split on whitespace).
+#: Written from the benchmarks' formats, independently of the parsers under test.
+VALUE_COLUMNS = {
+    ("imb_pingpong", "latency"): 2,
+    ("imb_pingpong", "bandwidth"): 3,
+    ("imb_allreduce", "latency"): 4,
+    ("nccl_all_reduce_perf", "out_of_place"): 7,
+    ("nccl_all_reduce_perf", "in_place"): 11,
+}
+
+
+@pytest.fixture(scope="session")
+def shape_cache() -> dict[str, shapes.Shape]:
+    return {}
+
+
+def _shape(cache: dict[str, shapes.Shape], name: str) -> shapes.Shape:
+    if name not in cache:
+        cache[name] = shapes.load(name)
+    return cache[name]
+
+
+@pytest.fixture
+def load(seeds_dir, shape_cache):
+    """SeedOutput -> (the entry, its output text, its shape)."""
+    def seed_of(entry: SeedOutput) -> tuple[SeedOutput, str, shapes.Shape]:
+        return entry, seed_outputs.extract(seeds_dir, entry), _shape(shape_cache, entry.shape)
+    return seed_of
+
+
+@pytest.fixture(params=INDEX, ids=[entry.name for entry in INDEX])
+def seed(request, load) -> tuple[SeedOutput, str, shapes.Shape]:
+    return load(request.param)
+
+
+def _evaluate(seed, text: str | None = None) -> Evaluation:
+    entry, original, shape = seed
+    return evaluate(entry.check, original if text is None else text, shape, entry.params)
+
+
+def _row_line(text: str, check: str, key: int | str) -> int:
+    """Index of the line that prints ``key`` (a size, a STREAM kernel, or an nccl
+    column, which lives on the row of the last size)."""
+    lines = text.splitlines()
+    if check == "stream":
+        return next(i for i, line in enumerate(lines) if line.strip().startswith(f"{key}:"))
+    if check == "nccl_all_reduce_perf":
+        return next(i for i, line in enumerate(lines) if re.match(r"\s*\d+\s+\d+\s+float", line))
+    return next(i for i, line in enumerate(lines)
+                if line.split()[:1] == [str(key)] and not line.lstrip().startswith("#"))
+
+
+def _set_value(text: str, check: str, metric: str, key: int | str, value: str) -> str:
+    lines = text.splitlines()
+    index = _row_line(text, check, key)
+    column = VALUE_COLUMNS.get((check, key if check.startswith("nccl") else metric), 1)
+    tokens = lines[index].split()
+    tokens[column] = value
+    lines[index] = "  ".join(tokens)
+    return "\n".join(lines) + "\n"
+
+
+def _documented_rows(seed) -> list:
+    return [row for row in _evaluate(seed).rows if row.reference is not None]
+
+
+# --- (a) the documented outputs pass against their own shape ----------------------
+
+def test_documented_output_passes_with_references(seed):
+    result = _evaluate(seed)
+    assert result.ok, result.reason
+    assert result.rows, "no figures measured"
+    unreferenced = [row.label for row in result.rows if row.reference is None]
+    assert not unreferenced, f"no documented figure for {unreferenced}"
+    assert {row.verdict for row in result.rows} == {"pass"}
+
+
+def test_every_documented_figure_has_a_seed_output(shape_cache):
+    """Each figure of each documented shape is exercised by some seed output."""
+    covered = set()
+    for entry in INDEX:
+        params = checkspec.resolve(entry.check, entry.params)
+        for figure in references.matching(_shape(shape_cache, entry.shape), entry.check, params):
+            covered.add((entry.shape, figure["id"]))
+    missing = [(name, figure["id"]) for name in shapes.known_shapes() if name != shapes.LOCAL
+               for figure in _shape(shape_cache, name).figures
+               if (name, figure["id"]) not in covered]
+    assert not missing
+
+
+# --- (b) damaged outputs fail and say where ---------------------------------------
+
+def test_a_figure_20_percent_worse_fails(seed):
+    entry, text, _shape_obj = seed
+    rows = _documented_rows(seed)
+    # policy.LATENCY_SLACK_US lets sub-microsecond latencies (IMB 0-byte allreduce,
+    # 0.03 us) move by print-resolution steps; every figure >= 1 us must fail at +20%.
+    rows = [r for r in rows if r.metric != "latency" or r.reference >= 1.0]
+    assert rows
+    for row in rows:
+        worse = row.measured * 1.2 if row.metric == "latency" else row.measured * 0.8
+        result = _evaluate(seed, _set_value(text, entry.check, row.metric, row.key,
+                                            f"{worse:.2f}"))
+        assert not result.ok, f"{row.label} 20% worse passed"
+        assert row.label in result.reason and row.metric in result.reason
+
+
+def test_a_missing_size_line_fails(seed):
+    entry, text, _shape_obj = seed
+    keys = list(outputs.parse(entry.check, text, entry.params).values)
+    if entry.check == "nccl_all_reduce_perf":
+        keys = checkspec.expected_sizes(entry.check, entry.params)
+    for key in {keys[0], keys[-1]}:
+        lines = text.splitlines()
+        del lines[_row_line(text, entry.check, key)]
+        result = _evaluate(seed, "\n".join(lines) + "\n")
+        assert not result.ok
+        assert re.search(rf"\b{key}\b", result.reason), result.reason
+
+
+def test_truncated_output_fails(seed):
+    lines = seed[1].splitlines()
+    result = _evaluate(seed, "\n".join(lines[: len(lines) // 2]) + "\n")
+    assert not result.ok
+    assert result.sanity
+
+
+@pytest.mark.parametrize("crash", CRASHES, ids=["segfault", "mpirun-signal"])
+def test_crash_message_fails(seed, crash):
+    result = _evaluate(seed, seed[1] + crash)
+    assert not result.ok
+    assert result.reason.startswith("benchmark crashed:")
+
+
+def test_a_non_finite_value_fails(seed):
+    entry, text, _shape_obj = seed
+    row = _evaluate(seed).rows[0]
+    result = _evaluate(seed, _set_value(text, entry.check, row.metric, row.key, "nan"))
+    assert not result.ok
+    assert "'nan'" in result.reason and "not finite" in result.reason
+
+
+def test_noise_around_and_inside_the_output_is_tolerated(seed):
+    noise = ["[inst-0d12t-ao-ub24:14174] SET UCX_NET_DEVICES=mlx5_6:1",
+             "[inst-qurnl-ao-ub24:13044] Rank 0 bound to package[0][core:24]", "", "$"]
+    lines = seed[1].splitlines()
+    middle = len(lines) * 3 // 4   # inside the tables of the long outputs
+    noisy = noise + lines[:middle] + noise[:2] + lines[middle:] + noise
+    assert _evaluate(seed, "\n".join(noisy) + "\n").ok
+
+
+def _entries(check: str) -> list[SeedOutput]:
+    return [entry for entry in INDEX if entry.check == check]
+
+
+@pytest.mark.parametrize("entry", _entries("nccl_all_reduce_perf"), ids=lambda e: e.name)
+def test_nccl_wrong_values_fail(load, entry):
+    seed = load(entry)
+    lines = seed[1].splitlines()
+    index = _row_line(seed[1], entry.check, "out_of_place")
+    tokens = lines[index].split()
+    tokens[12] = "3"   # in-place #wrong
+    lines[index] = "  ".join(tokens)
+    result = _evaluate(seed, "\n".join(lines) + "\n")
+    assert result.reason == "nccl-tests: #wrong is 3 at 10737418240"
+    bounds = seed[1].replace("Out of bounds values : 0 OK", "Out of bounds values : 2 FAILED")
+    assert _evaluate(seed, bounds).reason == "nccl-tests: out of bounds values: 2 FAILED"
+
+
+@pytest.mark.parametrize("entry", _entries("nccl_all_reduce_perf") + _entries("osu_xccl_allreduce"),
+                         ids=lambda e: e.name)
+def test_a_missing_rank_fails(load, entry):
+    seed = load(entry)
+    lines = seed[1].splitlines()
+    rank_lines = [i for i, line in enumerate(lines) if re.match(r"#\s*(Rank|Using NCCL)", line)]
+    del lines[rank_lines[-1]]
+    result = _evaluate(seed, "\n".join(lines) + "\n")
+    ranks = entry.params["nodes"] * entry.params["gpus_per_node"]
+    assert result.reason.endswith(f"expected {ranks} ranks, saw {ranks - 1}")
+
+
+@pytest.mark.parametrize("entry", _entries("imb_allreduce"), ids=lambda e: e.name)
+def test_imb_process_count(load, entry):
+    seed = load(entry)
+    fewer = re.sub(r"#processes = 144", "#processes = 72", seed[1])
+    assert _evaluate(seed, fewer).reason.endswith("expected 144 processes, saw 72")
+    # Without -npmin IMB prints a table per process count: the full run's is judged.
+    lines = seed[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if "Benchmarking Allreduce" in line)
+    end = next(i for i, line in enumerate(lines) if "MPI_Finalize" in line)
+    smaller = [line.replace("#processes = 144", "#processes = 72") for line in lines[start:end]]
+    both = "\n".join(lines[:start] + smaller + lines[start:]) + "\n"
+    assert _evaluate(seed, both).ok
+
+
+@pytest.mark.parametrize("entry", _entries("stream"), ids=lambda e: e.name)
+def test_stream_threads_and_validation(load, entry):
+    seed = load(entry)
+    fewer = seed[1].replace("Threads counted = 96", "Threads counted = 95")
+    assert _evaluate(seed, fewer).reason == "stream: expected 96 threads, saw 95"
+    failed = seed[1].replace("Solution Validates: avg error less than 1.000000e-13 on all "
+                             "three arrays", "Failed Validation on array a[]")
+    assert _evaluate(seed, failed).reason == "STREAM did not print 'Solution Validates'"
+
+
+def test_a_size_range_that_does_not_match_the_output_fails(load):
+    seed = load(_entries("osu_alltoall")[0])
+    result = evaluate("osu_alltoall", seed[1], seed[2], {"sizes": "1:1024"})
+    assert result.reason.startswith("osu_alltoall: unexpected message size 2048")
+    one_run = seed[1] + seed[1]
+    assert "2 runs in one output" in _evaluate(seed, one_run).reason
+
+
+# --- parameters, references and the policy ----------------------------------------
+
+@pytest.mark.parametrize("check, params, message", [
+    ("osu_nope", {}, "unknown check 'osu_nope'"),
+    ("osu_bw", {"colour": "red"}, "unknown parameter 'colour'"),
+    ("osu_bw", {"buffers": "X-Y"}, "buffers must be one of H-H, D-D, H-D, D-H, not 'X-Y'"),
+    ("osu_bw", {"buffers": "H-D", "nodes": "1"}, "H-D in one node needs placement"),
+    ("osu_bw", {"placement": "same-numa"}, "placement applies only to H-D and D-H"),
+    ("stream", {"threads": "many"}, "threads: 'many' is not an integer"),
+    ("osu_bw", {"sizes": "8:4"}, "sizes: '8:4' is not MIN:MAX"),
+    ("nccl_all_reduce_perf", {"begin": "2G", "end": "1G"}, "begin 2G is larger than end 1G"),
+])
+def test_bad_parameters_are_named(check, params, message):
+    with pytest.raises(checkspec.ParamError, match=re.escape(message)):
+        checkspec.resolve(check, params)
+
+
+def test_expected_sizes_follow_the_command_lines():
+    assert checkspec.expected_sizes("osu_alltoall", {})[:3] == [1, 2, 4]
+    assert checkspec.expected_sizes("osu_alltoall", {})[-1] == 67108864
+    assert len(checkspec.expected_sizes("osu_allreduce", {})) == 27
+    assert checkspec.expected_sizes("imb_pingpong", {"msglog": "3:5"}) == [0, 8, 16, 32]
+    assert checkspec.expected_sizes("nccl_all_reduce_perf", {}) == [10 * 2**30]
+    assert checkspec.expected_sizes("nccl_all_reduce_perf",
+                                    {"begin": "8", "end": "64", "factor": "2"}) == [8, 16, 32, 64]
+    assert checkspec.expected_sizes("stream", {}) == []
+
+
+def test_policy_bounds_and_verdicts():
+    assert policy.bounds("bandwidth", 1000.0) == (900.0, None)
+    assert policy.bounds("busbw", 232.0)[0] == pytest.approx(208.8)
+    assert policy.bounds("latency", 2.0) == (None, pytest.approx(2.3))
+    assert policy.bounds("latency", 0.03) == (None, pytest.approx(0.13))   # the slack
+    assert policy.verdict("latency", 2.0, 2.29) == "pass"
+    assert policy.verdict("latency", 2.0, 2.31) == "fail"
+    assert policy.verdict("latency", 2.0, 1.2) == "suspicious"
+    assert policy.verdict("latency", 0.03, 0.04) == "pass"
+    assert policy.verdict("latency", 0.03, 0.01) == "pass"
+    assert policy.verdict("bandwidth", 1000.0, 899.0) == "fail"
+    assert policy.verdict("bandwidth", 1000.0, 1600.0) == "suspicious"
+    assert policy.verdict("bandwidth", None, 1600.0) == "no reference"
+    with pytest.raises(ValueError, match="unknown metric 'speed'"):
+        policy.bounds("speed", 1.0)
+
+
+def test_reframe_reference(shape_cache):
+    gpu = _shape(shape_cache, "BM.GPU4.8")
+    d_d = checkspec.resolve("osu_bw", {"buffers": "D-D", "nodes": 1})
+    figure = references.matching(gpu, "osu_bw", d_d)[0]
+    documented = figure["values"][268435456]
+    assert references.reframe_reference(gpu, "osu_bw", d_d, ["gpu:default"]) == {
+        "gpu:default": {"bandwidth_268435456": (documented, -0.1, None, "MB/s")}}
+    latency = references.reframe_reference(
+        gpu, "osu_latency", checkspec.resolve("osu_latency", {"buffers": "D-D", "nodes": 1}),
+        ["a:b", "c:d"])
+    assert set(latency) == {"a:b", "c:d"}
+    assert latency["a:b"]["latency_1"][1:] == (None, 0.15, "us")
+    nccl = references.reframe_reference(gpu, "nccl_all_reduce_perf",
+                                        {"nodes": 1, "gpus_per_node": 8}, ["a:b"])
+    assert set(nccl["a:b"]) == {"busbw_out_of_place", "busbw_in_place"}
+    # A run at another size than the documented 10 GiB has no busbw reference.
+    assert references.reframe_reference(gpu, "nccl_all_reduce_perf",
+                                        {"nodes": 1, "gpus_per_node": 8, "end": "1G",
+                                         "begin": "1G"}, ["a:b"]) == {}
+    assert references.reframe_reference(_shape(shape_cache, "local"), "osu_bw", d_d,
+                                        ["a:b"]) == {}
+    with pytest.raises(ValueError, match="wildcard"):
+        references.reframe_reference(gpu, "osu_bw", d_d, ["*"])
+    assert references.perf_var("bandwidth", "Triad") == "bandwidth_Triad"
+
+
+def test_limit_fraction_is_in_the_links_unit(load):
+    seed = load(_entries("osu_bw")[0])   # D-D in one node, limited by NVLink
+    row = _evaluate(seed).rows[0]
+    links = seed[2].data["links"]
+    assert row.limit == "nvlink_gbs"
+    assert row.limit_fraction == pytest.approx(row.measured / 1000 / links["nvlink_gbs"])
+
+
+# --- (c, d) the command line ------------------------------------------------------
+# A few runs go through a real `ocibench` process; the remaining cases call the
+# sub-command's own register() and run() in-process, because a process start costs a
+# second here.
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ocibench.cli", "evaluate", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser(prog="ocibench evaluate")
+    evaluate_command.register(parser)
+    code = evaluate_command.run(parser.parse_args(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def pingpong(load, tmp_path) -> tuple[SeedOutput, Path]:
+    entry = _entries("imb_pingpong")[1]   # Intel MPI
+    path = tmp_path / "pingpong.out"
+    path.write_text(load(entry)[1])
+    return entry, path
+
+
+def test_cli_exit_codes(pingpong, tmp_path):
+    entry, path = pingpong
+    done = _cli("imb_pingpong", str(path), "--shape", entry.shape, "--set", "mpi=intel-mpi")
+    assert done.returncode == 0, done.stderr
+    assert "PASS" in done.stdout and "268435456" in done.stdout
+    worse = tmp_path / "worse.out"
+    worse.write_text(_set_value(path.read_text(), "imb_pingpong", "bandwidth", 268435456,
+                                "9000.00"))
+    done = _cli("imb_pingpong", str(worse), "--shape", entry.shape, "--set", "mpi=intel-mpi")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "bandwidth at size 268435456" in done.stderr
+    done = _cli("imb_pong", str(path), "--shape", entry.shape)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "unknown check 'imb_pong'" in done.stderr
+
+
+def test_cli_json_and_crash(pingpong, tmp_path, capsys):
+    entry, path = pingpong
+    code, out, _err = _main(capsys, "imb_pingpong", str(path), "--shape", entry.shape,
+                            "--set", "mpi=intel-mpi", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] and data["shape"] == entry.shape
+    assert data["file"] == str(path)
+    assert {row["metric"] for row in data["rows"]} == {"latency", "bandwidth"}
+    crashed = tmp_path / "crashed.out"
+    crashed.write_text(path.read_text() + CRASHES[1])
+    code, _out, err = _main(capsys, "imb_pingpong", str(crashed), "--shape", entry.shape,
+                            "--set", "mpi=intel-mpi")
+    assert code == 1
+    assert err == ("ocibench evaluate: FAIL: benchmark crashed: "
+                   "'mpirun noticed that process' in output\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["imb_pingpong", "FILE", "--set", "mpi=mpich"], "mpi must be one of openmpi, intel-mpi"),
+    (["imb_pingpong", "FILE", "--set", "ranks=2"], "unknown parameter 'ranks'"),
+    (["imb_pingpong", "FILE", "--set", "mpi"], "expected NAME=VALUE"),
+    (["imb_pingpong", "FILE", "--shape", "BM.Nope"], "unknown shape 'BM.Nope'"),
+    (["imb_pingpong", "MISSING"], "cannot read"),
+    (["imb_pingpong"], "give CHECK and FILE"),
+])
+def test_cli_usage_errors_exit_2_with_one_line(pingpong, capsys, args, message):
+    _entry, path = pingpong
+    args = [str(path) if a == "FILE" else str(path.parent / "nothing") if a == "MISSING" else a
+            for a in args]
+    if "--shape" not in args:
+        args += ["--shape", "BM.Optimized3.36"]
+    code, _out, err = _main(capsys, *args)
+    assert code == 2
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_cli_list_names_every_check_and_parameter():
+    done = _cli("--list")
+    assert done.returncode == 0
+    for name, spec in CHECKS.items():
+        assert re.search(rf"^{name}: ", done.stdout, re.MULTILINE)
+        for param in spec.params:
+            assert f"    {param.name}=" in done.stdout
