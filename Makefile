@@ -15,3 +15,8 @@ test:  ## the test suite (what CI runs)
 	bash scripts/test.sh
 
 .PHONY: help setup install test
+
+test-cluster:  ## multi-node checks through a Slurm cluster of network namespaces on this machine (root; docs/cluster.md)
+	bash scripts/cluster/test.sh
+
+.PHONY: test-cluster

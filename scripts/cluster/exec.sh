@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Run a command on the loopback cluster's head node: in its namespace, with its
+# hostname and the cluster's environment (SLURM_CONF, the MPI settings of lib.sh).
+#   scripts/cluster/exec.sh sinfo
+#   scripts/cluster/exec.sh sbatch -N2 job.sh
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+(($#)) || cluster_die "usage: exec.sh COMMAND [ARG...]"
+cluster_is_up && [[ -f $CLUSTER_ENV ]] || cluster_die "no cluster is up (start it with scripts/cluster/up.sh)"
+cluster_head "$@"

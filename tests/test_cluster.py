@@ -1,0 +1,391 @@
+"""Multi-node checks through a real Slurm cluster on this machine (docs/cluster.md).
+
+The module fixture starts the loopback cluster with scripts/cluster/up.sh (munged,
+slurmctld and 4 slurmd, one network namespace per node) and tears it down with
+scripts/cluster/down.sh; the last test checks that nothing is left.  Every command runs
+with a timeout.  Needs root, `ip netns`, Slurm and munge: otherwise SKIPPED with the
+reason.  The ReFrame benchmark runs also need the local shape's Lmod tree (openmpi,
+omb, imb from `make install`); without it they are SKIPPED, while the Slurm/MPI tests
+still run with the distribution's Open MPI.
+
+Results (ReFrame stage/output, perflogs, JSON reports) go to $OCIBENCH_CLUSTER_RESULTS,
+else to pytest's temporary directory; `make test-cluster` keeps them in output/cluster.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from ocibench import paths, shapes
+
+pytestmark = pytest.mark.cluster
+
+SCRIPTS = paths.REPO_ROOT / "scripts" / "cluster"
+SHAPE = "loopback-cluster"
+NODES = int(os.environ.get("OCIBENCH_CLUSTER_NODES", "4"))
+CLUSTER_DIR = Path(os.environ.get("OCIBENCH_CLUSTER_DIR")
+                   or Path(os.environ.get("TMPDIR", "/tmp")) / "ocibench-cluster")
+
+#: The checks of the issue, as ReFrame names them (-n): 2-node point-to-point,
+#: 4-node x ranks-per-node collectives, alltoall within a node.
+CHECKS = {
+    "osu_latency %buffers=H-H %nodes=2": "osu_latency%buffers=H-H%nodes=2",
+    "osu_bw %buffers=H-H %nodes=2": "osu_bw%buffers=H-H%nodes=2",
+    "imb_pingpong %mpi=openmpi %nodes=2": "imb_pingpong%mpi=openmpi%nodes=2",
+    "osu_allreduce": "osu_allreduce",
+    "imb_allreduce %mpi=openmpi %nodes=4": "imb_allreduce%mpi=openmpi%nodes=4",
+    "osu_alltoall": "osu_alltoall",
+}
+
+#: Seconds: starting the cluster, one ReFrame session of the checks, a blocked job.
+UP_TIMEOUT_S = 180
+CHECKS_TIMEOUT_S = 900
+BLOCKED_TIMEOUT_S = 120
+
+
+def run(argv, timeout, **kw) -> subprocess.CompletedProcess:
+    """Run a command; a timeout is a test failure with what it printed so far."""
+    try:
+        return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                              timeout=timeout, **kw)
+    except subprocess.TimeoutExpired as err:
+        out = (err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) \
+            else (err.stdout or "")
+        pytest.fail(f"{' '.join(map(str, argv))} did not finish in {timeout}s:\n{out[-3000:]}")
+
+
+def text(proc: subprocess.CompletedProcess) -> str:
+    return proc.stdout + proc.stderr
+
+
+class Cluster:
+    """The running cluster: commands on its head node, ReFrame sessions."""
+
+    def __init__(self, results: Path):
+        self.results = results
+        self.shape = shapes.load(SHAPE)
+
+    def head(self, *argv, timeout=60, cwd=None) -> subprocess.CompletedProcess:
+        return run(["bash", SCRIPTS / "exec.sh", *argv], timeout, cwd=cwd)
+
+    def reframe(self, name: str, args: list[str], timeout: int,
+                config: Path | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+        """One ReFrame session on the head node; returns (process, JSON run report)."""
+        where = self.results / name
+        reports = where / "reports"
+        shutil.rmtree(where, ignore_errors=True)
+        reports.mkdir(parents=True)
+        config = config or paths.SITE_DIR / "reframe_config.py"
+        proc = self.head(
+            "env", f"OCIBENCH_REPORT_DIR={reports}",
+            f"OCIBENCH_PERFLOG_DIR={where / 'perflogs'}",
+            "reframe", "-C", config, "--prefix", where, "--system", SHAPE, *args,
+            timeout=timeout, cwd=where)
+        found = sorted(reports.glob("run-report-*.json"))
+        assert found, f"ReFrame wrote no run report in {reports}:\n{text(proc)[-4000:]}"
+        return proc, json.loads(found[-1].read_text())
+
+
+def cases_of(report: dict) -> dict[str, dict]:
+    """Display name (without the hash) -> the last run's test case."""
+    cases = {}
+    for case in report["runs"][-1]["testcases"]:
+        cases[re.sub(r"\s*/[0-9a-f]{8}$", "", case["display_name"])] = case
+    return cases
+
+
+def local_tree_problem() -> str | None:
+    """Why the nodes cannot load openmpi, omb and imb from the local tree, or None."""
+    from ocibench.reframe_site import find_lmod
+
+    _, init = find_lmod()
+    if init is None:
+        return "Lmod is not installed (Debian: apt-get install lmod)"
+    root = paths.module_root("local")
+    dirs = sorted(glob.glob(str(root / "Core")) + glob.glob(str(root / "*" / "Core")))
+    if not dirs:
+        return f"no local module tree at {root} (make install builds it)"
+    script = f"source {init}; " + "; ".join(f"module use {d}" for d in dirs) + \
+        "; module -t avail 2>&1"
+    avail = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                           timeout=60).stdout
+    names = {line.split("/")[0].strip() for line in avail.splitlines()}
+    missing = [m for m in ("openmpi", "omb", "imb") if m not in names]
+    if missing:
+        return f"the local module tree {root} has no {', '.join(missing)} (make install)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    chosen = os.environ.get("OCIBENCH_CLUSTER_RESULTS")
+    path = Path(chosen) if chosen else tmp_path_factory.mktemp("cluster")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster(results):
+    check = run(["bash", SCRIPTS / "up.sh", "--check"], 60)
+    if check.returncode != 0:
+        pytest.skip(f"cannot run the loopback cluster here: {text(check).strip()}")
+    # A cluster left by a killed earlier run would make up.sh refuse to start.
+    run(["bash", SCRIPTS / "down.sh"], 120)
+    up = run(["bash", SCRIPTS / "up.sh"], UP_TIMEOUT_S)
+    try:
+        assert up.returncode == 0, f"up.sh failed:\n{text(up)}"
+        yield Cluster(results)
+    finally:
+        run(["bash", SCRIPTS / "down.sh"], 120)
+
+
+@pytest.fixture(scope="module")
+def module_tree():
+    why = local_tree_problem()
+    if why:
+        pytest.skip(f"ReFrame benchmark runs need the local Lmod tree: {why}")
+
+
+@pytest.fixture
+def drained(cluster):
+    """node3 drained with a reason, resumed afterwards."""
+    node = f"node{min(3, NODES)}"
+    proc = cluster.head("scontrol", "update", f"NodeName={node}", "State=DRAIN",
+                        "Reason=ocibench-test")
+    assert proc.returncode == 0, text(proc)
+    try:
+        yield node
+    finally:
+        cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
+
+
+# --------------------------------------------------------------------------- the cluster
+
+def test_shape_is_never_detected(monkeypatch):
+    monkeypatch.delenv(shapes.SHAPE_ENV, raising=False)
+    assert shapes.detect() != SHAPE
+    monkeypatch.setenv(shapes.SHAPE_ENV, SHAPE)
+    assert shapes.detect() == SHAPE
+
+
+def test_nodes_idle_each_in_its_namespace(cluster):
+    sinfo = cluster.head("sinfo", "-h", "-N", "-o", "%N %t %c")
+    assert sinfo.returncode == 0, text(sinfo)
+    rows = sorted(line.split() for line in sinfo.stdout.splitlines())
+    assert [r[0] for r in rows] == sorted(f"node{i}" for i in range(1, NODES + 1))
+    assert {r[1] for r in rows} == {"idle"}, sinfo.stdout
+    assert {int(r[2]) for r in rows} == {cluster.shape.cores}
+    dev = cluster.shape.ucx_net_devices["mpi"]
+    step = cluster.head("srun", "-N", NODES, "--ntasks-per-node=1", "--time=1",
+                        "bash", "-c", f'echo "$(hostname) $(ip -br -4 addr show {dev})"',
+                        timeout=120)
+    assert step.returncode == 0, text(step)
+    lines = sorted(step.stdout.split("\n")[:-1])
+    assert [line.split()[0] for line in lines] == sorted(f"node{i}" for i in range(1, NODES + 1))
+    addrs = {line.split()[-1] for line in lines}
+    assert len(addrs) == NODES, f"each node has its own {dev} address: {lines}"
+
+
+def test_mpi_job_across_all_nodes(cluster):
+    """sbatch, then mpirun over the allocation's hosts with ranks per node."""
+    if not shutil.which("mpicc"):
+        pytest.skip("no mpicc (Debian: libopenmpi-dev)")
+    ppn = cluster.shape.cores
+    proc = run(["bash", SCRIPTS / "smoke.sh", "-N", NODES, "-p", ppn], 300)
+    out = text(proc)
+    assert proc.returncode == 0, out
+    hosts = re.findall(r"smoke rank=\d+ size=(\d+) host=(\S+)", out)
+    assert len(hosts) == NODES * ppn and {int(s) for s, _ in hosts} == {NODES * ppn}, out
+    per_host = {h: sum(1 for _, x in hosts if x == h) for _, h in hosts}
+    assert per_host == {f"node{i}": ppn for i in range(1, NODES + 1)}, per_host
+    assert re.search(r"smoke allreduce sum=(\d+) expected=\1\b", out), out
+    lat = float(re.search(r"latency_us=([\d.]+)", out).group(1))
+    bw = float(re.search(r"bandwidth_MBps=([\d.]+)", out).group(1))
+    assert lat > 0 and bw > 0
+    (cluster.results / "smoke.txt").write_text(out)
+
+
+# --------------------------------------------------------------------------- ReFrame
+
+def test_reframe_multinode_checks(cluster, module_tree):
+    """The issue's checks, through the same ReFrame partitions and launcher as the OCI
+    shapes; every performance value is recorded in the perflog and the run report."""
+    args = ["-c", paths.CHECKS_DIR]
+    for name in CHECKS.values():
+        args += ["-n", name]
+    start = time.monotonic()
+    proc, report = cluster.reframe("checks", args + ["-r"], CHECKS_TIMEOUT_S)
+    took = time.monotonic() - start
+    cases = cases_of(report)
+    assert set(cases) == set(CHECKS), f"ran {sorted(cases)}:\n{text(proc)[-4000:]}"
+    failed = {n: c.get("fail_reason") for n, c in cases.items() if c["result"] != "pass"}
+    assert not failed, f"{failed}\n{text(proc)[-6000:]}"
+    summary = [f"# {len(cases)} checks in {took:.0f}s on {SHAPE} ({NODES} nodes)"]
+    for name, case in sorted(cases.items()):
+        perf = case.get("perfvalues") or {}
+        assert perf, f"{name}: no performance values recorded"
+        assert all(v[0] > 0 for v in perf.values()), f"{name}: {perf}"
+        part = case["partition"]
+        assert part == ("single" if name == "osu_alltoall" else "multi"), (name, part)
+        summary += [f"{name} @{case['system']}:{part}+{case['environ']} "
+                    f"{key.split(':')[-1]} = {v[0]} {v[4]}" for key, v in sorted(perf.items())]
+    perflogs = list((cluster.results / "checks" / "perflogs").rglob("*.log"))
+    assert perflogs, "no perflog written"
+    (cluster.results / "figures.txt").write_text("\n".join(summary) + "\n")
+    print("\n".join(summary))
+
+
+# --------------------------------------------------------------------------- faults
+
+def test_drained_node_fails_four_node_check_with_reason(cluster, drained):
+    """A 4-node job cannot start: ReFrame cancels it and names the node, never waits."""
+    args = ["-c", paths.CHECKS_DIR, "-n", CHECKS["osu_allreduce"], "-r"]
+    start = time.monotonic()
+    proc, report = cluster.reframe("drained", args, BLOCKED_TIMEOUT_S)
+    took = time.monotonic() - start
+    case = cases_of(report)["osu_allreduce"]
+    assert case["result"] == "fail", case
+    reason = case["fail_reason"] or ""
+    assert "blocked" in reason and (drained in reason or "DRAINED" in reason), reason
+    assert took < BLOCKED_TIMEOUT_S
+    sinfo = cluster.head("sinfo", "-h", "-R", "-o", "%n %E")
+    assert f"{drained} ocibench-test" in sinfo.stdout, sinfo.stdout
+    squeue = cluster.head("squeue", "-h", "-t", "PD,R")
+    assert squeue.stdout.strip() == "", f"the blocked job was left queued: {squeue.stdout}"
+
+
+TIME_LIMIT_CHECK = '''
+import reframe as rfm
+from reframe.core.builtins import sanity_function
+import reframe.utility.sanity as sn
+
+
+@rfm.simple_test
+class cluster_time_limit(rfm.RunOnlyRegressionTest):
+    """Runs past its 1-minute limit: Slurm must kill it and ReFrame report it."""
+    valid_systems = ["+multinode"]
+    valid_prog_environs = ["+omb"]
+    num_tasks = 2
+    num_tasks_per_node = 1
+    time_limit = "1m"
+    executable = "sleep"
+    executable_opts = ["600"]
+
+    @sanity_function
+    def ended_normally(self):
+        return sn.assert_true(
+            self.job.state == "COMPLETED" and self.job.exitcode == 0,
+            msg=f"job {self.job.jobid} ended {self.job.state} "
+                f"with exit code {self.job.exitcode}")
+'''
+
+
+def test_time_limit_kills_job_and_is_reported(cluster, tmp_path):
+    """A job past its time limit is killed by Slurm (TIMEOUT) and ReFrame says so.
+    Through ReFrame when the module tree exists (the environment loads it); else the
+    same limit through sbatch --time."""
+    start = time.monotonic()
+    if local_tree_problem() is None:
+        check = tmp_path / "cluster_time_limit.py"
+        check.write_text(TIME_LIMIT_CHECK)
+        proc, report = cluster.reframe("time-limit", ["-c", check, "-r"], 300)
+        case = cases_of(report)["cluster_time_limit"]
+        assert case["result"] == "fail", case
+        assert "TIMEOUT" in (case["fail_reason"] or ""), case["fail_reason"]
+        stderr = Path(case["stagedir"] or "", "rfm_job.err")
+        if stderr.is_file():
+            assert "DUE TO TIME LIMIT" in stderr.read_text()
+    else:
+        out = tmp_path / "sleep.out"
+        sub = cluster.head("sbatch", "--parsable", "-N1", "--time=1", "-o", out,
+                           "--wrap", "sleep 600")
+        assert sub.returncode == 0, text(sub)
+        jobid = sub.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + 240
+        while cluster.head("squeue", "-h", "-j", jobid, "-o", "%T").stdout.strip():
+            if time.monotonic() > deadline:
+                cluster.head("scancel", jobid)
+                pytest.fail(f"job {jobid} outlived its 1-minute limit by 3 minutes")
+            time.sleep(2)
+        info = cluster.head("scontrol", "show", "job", "-o", jobid).stdout
+        assert "JobState=TIMEOUT" in info, info
+        assert "DUE TO TIME LIMIT" in out.read_text()
+    took = time.monotonic() - start
+    assert 55 < took < 240, f"killed after {took:.0f}s for a 1-minute limit"
+
+
+def test_unknown_ucx_device_fails_naming_it(cluster):
+    """mpirun -x UCX_NET_DEVICES=nosuchdev0 across 2 nodes: a failure naming it."""
+    if not shutil.which("mpicc"):
+        pytest.skip("no mpicc (Debian: libopenmpi-dev)")
+    proc = run(["bash", SCRIPTS / "smoke.sh", "-N", 2, "-d", "nosuchdev0"], 300)
+    out = text(proc)
+    assert proc.returncode != 0, out
+    assert re.search(r"network device 'nosuchdev0' is not available", out), out
+    assert "JobState=FAILED" in out
+
+
+def test_unknown_ucx_device_fails_reframe_check(cluster, module_tree, tmp_path):
+    """The 2-node osu_latency with a shape whose ucx_net_devices.mpi does not exist on
+    the nodes: the check fails and its reason names the device."""
+    config = tmp_path / "bad_device_config.py"
+    config.write_text(
+        "import ocibench.reframe_launchers  # noqa: F401\n"
+        "from ocibench.reframe_site import build\n"
+        "site_configuration = build()\n"
+        "for system in site_configuration['systems']:\n"
+        f"    if system['name'] == {SHAPE!r}:\n"
+        "        for part in system['partitions']:\n"
+        "            part['extras']['ucx_net_devices'] = {'mpi': 'nosuchdev0'}\n")
+    args = ["-c", paths.CHECKS_DIR, "-n", CHECKS["osu_latency %buffers=H-H %nodes=2"], "-r"]
+    proc, report = cluster.reframe("bad-device", args, 300, config=config)
+    case = cases_of(report)["osu_latency %buffers=H-H %nodes=2"]
+    assert case["result"] == "fail", case
+    assert "nosuchdev0" in (case["fail_reason"] or ""), case["fail_reason"]
+
+
+def test_missing_hostfile_fails_naming_it(cluster):
+    if not shutil.which("mpicc"):
+        pytest.skip("no mpicc (Debian: libopenmpi-dev)")
+    missing = CLUSTER_DIR / "no-such-hostfile.txt"
+    proc = run(["bash", SCRIPTS / "smoke.sh", "-N", 2, "-f", missing], 300)
+    out = text(proc)
+    assert proc.returncode != 0, out
+    assert "unable to open the hostfile" in out and str(missing) in out, out
+
+
+def test_bad_input_is_a_clear_error():
+    for env, value, words in (("OCIBENCH_CLUSTER_NODES", "0", "must be 1..32"),
+                              ("OCIBENCH_CLUSTER_NET", "8.8.8", "private range"),
+                              ("OCIBENCH_CLUSTER_DIR", "relative/dir", "absolute path")):
+        proc = run(["bash", SCRIPTS / "up.sh"], 30, env={**os.environ, env: value})
+        assert proc.returncode != 0 and words in proc.stderr, (env, text(proc))
+
+
+# --------------------------------------------------------------------------- teardown
+
+def test_down_leaves_nothing_running(cluster):
+    pids = set()
+    for pidfile in (CLUSTER_DIR / "run").glob("*.pid"):
+        pids.add(int(pidfile.read_text().split()[0]))
+    munge = CLUSTER_DIR / "munge" / "munged.pid"
+    if munge.is_file():
+        pids.add(int(munge.read_text().split()[0]))
+    assert pids, "no daemon pid files: was the cluster up?"
+    down = run(["bash", SCRIPTS / "down.sh"], 120)
+    assert down.returncode == 0, text(down)
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not re.search(r"^ocb-", netns, re.M), netns
+    alive = [p for p in pids if Path(f"/proc/{p}").exists()]
+    assert not alive, f"still running after down.sh: {alive}"
+    again = run(["bash", SCRIPTS / "down.sh"], 60)
+    assert again.returncode == 0, text(again)
