@@ -1,0 +1,170 @@
+"""Read the report's inputs: ReFrame JSON run reports and ``ocibench evaluate --json`` files.
+
+A ReFrame test case is a benchmark result when it has the variable ``check_name``;
+other test cases (build fixtures, for instance) are left out.  Its measured values are
+its performance variables ``<metric>_<key>``; its parameters are the variables that
+:mod:`ocibench.checkspec` names for its check; its provenance is the
+``provenance.json`` the check kept (ReFrame copies ``keep_files`` to the output
+directory; the stage directory is left in place only when a test fails).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ocibench import checkspec, outputs, shapes
+from ocibench.report import compare
+from ocibench.report.model import FAMILIES, Result
+
+PROVENANCE_FILE = "provenance.json"
+
+#: What the report shows of a result's provenance; every key is present, None if unknown.
+PROVENANCE_FIELDS = ("shape", "hosts", "date", "specs", "modules",
+                     "mpi", "ucx", "nccl", "cuda", "driver")
+
+
+class InputError(ValueError):
+    """An input file the report cannot use; the message is one line."""
+
+
+def load(paths: list[Path], provenance: Path | None = None) -> list[Result]:
+    """Every benchmark result in the inputs, in input order."""
+    given = _read_json(provenance) if provenance else None
+    results: list[Result] = []
+    for path in paths:
+        try:
+            results += _results(path, _read_json(path), given)
+        except (shapes.ShapeError, checkspec.ParamError) as err:
+            raise InputError(f"{path}: {err}") from err
+        except (KeyError, IndexError, TypeError, AttributeError) as err:
+            raise InputError(f"{path}: malformed ({type(err).__name__}: {err})") from err
+    if not results:
+        raise InputError("no benchmark results in the inputs (no test case has check_name)")
+    return results
+
+
+def _results(path: Path, data: Any, provenance: dict[str, Any] | None) -> list[Result]:
+    if isinstance(data, dict) and "runs" in data and "session_info" in data:
+        return _reframe_results(path, data)
+    if isinstance(data, dict) and "check" in data and "rows" in data:
+        sidecar = path.parent / PROVENANCE_FILE
+        found = provenance if provenance is not None else _optional_json(sidecar)
+        return [_evaluation_result(path, data, found)]
+    raise InputError(f"{path}: neither a ReFrame run report nor an "
+                     "`ocibench evaluate --json` output")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror}") from err
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not JSON ({err})".replace("\n", " ")) from err
+
+
+def _optional_json(path: Path) -> dict[str, Any] | None:
+    return _read_json(path) if path.is_file() else None
+
+
+def _known_check(path: Path, check: Any) -> str:
+    if not isinstance(check, str) or check not in FAMILIES:
+        raise InputError(f"{path}: unknown check {check!r}; known: {', '.join(FAMILIES)}")
+    return check
+
+
+def _evaluation_result(path: Path, data: dict[str, Any],
+                       provenance: dict[str, Any] | None) -> Result:
+    check = _known_check(path, data["check"])
+    shape = compare.shape(data.get("shape") or shapes.LOCAL).name  # raises if unknown
+    rows = [compare.complete(shape, raw) for raw in data["rows"]]
+    return Result(
+        check=check, shape=shape, params=dict(data.get("params") or {}), rows=rows,
+        ok=bool(data.get("ok")), reason=data.get("reason"), notes=list(data.get("notes") or []),
+        origin=str(path), name=f"{check}: evaluation of {Path(data.get('file') or path).name}",
+        provenance=_provenance(provenance, shape=shape),
+    )
+
+
+def _reframe_results(path: Path, report: dict[str, Any]) -> list[Result]:
+    latest: dict[tuple[str, ...], dict[str, Any]] = {}  # a retried case: its last run
+    for run in report["runs"]:
+        for case in run.get("testcases", []):
+            if "check_name" in _variables(case):
+                ident = tuple(str(case.get(k)) for k in ("name", "system", "partition", "environ"))
+                latest[ident] = case
+    return [_testcase_result(path, case) for case in latest.values()]
+
+
+def _variables(case: dict[str, Any]) -> dict[str, Any]:
+    """The check's variables and parameters: ReFrame 4.10 writes them into the test
+    case itself, other 4.x releases under check_vars and check_params."""
+    return {**case, **case.get("check_vars", {}), **case.get("check_params", {})}
+
+
+def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
+    variables = _variables(case)
+    check = _known_check(path, variables["check_name"])
+    name = case.get("display_name") or case["name"]
+    provenance = _testcase_provenance(case)
+    shape = compare.shape(_testcase_shape(variables, provenance)).name  # raises if unknown
+    perfvalues = case.get("perfvalues") or {}
+    given = {p.name: variables[p.name] for p in checkspec.spec(check).params
+             if variables.get(p.name) not in (None, "", 0)}
+    try:
+        params = checkspec.resolve(check, given)
+    except checkspec.ParamError as err:
+        if perfvalues:
+            raise InputError(f"{path}: {name}: {err}") from err
+        params = given  # the case stopped before its parameters were complete
+    rows = []
+    for target, entry in perfvalues.items():
+        # [value, reference, lower, upper, unit, result]; only value and unit are used:
+        # the reference is looked up again, to cite its source and limit.
+        value, unit = entry[0], entry[4]
+        metric, _, key = target.rsplit(":", 1)[-1].partition("_")
+        if metric in outputs.UNITS and key:  # not the bare functions a failed case lists
+            rows.append(compare.row(shape, check, params, metric, key, value, unit))
+    return Result(
+        check=check, shape=shape, params=params, rows=rows,
+        ok=case.get("result") == "pass", reason=case.get("fail_reason"),
+        skipped=case.get("result") == "skip",
+        origin=f"{path} [{case.get('system')}:{case.get('partition')}+{case.get('environ')}]",
+        name=name,
+        provenance=_provenance(provenance, shape=shape, hosts=case.get("job_nodelist"),
+                               date=case.get("job_completion_time")),
+    )
+
+
+def _testcase_provenance(case: dict[str, Any]) -> dict[str, Any] | None:
+    for directory in (case.get("outputdir"), case.get("stagedir")):
+        if directory and (Path(directory) / PROVENANCE_FILE).is_file():
+            return _read_json(Path(directory) / PROVENANCE_FILE)
+    return None
+
+
+def _testcase_shape(variables: dict[str, Any], provenance: dict[str, Any] | None) -> str:
+    """The check's ``shape`` variable, else the shape of the ReFrame system (its name
+    with '.' as '_', as ocibench.reframe_site names them), else the shape detected at
+    run time, else local."""
+    if variables.get("shape"):
+        return str(variables["shape"])
+    system = str(variables.get("system", ""))
+    known = next((s for s in shapes.known_shapes() if s.replace(".", "_") == system), None)
+    return known or (provenance or {}).get("shape") or shapes.LOCAL
+
+
+def _provenance(raw: dict[str, Any] | None, **known: Any) -> dict[str, Any]:
+    """The provenance fields the report shows: those recorded at run time, completed
+    with what the run report knows (the job's nodes, its completion time)."""
+    raw = raw if isinstance(raw, dict) else {}
+    merged = {name: raw.get(name) for name in PROVENANCE_FIELDS}
+    for name, value in known.items():
+        if value and not merged.get(name):
+            merged[name] = value
+    if raw.get("hostname") and not merged["hosts"]:
+        merged["hosts"] = [raw["hostname"]]
+    merged["recorded"] = bool(raw)
+    return merged

@@ -1,0 +1,323 @@
+"""`ocibench report` from real inputs: a ReFrame run report of a real ReFrame run (a tiny
+check that prints OSU tables and records provenance as the project's checks do) and
+`ocibench evaluate --json` of every output the seed documents show.  The page is then
+rendered in headless Chromium and read back as a person would see it."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import seed_outputs
+from ocibench import checkspec, cli, paths
+from ocibench.report.model import FAMILIES
+
+#: What the osu-micro-benchmarks module that Spack generates exports.
+SPEC = "osu-micro-benchmarks@7.5.1/abcdefghijklmnopqrstuvwxyz012345"
+MODULES = "openmpi/5.0.8:osu-micro-benchmarks/7.5.1"
+
+#: A run-only check shaped like checks/osu.py: check_name, shape and the figure
+#: parameters as variables, perf variables <metric>_<size>, provenance.json kept.
+TINY_CHECK = '''
+import sys
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after, sanity_function, variable
+
+TABLES = {
+    # osu_latency on the local shape: no documented figure.
+    "osu_latency": ("local", "1:8", "# OSU MPI Latency Test v7.5",
+                    "# Size       Avg Latency(us)", "latency", "us",
+                    {1: 1.71, 2: 1.72, 4: 1.74, 8: 1.80}),
+    # osu_bw as on BM.Optimized3.36 (seed 002 sec 3-3 documents 12,254.16 MB/s).
+    "osu_bw": ("BM.Optimized3.36", "268435456:268435456", "# OSU MPI Bandwidth Test v7.5",
+               "# Size      Bandwidth (MB/s)", "bandwidth", "MB/s", {268435456: 12000.0}),
+}
+
+
+@rfm.simple_test
+class tiny_osu(rfm.RunOnlyRegressionTest):
+    bench = parameter(list(TABLES))
+    check_name = variable(str, value="")
+    shape = variable(str, value="")
+    buffers = variable(str, value="H-H")
+    nodes = variable(int, value=2)
+    sizes = variable(str, value="")
+    valid_systems = ["*"]
+    valid_prog_environs = ["*"]
+    executable = "printf"
+    keep_files = ["provenance.json"]
+    env_vars = {"OCIBENCH_SPEC_OSU_MICRO_BENCHMARKS": "%(spec)s",
+                "LOADEDMODULES": "%(modules)s"}
+    prerun_cmds = [f"{sys.executable} -m ocibench.provenance > provenance.json"]
+
+    @run_after("init")
+    def configure(self):
+        shape, sizes, title, header, metric, unit, values = TABLES[self.bench]
+        self.check_name, self.shape, self.sizes = self.bench, shape, sizes
+        lines = [title, "# Datatype: MPI_CHAR.", header]
+        lines += [f"{size:<10d}{value:>18.2f}" for size, value in values.items()]
+        self.executable_opts = ["'%%s\\\\n'"] + [f"'{line}'" for line in lines]
+        self.perf_variables = {
+            f"{metric}_{size}": sn.make_performance_function(
+                sn.extractsingle(rf"^{size}\\s+(\\S+)$", self.stdout, 1, float), unit)
+            for size in values
+        }
+
+    @sanity_function
+    def complete(self):
+        return sn.assert_found(r"^# Size", self.stdout)
+''' % {"spec": SPEC, "modules": MODULES}
+
+
+def _ocibench(*argv: str) -> tuple[int, str, str]:
+    """Run the ocibench command in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(list(argv))
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def reframe_report(tmp_path_factory) -> Path:
+    """The JSON run report of a real ReFrame run of TINY_CHECK."""
+    exe = shutil.which("reframe")
+    if not exe:
+        pytest.skip("reframe is not installed (pip install 'ocibench[test]')")
+    work = tmp_path_factory.mktemp("reframe")
+    (work / "tiny_osu.py").write_text(TINY_CHECK)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(paths.REPO_ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    report = work / "run-report.json"
+    done = subprocess.run(
+        [exe, "-c", str(work / "tiny_osu.py"), "-r", "--prefix", str(work / "rfm"),
+         "--report-file", str(report)],
+        cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return report
+
+
+@pytest.fixture(scope="module")
+def seed_evaluations(seeds_dir: Path, tmp_path_factory) -> dict[str, Path]:
+    """`ocibench evaluate --json` of every seed output, by SeedOutput.name."""
+    work = tmp_path_factory.mktemp("evaluations")
+    found = {}
+    for index, entry in enumerate(seed_outputs.INDEX):
+        output = work / f"{index:02d}.txt"
+        output.write_text(seed_outputs.extract(seeds_dir, entry))
+        settings = [a for k, v in entry.params.items() for a in ("--set", f"{k}={v}")]
+        status, stdout, stderr = _ocibench("evaluate", entry.check, str(output),
+                                           "--shape", entry.shape, *settings, "--json")
+        assert status == 0, stderr
+        (work / f"{index:02d}.json").write_text(stdout)
+        found[entry.name] = work / f"{index:02d}.json"
+    return found
+
+
+@pytest.fixture(scope="module")
+def report_dir(reframe_report: Path, seed_evaluations: dict[str, Path],
+               tmp_path_factory) -> Path:
+    """The report of both, the evaluations with the provenance the ReFrame run kept."""
+    out = tmp_path_factory.mktemp("report")
+    kept = _testcases(reframe_report)[0]["outputdir"] + "/provenance.json"
+    status, stdout, stderr = _ocibench("report", str(reframe_report),
+                                       *map(str, seed_evaluations.values()),
+                                       "-o", str(out), "--provenance", kept)
+    assert status == 0, stderr
+    assert "report.html" in stdout
+    return out
+
+
+def _testcases(report: Path) -> list[dict[str, Any]]:
+    return [case for run in json.loads(report.read_text())["runs"]
+            for case in run["testcases"]]
+
+
+def _results(report_dir: Path) -> list[dict[str, Any]]:
+    summary = json.loads((report_dir / "report.json").read_text())
+    return [r for shape in summary["shapes"].values() for r in shape["results"]]
+
+
+def _number(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def test_every_check_has_a_family():
+    assert set(FAMILIES) == set(checkspec.CHECKS)
+
+
+def test_reframe_results_carry_measured_documented_limit_and_provenance(report_dir):
+    results = {r["name"]: r for r in _results(report_dir) if "tiny_osu" in r["name"]}
+    assert set(results) == {"tiny_osu %bench=osu_latency", "tiny_osu %bench=osu_bw"}
+
+    local = results["tiny_osu %bench=osu_latency"]
+    assert (local["shape"], local["check"], local["ok"]) == ("local", "osu_latency", True)
+    assert local["params"] == {"buffers": "H-H", "nodes": 2, "sizes": "1:8"}
+    assert [(r["key"], r["measured"], r["verdict"]) for r in local["rows"]] == [
+        ("1", 1.71, "no reference"), ("2", 1.72, "no reference"),
+        ("4", 1.74, "no reference"), ("8", 1.8, "no reference")]
+    assert all(r["reference"] is None and r["limit_fraction"] is None for r in local["rows"])
+
+    [bw] = results["tiny_osu %bench=osu_bw"]["rows"]
+    assert results["tiny_osu %bench=osu_bw"]["shape"] == "BM.Optimized3.36"
+    assert (bw["measured"], bw["reference"], bw["verdict"]) == (12000.0, 12254.16, "pass")
+    assert bw["source"] == "002_a0a00444901fec78.txt sec 3-3"
+    assert bw["ratio"] == pytest.approx(12000.0 / 12254.16)
+    assert (bw["limit"], bw["limit_gbs"]) == ("rdma_port_gbs", 12.5)
+    assert bw["limit_fraction"] == pytest.approx(12.0 / 12.5)
+
+    for result in results.values():
+        prov = result["provenance"]
+        assert prov["recorded"] is True
+        [spec] = prov["specs"]
+        assert (spec["spec"], spec["hash"]) == (SPEC, SPEC.rsplit("/", 1)[1])
+        assert spec["module"] == "osu-micro-benchmarks/7.5.1"
+        assert prov["modules"] == MODULES.split(":")
+        assert prov["hosts"] and prov["date"]
+        assert {"mpi", "ucx", "nccl", "cuda", "driver", "shape"} <= set(prov)
+
+
+def test_seed_evaluations_match_their_documented_figures(report_dir, seed_evaluations):
+    results = [r for r in _results(report_dir) if "evaluation of" in r["name"]]
+    assert len(results) == len(seed_evaluations)
+    for result in results:
+        assert result["ok"], result
+        assert result["rows"], result["name"]
+        for row in result["rows"]:
+            assert row["verdict"] == "pass", (result["name"], row)
+            assert row["ratio"] == pytest.approx(1.0)
+            assert row["source"].startswith(result["rows"][0]["source"][:3])
+        assert result["provenance"]["specs"][0]["spec"] == SPEC  # from --provenance
+    stream = next(r for r in results if r["check"] == "stream" and r["params"]["nps"] == 1)
+    triad = next(row for row in stream["rows"] if row["key"] == "Triad")
+    assert (triad["limit"], triad["limit_gbs"]) == ("memory", 921.6)
+    assert triad["limit_fraction"] == pytest.approx(715650.4 / 1e3 / 921.6)
+
+
+def test_html_shows_every_figure_verdict_and_provenance(report_dir):
+    page = (report_dir / "report.html").read_text()
+    assert "http://" not in page.replace('href="#', "") and "https://" not in page
+    for result in _results(report_dir):
+        assert result["name"] in page
+        for row in result["rows"]:
+            assert f"{_number(row['measured'])} {row['unit']}" in page
+            if row["reference"] is not None:
+                assert f"{_number(row['reference'])} {row['unit']}" in page
+                assert row["source"] in page
+                assert f"{row['ratio']:.3f}" in page
+            if row["limit_fraction"] is not None:
+                assert f"{100 * row['limit_fraction']:.1f} %" in page
+    for word in ("pass", "no reference", "Spack specs", SPEC, "osu-micro-benchmarks/7.5.1",
+                 "rdma_port_gbs 12.5 GB/s", "96.0 %", "98.0 %"):
+        assert word in page, word
+    assert page.count('src="data:image/png;base64,') == len(list(report_dir.glob("*.png")))
+
+
+def test_one_plot_per_shape_and_family_present(report_dir):
+    assert sorted(p.name for p in report_dir.glob("*.png")) == [
+        "bm.gpu4.8-nccl-tests.png", "bm.gpu4.8-osu-collectives.png",
+        "bm.gpu4.8-osu-point-to-point.png", "bm.optimized3.36-intel-mpi-benchmarks.png",
+        "bm.optimized3.36-osu-collectives.png", "bm.optimized3.36-osu-point-to-point.png",
+        "bm.standard.e5.192-stream.png", "local-osu-point-to-point.png"]
+    summary = json.loads((report_dir / "report.json").read_text())
+    assert summary["shapes"]["local"]["plots"] == {
+        "OSU point-to-point": "local-osu-point-to-point.png"}
+
+
+class _Page(HTMLParser):
+    """The text a person reads and the plots' decode status, from Chromium's DOM."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.images: list[dict[str, str | None]] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("script", "style"):
+            self._skip += 1
+        if tag == "img":
+            self.images.append(dict(attrs))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self._skip -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.text.append(data)
+
+
+@pytest.mark.chromium
+def test_chromium_renders_the_report(report_dir):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    url = (report_dir / "report.html").as_uri()
+    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            "--virtual-time-budget=5000"]
+    dom = subprocess.run(base + ["--dump-dom", url], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    page = _Page()
+    page.feed(dom)
+    text = re.sub(r"\s+", " ", "".join(page.text))
+    plots = len(list(report_dir.glob("*.png")))
+    assert len(page.images) == plots
+    assert all(int(img.get("data-natural-width") or 0) > 0 for img in page.images)
+    assert f"Plots displayed: {plots} of {plots}." in text
+    for shown in ("Shape BM.Optimized3.36", "Shape local", "12,000.00 MB/s",
+                  "12,254.16 MB/s", "1.71 us", "715,650.40 MB/s", "232.20 GB/s",
+                  "pass", "no reference", "96.0 %", SPEC):
+        assert shown in text, shown
+
+    shot = report_dir / "screenshot.png"
+    subprocess.run(base + [f"--screenshot={shot}", "--window-size=1400,2000", url],
+                   capture_output=True, timeout=120, check=True)
+    from matplotlib.image import imread
+
+    pixels = imread(shot)
+    assert pixels.shape[:2] == (2000, 1400)
+    assert pixels.std() > 0.05  # text and plots, not a blank page
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json at all", "not JSON"),
+    ("[1, 2, 3]", "neither a ReFrame run report nor"),
+    ('{"check": "osu_foo", "rows": []}', "unknown check 'osu_foo'"),
+    ('{"session_info": {}, "runs": [{"testcases": [{"name": "x", "check_name": "hpl"}]}]}',
+     "unknown check 'hpl'"),
+    ('{"session_info": {}, "runs": []}', "no benchmark results"),
+    ('{"check": "osu_bw", "shape": "BM.Nope", "rows": []}', "unknown shape 'BM.Nope'"),
+    ('{"check": "osu_bw", "rows": [{"key": 1}]}', "malformed (KeyError"),
+    ('{"session_info": {}, "runs": [{"testcases": [{"name": "x", "check_name": "osu_bw", '
+     '"nodes": 7, "perfvalues": {"s:p:bandwidth_1": [1.0, 0, null, null, "MB/s", "pass"]}}]}]}',
+     "nodes must be one of 1, 2"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    status, _, stderr = _ocibench("report", str(bad), "-o", str(tmp_path / "out"))
+    assert status == 2
+    assert stderr.count("\n") == 1 and stderr.startswith("ocibench report: ")
+    assert message in stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_input_exit_status_of_the_command(tmp_path):
+    missing = tmp_path / "missing.json"
+    done = subprocess.run([sys.executable, "-m", "ocibench.cli", "report", str(missing),
+                           "-o", str(tmp_path / "out")], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")})
+    assert done.returncode == 2
+    assert done.stderr == f"ocibench report: {missing}: cannot read: No such file or directory\n"
