@@ -8,17 +8,24 @@ every result.  See docs/report.md.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+from ocibench import paths
+
+#: Where ReFrame's run reports go (ocibench.reframe_site: $OCIBENCH_REPORT_DIR, else
+#: <repo>/reports); the acceptance report goes beside them by default.
+REPORTS_DIR = Path(os.environ.get("OCIBENCH_REPORT_DIR") or paths.REPO_ROOT / "reports")
 
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", type=Path, metavar="FILE",
                         help="ReFrame JSON run report (--report-file) or "
                              "`ocibench evaluate --json` output")
-    parser.add_argument("-o", "--output", type=Path, default=Path("report"), metavar="DIR",
-                        help="directory for report.html, report.json and the plots "
-                             "(default: ./report)")
+    parser.add_argument("-o", "--output", type=Path, default=REPORTS_DIR / "acceptance",
+                        metavar="DIR", help="directory for report.html, report.json and the "
+                        f"plots (default: {REPORTS_DIR / 'acceptance'})")
     parser.add_argument("--provenance", type=Path, metavar="FILE",
                         help="provenance.json for the evaluation inputs (default: the "
                              "provenance.json beside each evaluation file, if any)")
