@@ -1,0 +1,227 @@
+"""OSU Micro-Benchmarks: the command lines of seeds 000 (CUDA/NCCL) and 002 (host).
+
+    osu_latency / osu_bw            buffers H-H | D-D, nodes 1 | 2
+    osu_latency_host_device /       buffers H-D | D-H in one node, placement same-numa |
+      osu_bw_host_device              same-socket | other-socket (figures: osu_latency, osu_bw)
+    osu_alltoall                    one node, one rank per core
+    osu_allreduce                   4 nodes, one rank per core
+    osu_xccl_allreduce              every GPU of 1 | 2 nodes
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import reframe as rfm
+from reframe.core.builtins import parameter, run_after, variable
+
+from .base import OcibenchCheck, host_device_cores
+
+#: OMB options per benchmark, as the seeds give them (seed 000 sec 2-1/2-2, 002 sec 3-x).
+LATENCY_OPTS = ["-x", "1000", "-i", "10000", "-m", "1:1"]
+BW_OPTS = ["-x", "10", "-i", "10", "-m", "268435456:268435456"]
+PT2PT_OPTS = {"osu_latency": LATENCY_OPTS, "osu_bw": BW_OPTS}
+
+#: OMB's -d cuda buffer letters: "D-H" -> ["D", "H"].
+def _cuda_opts(buffers: str) -> list[str]:
+    return [] if buffers == "H-H" else ["-d", "cuda", *buffers.split("-")]
+
+
+def largest_size(limit: int, ranks: int, memory_gib: float, buffers_per_rank: int) -> int:
+    """The largest power of two <= ``limit`` whose buffers fit in half the node's memory.
+
+    A collective of ``ranks`` ranks that each hold ``buffers_per_rank`` buffers of
+    ``size x ranks`` bytes (alltoall) needs ranks_per_node x that much memory; seed 002
+    runs alltoall up to 64 MiB on 36 ranks (166 GB of 512 GiB), which would need
+    4.7 TB with 192 ranks.  Sizes therefore scale with the node; a shape that documents
+    the full range (BM.Optimized3.36) keeps it.
+    """
+    if not memory_gib:
+        return limit
+    budget = memory_gib * 2**30 / 2
+    size = limit
+    while size > 1 and buffers_per_rank * size * ranks * ranks > budget:
+        size //= 2
+    return size
+
+
+class _OsuBase(OcibenchCheck):
+    valid_prog_environs = ["+omb"]
+    tags = {"ocibench", "omb"}
+
+
+class _Pt2Pt(_OsuBase):
+    """osu_latency / osu_bw between two ranks."""
+
+    def pt2pt(self, extras: dict[str, Any], nodes: int, buffers: str) -> None:
+        self.need_nodes(nodes)
+        if buffers != "H-H":
+            # Two GPUs in one node (GPU 0 and 1, seed 000 sec 2-1); one per node across 2.
+            self.need_gpus(2 if nodes == 1 else 1)
+        self.need_cores(2 if nodes == 1 else 1)
+        self.num_tasks = 2
+        self.num_tasks_per_node = 2 if nodes == 1 else 1
+        self.executable = self.check_name
+        self.executable_opts = PT2PT_OPTS[self.check_name] + _cuda_opts(buffers)
+        if nodes > 1:
+            device = self.ucx_device("mpi")
+            if device:
+                self.export("UCX_NET_DEVICES", device)
+        elif buffers != "H-H":
+            self.job.launcher.options = ["--report-bindings"]
+
+
+class _Pt2PtSameBuffers(_Pt2Pt):
+    buffers = parameter(["H-H", "D-D"])
+    nodes = parameter([1, 2])
+
+    @run_after("init")
+    def _systems(self):
+        gpu = "+gpu " if self.buffers == "D-D" else ""
+        where = "+multinode" if self.nodes > 1 else "-multinode"
+        self.valid_systems = [f"{gpu}{where}".strip(), "local"]
+        if self.buffers == "D-D":
+            self.tags = self.tags | {"gpu"}
+
+    def configure(self, extras):
+        self.pt2pt(extras, self.nodes, self.buffers)
+
+    def figure_params(self):
+        return {"buffers": self.buffers, "nodes": self.nodes}
+
+
+class _Pt2PtHostDevice(_Pt2Pt):
+    buffers = parameter(["H-D", "D-H"])
+    placement = parameter(["same-numa", "same-socket", "other-socket"])
+    nodes = variable(int, value=1)
+    valid_systems = ["+gpu -multinode", "local"]
+    tags = {"ocibench", "omb", "gpu"}
+
+    def configure(self, extras):
+        self.pt2pt(extras, 1, self.buffers)
+        cores, why = host_device_cores(extras, self.buffers, self.placement)
+        self.skip_if(cores is None, f"{self.placement} placement impossible on "
+                                    f"{extras['shape']}: {why}")
+        # seed 000 sec 2-1: mpirun -n 2 --map-by pe-list=24,25:ordered --report-bindings
+        #                   numactl -l osu_latency ... -d cuda H D
+        self.job.launcher.options = ["--map-by", f"pe-list={cores[0]},{cores[1]}:ordered",
+                                     "--report-bindings"]
+        self.executable = "numactl"
+        self.executable_opts = ["-l", self.check_name] + self.executable_opts
+
+    def figure_params(self):
+        return {"buffers": self.buffers, "nodes": 1, "placement": self.placement}
+
+
+@rfm.simple_test
+class osu_latency(_Pt2PtSameBuffers):
+    check_name = "osu_latency"
+    descr = "OMB osu_latency, 1 B, two ranks (seed 000 sec 2-1/2-3, seed 002 sec 3-2)"
+
+
+@rfm.simple_test
+class osu_bw(_Pt2PtSameBuffers):
+    check_name = "osu_bw"
+    descr = "OMB osu_bw, 256 MiB, two ranks (seed 000 sec 2-2/2-4, seed 002 sec 3-3)"
+
+
+@rfm.simple_test
+class osu_latency_host_device(_Pt2PtHostDevice):
+    check_name = "osu_latency"
+    descr = "OMB osu_latency host<->GPU at a NUMA placement (seed 000 sec 2-1)"
+
+
+@rfm.simple_test
+class osu_bw_host_device(_Pt2PtHostDevice):
+    check_name = "osu_bw"
+    descr = "OMB osu_bw host<->GPU at a NUMA placement (seed 000 sec 2-2)"
+
+
+class _Collective(_OsuBase):
+    ranks_per_node = variable(int, value=0)
+    sizes = variable(str, value="")
+
+    def figure_params(self):
+        return {"nodes": self.nodes, "ranks_per_node": self.ranks_per_node}
+
+    def run_params(self):
+        return {**self.figure_params(), "sizes": self.sizes}
+
+
+@rfm.simple_test
+class osu_alltoall(_Collective):
+    """seed 002 sec 3-1: mpirun -n 36 osu_alltoall -x 10 -i 10 -m 1:67108864"""
+
+    check_name = "osu_alltoall"
+    descr = "OMB osu_alltoall, one node, one rank per core, 1 B .. 64 MiB"
+    nodes = variable(int, value=1)
+    valid_systems = ["-multinode"]
+
+    def configure(self, extras):
+        self.need_cores(2)
+        cores = extras["cores"]
+        self.ranks_per_node = cores
+        self.num_tasks = self.num_tasks_per_node = cores
+        # Every rank holds a send and a receive buffer of size x ranks.
+        top = largest_size(67108864, cores, extras.get("memory_gib", 0), 2)
+        self.sizes = f"1:{top}"
+        self.executable = "osu_alltoall"
+        self.executable_opts = ["-x", "10", "-i", "10", "-m", self.sizes]
+
+
+@rfm.simple_test
+class osu_allreduce(_Collective):
+    """seed 002 sec 3-4: mpirun -n 144 -N 36 -hostfile ... -x UCX_NET_DEVICES=mlx5_2:1
+    osu_allreduce -x 10 -i 10 -m 4:268435456"""
+
+    check_name = "osu_allreduce"
+    descr = "OMB osu_allreduce, 4 nodes, one rank per core, 4 B .. 256 MiB"
+    nodes = variable(int, value=4)
+    valid_systems = ["+multinode", "local"]
+    tags = {"ocibench", "omb", "multinode"}
+
+    def configure(self, extras):
+        self.need_nodes(self.nodes)
+        cores = extras["cores"]
+        self.ranks_per_node = cores
+        self.num_tasks = self.nodes * cores
+        self.num_tasks_per_node = cores
+        self.sizes = "4:268435456"
+        self.executable = "osu_allreduce"
+        self.executable_opts = ["-x", "10", "-i", "10", "-m", self.sizes]
+        device = self.ucx_device("mpi")
+        if device:
+            self.export("UCX_NET_DEVICES", device)
+
+
+@rfm.simple_test
+class osu_xccl_allreduce(_OsuBase):
+    """seed 000 sec 2-5/2-6: mpirun -n 8 [-N 8 -hostfile ...] -x UCX_NET_DEVICES=mlx5_6:1
+    osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -d cuda D D"""
+
+    check_name = "osu_xccl_allreduce"
+    descr = "OMB osu_xccl_allreduce (NCCL), 1 GiB, every GPU of the node(s)"
+    nodes = parameter([1, 2])
+    gpus_per_node = variable(int, value=0)
+    tags = {"ocibench", "omb", "gpu", "nccl"}
+
+    @run_after("init")
+    def _systems(self):
+        where = "+multinode" if self.nodes > 1 else "-multinode"
+        self.valid_systems = [f"+gpu {where}", "local"]
+
+    def configure(self, extras):
+        self.need_nodes(self.nodes)
+        self.need_gpus(2 if self.nodes == 1 else 1)
+        self.gpus_per_node = extras["gpus"]
+        self.num_tasks = self.nodes * self.gpus_per_node
+        self.num_tasks_per_node = self.gpus_per_node
+        self.executable = "osu_xccl_allreduce"
+        self.executable_opts = ["-x", "10", "-i", "10", "-m", "1073741824:1073741824",
+                                "-d", "cuda", "D", "D"]
+        device = self.ucx_device("mpi")
+        if device:
+            self.export("UCX_NET_DEVICES", device)
+
+    def figure_params(self):
+        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node}

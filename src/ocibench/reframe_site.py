@@ -1,0 +1,429 @@
+"""The ReFrame site configuration, derived from the shape files.
+
+``site/reframe_config.py`` is one line: ``site_configuration = build()``.  Everything
+here is read from ``site/shapes/<shape>.yaml``; a new site edits a shape file, never
+this module.
+
+Systems
+    One per shape file (:func:`ocibench.shapes.known_shapes`), ``local`` included.
+    ReFrame system names cannot hold dots, so a shape's system is its name with ``.``
+    replaced by ``_`` (``BM.GPU4.8`` -> ``BM_GPU4_8``, :func:`system_name`).  The
+    shape :func:`ocibench.shapes.detect` finds is listed first with hostnames
+    ``['.*']``; every other system has a host name pattern that never matches, so
+    ReFrame picks the detected shape unless ``--system`` names another.  Partitions
+    are chosen by features, never by host name.
+
+Partitions
+    ``local``: one partition ``default`` (local scheduler, one node).  Every other
+    shape: ``single`` (one node per job) and ``multi`` (feature ``multinode``).  With
+    ``scheduler: slurm`` both submit to Slurm and the multi-node partition writes the
+    allocation's hosts to a host file; with ``scheduler: none`` jobs run on the node
+    ReFrame runs on, and ``multi`` reaches other nodes through the host file a site
+    names (``cluster.hostfile`` or ``$OCIBENCH_HOSTFILE``), as the seeds do.  The
+    launcher is :mod:`ocibench.reframe_launchers` (the seeds' ``mpirun`` lines).
+
+Features (partition)
+    ``cpu``; ``gpu``, ``cuda``, ``nccl`` when the shape has GPUs; ``rdma`` when its
+    network has RDMA; ``slurm`` under Slurm; ``multinode`` on ``multi``.
+
+Extras (partition)
+    The topology facts the checks scale to: ``shape``, ``cores`` (physical cores of a
+    node), ``sockets``, ``numa_nodes`` (``[{id, socket, cores: [first, last]}]``),
+    ``gpus`` (count per node), ``gpu_numa`` (NUMA node of GPU *i*), ``memory_gib``,
+    ``nodes`` (nodes a job may span in this partition), ``ucx_net_devices``
+    (``{mpi, nccl}``), ``scheduler``.
+
+Environments (features)
+    ``omb`` (+omb +openmpi), ``nccl-tests`` (+nccl-tests +openmpi), ``imb-openmpi``
+    (+imb +openmpi), ``imb-intelmpi`` (+imb +intel-mpi), ``stream`` (+stream).  Each
+    ``module use``-s the shape's Lmod tree (:func:`ocibench.paths.module_root`) and
+    loads the modules the tutorials load (``module load openmpi omb``; on GPU shapes
+    ``cuda nccl`` first).  An environment that the shape cannot offer (Intel MPI not in
+    ``software.stack``) still exists, with ``extras.unavailable`` giving the reason, so
+    that its checks are listed and then skipped with that reason.
+
+Optional shape fields read here (all under ``cluster:``; absent on most shapes)::
+
+    cluster:
+      nodes: 4               # nodes a multi-node job may use (default: see below)
+      partition: gpu         # Slurm partition (sbatch -p); default: Slurm's default
+      access: [--account=x]  # more sbatch options
+      hostfile: ~/hostlist.txt   # scheduler none: the seeds' host list
+      accounting: false      # Slurm without slurmdbd: squeue + scontrol, not sacct
+                             # (ocibench.reframe_slurm)
+      cancel_reasons: [...]  # pending reasons (squeue %r up to its first comma) on
+                             # which ReFrame cancels a job, besides ReqNodeNotAvail
+
+Without ``cluster.nodes``: under Slurm the node count ``sinfo`` reports for the
+detected shape, else the largest run the seeds document (4 nodes); without a
+scheduler, the number of hosts in the host file (1 if there is none).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ocibench import paths, shapes
+from ocibench.reframe_launchers import HOSTFILE_VAR, INTELMPI, OPENMPI
+from ocibench.reframe_slurm import SQUEUE
+
+#: Environment variable: where the perflogs go (default: <repo>/perflogs).
+PERFLOG_ENV = "OCIBENCH_PERFLOG_DIR"
+#: Environment variable: where ReFrame's JSON run reports go (default: <repo>/reports).
+REPORT_ENV = "OCIBENCH_REPORT_DIR"
+
+#: Nodes assumed for a Slurm shape that states none and is not the detected one:
+#: the largest run in the seeds (osu_allreduce, IMB Allreduce: 4 nodes).
+DEFAULT_SLURM_NODES = 4
+
+#: Seconds ``sinfo`` may take at configuration time.
+SINFO_TIMEOUT_S = 5
+
+#: A host name pattern that never matches (host names are never empty).
+NEVER = "^$"
+
+#: The module names of the shape's Lmod tree (Spack's lmod projections).
+MPI_MODULE = {"openmpi": "openmpi", "intel-mpi": "intel-oneapi-mpi"}
+GPU_MODULES = ["cuda", "nccl"]
+
+#: ``software.stack`` keys that mean the shape's stack has Intel MPI.
+INTEL_MPI_STACK_KEYS = ("intel-oneapi-mpi", "intel-mpi")
+
+#: Environments: name -> (features, MPI flavour, benchmark module, needs GPU modules).
+ENVIRONMENTS = {
+    "omb": (["omb", "openmpi"], "openmpi", "omb", True),
+    "nccl-tests": (["nccl-tests", "openmpi"], "openmpi", "nccl-tests", True),
+    "imb-openmpi": (["imb", "openmpi"], "openmpi", "imb", False),
+    "imb-intelmpi": (["imb", "intel-mpi"], "intel-mpi", "imb", False),
+    "stream": (["stream"], None, "stream", False),
+}
+
+
+def system_name(shape: str) -> str:
+    """The ReFrame system of a shape: its name with '.' replaced by '_'."""
+    return shape.replace(".", "_")
+
+
+# --------------------------------------------------------------------------- Lmod
+
+def find_lmod() -> tuple[str | None, Path | None]:
+    """Lmod's command and its bash init script, or (None, None) without Lmod."""
+    roots = [os.environ.get("LMOD_PKG"), "/usr/share/lmod/lmod", "/opt/apps/lmod/lmod",
+             "/usr/local/lmod/lmod"]
+    cmd = os.environ.get("LMOD_CMD")
+    for root in filter(None, roots):
+        init = Path(root) / "init" / "bash"
+        exe = Path(root) / "libexec" / "lmod"
+        if init.is_file() and exe.is_file():
+            return cmd or str(exe), init
+    return cmd, None
+
+
+def module_dirs(shape: str) -> list[Path]:
+    """The Core directories of a shape's Lmod tree (Spack's <root>/<arch>/Core)."""
+    root = paths.module_root(shape)
+    found = [Path(p) for p in sorted(glob.glob(str(root / "Core")))
+             + sorted(glob.glob(str(root / "*" / "Core")))]
+    return [p for p in found if p.is_dir()]
+
+
+# --------------------------------------------------------------------------- cluster
+
+def _hostfile(shape: shapes.Shape, detected: bool) -> Path | None:
+    name = os.environ.get(HOSTFILE_VAR) if detected else None
+    name = name or (shape.data.get("cluster") or {}).get("hostfile")
+    return Path(os.path.expanduser(name)) if name else None
+
+
+def _hosts_in(path: Path | None) -> int:
+    if not path or not path.is_file():
+        return 0
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return len({line.split()[0] for line in lines if line})
+
+
+def _sinfo_nodes(partition: str | None) -> int | None:
+    if not shutil.which("sinfo"):
+        return None
+    argv = ["sinfo", "-h", "-N", "-o", "%N"] + (["-p", partition] if partition else [])
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True,
+                             timeout=SINFO_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = {line.strip() for line in out.stdout.splitlines() if line.strip()}
+    return len(names) if out.returncode == 0 and names else None
+
+
+def cluster_nodes(shape: shapes.Shape, detected: bool) -> int:
+    """Nodes a multi-node job of this shape may use (see the module docstring)."""
+    cluster = shape.data.get("cluster") or {}
+    if cluster.get("nodes"):
+        return int(cluster["nodes"])
+    if shape.data["scheduler"] == "slurm":
+        counted = _sinfo_nodes(cluster.get("partition")) if detected else None
+        return counted or DEFAULT_SLURM_NODES
+    return max(1, _hosts_in(_hostfile(shape, detected)))
+
+
+# --------------------------------------------------------------------------- pieces
+
+def has_intel_mpi(shape: shapes.Shape) -> bool:
+    stack = shape.data["software"].get("stack") or {}
+    return any(key in stack for key in INTEL_MPI_STACK_KEYS)
+
+
+def _extras(shape: shapes.Shape, nodes: int) -> dict[str, Any]:
+    gpus = shape.gpus or {}
+    devices = sorted(gpus.get("devices") or [], key=lambda d: d["index"])
+    return {
+        "shape": shape.name,
+        "cores": shape.cores,
+        "sockets": int(shape.cpu["sockets"]),
+        "numa_nodes": [dict(n) for n in shape.cpu["numa_nodes"]],
+        "gpus": shape.gpu_count,
+        "gpu_numa": [d["numa_node"] for d in devices],
+        "memory_gib": float(shape.data["memory"].get("size_gib") or 0),
+        "nodes": nodes,
+        "ucx_net_devices": dict(shape.ucx_net_devices),
+        "scheduler": shape.data["scheduler"],
+    }
+
+
+def _features(shape: shapes.Shape) -> list[str]:
+    features = ["cpu"]
+    if shape.gpu_count:
+        features += ["gpu", "cuda", "nccl"]
+    rdma = (shape.data.get("network") or {}).get("rdma")
+    if rdma and str(rdma).lower() != "none":
+        features.append("rdma")
+    if shape.data["scheduler"] == "slurm":
+        features.append("slurm")
+    return features
+
+
+def _processor(shape: shapes.Shape) -> dict[str, Any]:
+    per_core = 2 if shape.cpu.get("smt") else 1
+    sockets = int(shape.cpu["sockets"]) or 1
+    return {
+        "num_cpus": shape.cores * per_core,
+        "num_cpus_per_core": per_core,
+        "num_sockets": sockets,
+        "num_cpus_per_socket": shape.cores * per_core // sockets,
+    }
+
+
+def _devices(shape: shapes.Shape) -> list[dict[str, Any]]:
+    if not shape.gpu_count:
+        return []
+    return [{"type": "gpu", "arch": f"sm_{shape.gpus['cuda_arch']}",
+             "num_devices": shape.gpu_count}]
+
+
+def _prepare_cmds(init: Path | None) -> list[str]:
+    """First lines of every job script: make sure `module` is Lmod's."""
+    if init is None:
+        return []
+    return [f'[ "$(type -t module)" = function ] || source {init}']
+
+
+def _partitions(shape: shapes.Shape, detected: bool, init: Path | None) -> list[dict]:
+    common = {
+        "launcher": OPENMPI,
+        "environs": list(ENVIRONMENTS),
+        "processor": _processor(shape),
+        "devices": _devices(shape),
+    }
+    if shape.is_local:
+        return [{
+            **common,
+            "name": "default",
+            "descr": f"this machine ({shape.cpu['model']}), one node",
+            "scheduler": "local",
+            "max_jobs": 1,  # one benchmark at a time: they would disturb each other
+            "features": _features(shape),
+            "extras": _extras(shape, nodes=1),
+            "prepare_cmds": _prepare_cmds(init),
+        }]
+    cluster = shape.data.get("cluster") or {}
+    nodes = cluster_nodes(shape, detected)
+    if shape.data["scheduler"] == "slurm":
+        access = ([f"--partition={cluster['partition']}"] if cluster.get("partition") else [])
+        access += list(cluster.get("access") or [])
+        hosts = ["scontrol show hostnames \"$SLURM_JOB_NODELIST\" > ocibench_hosts.txt",
+                 f"export {HOSTFILE_VAR}=$PWD/ocibench_hosts.txt"]
+        # sacct needs slurmdbd; without accounting: squeue, then scontrol for the exit code
+        sched = "slurm" if cluster.get("accounting", True) else SQUEUE
+        single = {"scheduler": sched, "access": access, "max_jobs": 16}
+        multi = {"scheduler": sched, "access": access, "max_jobs": 16}
+    else:
+        hostfile = _hostfile(shape, detected)
+        hosts = [f"export {HOSTFILE_VAR}={hostfile}"] if hostfile else []
+        single = {"scheduler": "local", "max_jobs": 1}
+        multi = {"scheduler": "local", "max_jobs": 1}
+    return [
+        {**common, **single, "name": "single",
+         "descr": f"{shape.name}: one node per job",
+         "features": _features(shape),
+         "extras": _extras(shape, nodes=1),
+         "prepare_cmds": _prepare_cmds(init)},
+        {**common, **multi, "name": "multi",
+         "descr": f"{shape.name}: up to {nodes} nodes per job",
+         "features": _features(shape) + ["multinode"],
+         "extras": _extras(shape, nodes=nodes),
+         "prepare_cmds": _prepare_cmds(init) + hosts},
+    ]
+
+
+def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
+    root = paths.module_root(shape.name)
+    dirs = module_dirs(shape.name)
+    if not lmod_ok:
+        use = [f'echo "ocibench: Lmod is not installed (looked in $LMOD_PKG, '
+               f'/usr/share/lmod/lmod): cannot load the module tree {root}" >&2', "exit 1"]
+    elif not dirs:
+        use = [f'echo "ocibench: no Lmod module tree for shape {shape.name}: '
+               f'nothing matches {root}/Core or {root}/*/Core (run make install)" >&2',
+               "exit 1"]
+    else:
+        use = [f"module use {d}" for d in dirs]
+    envs = []
+    for name, (features, mpi, bench, gpu) in ENVIRONMENTS.items():
+        extras: dict[str, Any] = {"mpi": mpi or "none",
+                                  "launcher": INTELMPI if mpi == "intel-mpi" else OPENMPI}
+        modules = (GPU_MODULES if gpu and shape.gpu_count else []) + \
+            ([MPI_MODULE[mpi]] if mpi else []) + [bench]
+        prepare = list(use)
+        if mpi == "intel-mpi" and not has_intel_mpi(shape):
+            extras["unavailable"] = (
+                f"{shape.name} has no Intel MPI in software.stack of "
+                f"site/shapes/{shape.name}.yaml (add intel-oneapi-mpi to build it)")
+            modules, prepare = [], []
+        envs.append({
+            "name": name,
+            "target_systems": [system_name(shape.name)],
+            "features": features,
+            "modules": modules,
+            "prepare_cmds": prepare,
+            "extras": extras,
+        })
+    return envs
+
+
+def _sched_options(shape: shapes.Shape) -> dict[str, Any]:
+    """cluster.cancel_reasons: a job pending for one of them fails instead of waiting."""
+    reasons = (shape.data.get("cluster") or {}).get("cancel_reasons")
+    if not reasons:
+        return {}
+    return {"sched_options": {"slurm_job_cancel_reasons": ["ReqNodeNotAvail"] + list(reasons)}}
+
+
+def _system(shape: shapes.Shape, detected: bool, lmod_ok: bool,
+            init: Path | None) -> dict[str, Any]:
+    env_vars = []
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        # Open MPI refuses to start as root (containers, CI) unless told it may.
+        env_vars = [["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"]]
+    return {
+        "name": system_name(shape.name),
+        "descr": f"{shape.name}: {shape.data['summary']}",
+        "hostnames": [".*"] if detected else [NEVER],
+        "modules_system": "lmod" if lmod_ok else "nomod",
+        "env_vars": env_vars,
+        **_sched_options(shape),
+        "partitions": _partitions(shape, detected, init),
+    }
+
+
+# --------------------------------------------------------------------------- checks
+
+def _requested_system(argv: list[str]) -> str | None:
+    """The --system that this ReFrame invocation asks for, if any."""
+    for i, arg in enumerate(argv):
+        if arg == "--system" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--system="):
+            return arg.split("=", 1)[1]
+    return os.environ.get("RFM_SYSTEM") or None
+
+
+def _check_requested(names: list[str], argv: list[str]) -> None:
+    from reframe.core.exceptions import ConfigError
+
+    requested = _requested_system(argv)
+    if not requested:
+        return
+    system = requested.split(":", 1)[0]
+    if system in names:
+        return
+    hint = ""
+    if system_name(system) in names:
+        hint = (f" (ReFrame system names cannot hold '.': shape {system} is "
+                f"--system {system_name(system)})")
+    raise ConfigError(f"unknown system {system!r}{hint}; known systems, one per shape "
+                      f"file in {shapes.SHAPES_DIR}: {', '.join(names)}")
+
+
+# --------------------------------------------------------------------------- build
+
+def build(argv: list[str] | None = None) -> dict[str, Any]:
+    """The whole ReFrame configuration (raises ConfigError with a one-line reason)."""
+    from reframe.core.exceptions import ConfigError
+
+    try:
+        detected = shapes.detect()
+        loaded = {name: shapes.load(name) for name in shapes.known_shapes()}
+    except shapes.ShapeError as err:
+        raise ConfigError(f"ocibench: {err}") from None
+    order = [detected] + [n for n in sorted(loaded) if n != detected]
+    _check_requested([system_name(n) for n in order], sys.argv[1:] if argv is None else argv)
+
+    lmod_cmd, init = find_lmod()
+    lmod_ok = bool(lmod_cmd and init)
+    if lmod_ok:
+        # ReFrame finds Lmod through LMOD_CMD, which only an initialised shell sets.
+        os.environ.setdefault("LMOD_CMD", lmod_cmd)
+    else:
+        print("ocibench: Lmod not found: modules_system is 'nomod' and every check "
+              "will fail at its first line saying so (Debian: apt-get install lmod)",
+              file=sys.stderr)
+
+    perflogs = os.environ.get(PERFLOG_ENV) or str(paths.REPO_ROOT / "perflogs")
+    reports = os.environ.get(REPORT_ENV) or str(paths.REPO_ROOT / "reports")
+    envs = []
+    for name in order:
+        envs += _environments(loaded[name], lmod_ok)
+    return {
+        "systems": [_system(loaded[n], n == detected, lmod_ok, init) for n in order],
+        "environments": envs,
+        "general": [{
+            "trap_job_errors": True,
+            # Modules are loaded in the job script only, never in ReFrame's own
+            # process: a tree that exists only on the compute nodes (or not yet, for
+            # --dry-run and listings) must not stop the run before the job does.
+            "resolve_module_conflicts": False,
+            "check_search_path": [str(paths.CHECKS_DIR)],
+            "report_file": f"{reports}/run-report-{{sessionid}}.json",
+        }],
+        "logging": [{
+            "handlers_perflog": [{
+                "type": "filelog",
+                "prefix": "%(check_system)s/%(check_partition)s",
+                "level": "info",
+                "basedir": perflogs,
+                "format": ("%(check_job_completion_time)s|%(check_result)s|"
+                           "%(check_display_name)s|%(check_system)s:%(check_partition)s|"
+                           "%(check_environ)s|%(check_perfvalues)s"),
+                "format_perfvars": ("%(check_perf_value)s|%(check_perf_unit)s|"
+                                    "%(check_perf_ref)s|%(check_perf_lower_thres)s|"
+                                    "%(check_perf_upper_thres)s|"),
+                "append": True,
+            }],
+        }],
+    }

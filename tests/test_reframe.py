@@ -1,0 +1,431 @@
+"""The ReFrame configuration (site/reframe_config.py) and the checks (checks/).
+
+Everything here drives the real `reframe` command.  One `--dry-run` per system (six
+invocations, the fewest ReFrame allows: one system per invocation) gives the test cases
+each shape lists, the skips and their reasons, and the job scripts, whose mpirun lines
+are compared with the seeds' command lines.  The expected lists are written out below,
+not computed from the code under test.
+
+A real run on the `local` shape needs the local Lmod module tree (`make install`); the
+test is skipped, naming the directory it looked in, until that tree exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ocibench import paths, shapes
+
+CONFIG = paths.SITE_DIR / "reframe_config.py"
+
+# --------------------------------------------------------------------------- expected
+
+#: Test cases by where they run: (display name, environment).
+HOST_SINGLE = [
+    ("osu_latency %buffers=H-H %nodes=1", "omb"),
+    ("osu_bw %buffers=H-H %nodes=1", "omb"),
+    ("osu_alltoall", "omb"),
+    ("stream %nps=1", "stream"),
+    ("stream %nps=4", "stream"),
+    ("imb_pingpong %mpi=openmpi %nodes=1", "imb-openmpi"),
+    ("imb_pingpong %mpi=intel-mpi %nodes=1", "imb-intelmpi"),
+    ("imb_allreduce %mpi=openmpi %nodes=1", "imb-openmpi"),
+    ("imb_allreduce %mpi=intel-mpi %nodes=1", "imb-intelmpi"),
+]
+HOST_MULTI = [
+    ("osu_latency %buffers=H-H %nodes=2", "omb"),
+    ("osu_bw %buffers=H-H %nodes=2", "omb"),
+    ("osu_allreduce", "omb"),
+    ("imb_pingpong %mpi=openmpi %nodes=2", "imb-openmpi"),
+    ("imb_pingpong %mpi=intel-mpi %nodes=2", "imb-intelmpi"),
+    ("imb_allreduce %mpi=openmpi %nodes=4", "imb-openmpi"),
+    ("imb_allreduce %mpi=intel-mpi %nodes=4", "imb-intelmpi"),
+]
+GPU_SINGLE = [
+    ("osu_latency %buffers=D-D %nodes=1", "omb"),
+    ("osu_bw %buffers=D-D %nodes=1", "omb"),
+    ("osu_latency_host_device %buffers=H-D %placement=same-numa", "omb"),
+    ("osu_latency_host_device %buffers=H-D %placement=same-socket", "omb"),
+    ("osu_latency_host_device %buffers=H-D %placement=other-socket", "omb"),
+    ("osu_latency_host_device %buffers=D-H %placement=same-numa", "omb"),
+    ("osu_latency_host_device %buffers=D-H %placement=same-socket", "omb"),
+    ("osu_latency_host_device %buffers=D-H %placement=other-socket", "omb"),
+    ("osu_bw_host_device %buffers=H-D %placement=same-numa", "omb"),
+    ("osu_bw_host_device %buffers=H-D %placement=same-socket", "omb"),
+    ("osu_bw_host_device %buffers=H-D %placement=other-socket", "omb"),
+    ("osu_bw_host_device %buffers=D-H %placement=same-numa", "omb"),
+    ("osu_bw_host_device %buffers=D-H %placement=same-socket", "omb"),
+    ("osu_bw_host_device %buffers=D-H %placement=other-socket", "omb"),
+    ("osu_xccl_allreduce %nodes=1", "omb"),
+    ("nccl_all_reduce_perf %nodes=1", "nccl-tests"),
+]
+GPU_MULTI = [
+    ("osu_latency %buffers=D-D %nodes=2", "omb"),
+    ("osu_bw %buffers=D-D %nodes=2", "omb"),
+    ("osu_xccl_allreduce %nodes=2", "omb"),
+    ("nccl_all_reduce_perf %nodes=2", "nccl-tests"),
+]
+INTEL = {name for name, env in HOST_SINGLE + HOST_MULTI if env == "imb-intelmpi"}
+
+
+def _cases(single, multi, single_part="single", multi_part="multi"):
+    return ({(name, single_part, env) for name, env in single}
+            | {(name, multi_part, env) for name, env in multi})
+
+
+#: ReFrame system -> the test cases it lists: (display name, partition, environment).
+EXPECTED = {
+    "BM_GPU4_8": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI),
+    "BM_GPU_A100-v2_8": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI),
+    "BM_Optimized3_36": _cases(HOST_SINGLE, HOST_MULTI),
+    "BM_Standard_E5_192": _cases(HOST_SINGLE, HOST_MULTI),
+    "loopback-cluster": _cases(HOST_SINGLE, HOST_MULTI),
+    # local lists every check on its one partition; what the machine cannot run is
+    # skipped with the reason (below), never left out silently.
+    "local": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI, "default", "default"),
+}
+COUNTS = {"BM_GPU4_8": 36, "BM_GPU_A100-v2_8": 36, "BM_Optimized3_36": 16,
+          "BM_Standard_E5_192": 16, "loopback-cluster": 16, "local": 36}
+
+NO_INTEL = "has no Intel MPI in software.stack"
+
+
+def expected_skips(system: str, gpus: int) -> dict[str, str]:
+    """Display name -> a piece of the skip reason, for a dry run with nothing set up."""
+    if system in ("BM_GPU4_8", "BM_GPU_A100-v2_8", "loopback-cluster"):
+        return {name: NO_INTEL for name in INTEL}
+    if system == "BM_Optimized3_36":
+        return {}  # the one shape with Intel MPI, Slurm, and no GPU check to skip
+    if system == "BM_Standard_E5_192":  # no scheduler, no host file: one node
+        skips = {name: "partition BM_Standard_E5_192:multi has 1" for name, _ in HOST_MULTI}
+        return {**skips, **{name: NO_INTEL for name in INTEL}}
+    assert system == "local"
+    skips = {name: "the local shape runs on this machine only"
+             for name, _ in HOST_MULTI + GPU_MULTI}
+    if gpus == 0:
+        skips.update({name: "no GPU on this machine" for name, _ in GPU_SINGLE})
+    elif gpus == 1:
+        skips.update({name: "needs 2 GPU(s)" for name in (
+            "osu_latency %buffers=D-D %nodes=1", "osu_bw %buffers=D-D %nodes=1",
+            "osu_xccl_allreduce %nodes=1", "nccl_all_reduce_perf %nodes=1")})
+    return {**skips, **{name: NO_INTEL for name in INTEL}}
+
+
+# --------------------------------------------------------------------------- helpers
+
+def reframe_env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("RFM_") and k not in ("OCIBENCH_SHAPE", "OCIBENCH_HOSTFILE")}
+    env.update(OCIBENCH_PERFLOG_DIR=str(tmp / "perflogs"),
+               OCIBENCH_REPORT_DIR=str(tmp / "reports"), **extra)
+    return env
+
+
+def reframe(args: list[str], tmp: Path, timeout: int = 600, **env: str):
+    exe = shutil.which("reframe")
+    if not exe:
+        pytest.skip("reframe is not on PATH (pip install -e '.[test]')")
+    return subprocess.run(
+        [exe, "-C", str(CONFIG), "-c", str(paths.CHECKS_DIR), "--nocolor",
+         "--prefix", str(tmp), *args],
+        capture_output=True, text=True, cwd=paths.REPO_ROOT, timeout=timeout,
+        env=reframe_env(tmp, **env))
+
+
+_SKIP_LINE = re.compile(r"^\[\s*SKIP\s*\] \(\s*\d+/\d+\) (.+?) /[0-9a-f]{8} @(\S+) \[(.*)\]$")
+
+
+def skip_reasons(stdout: str) -> dict[str, str]:
+    return {m.group(1): m.group(3) for m in map(_SKIP_LINE.match, stdout.splitlines()) if m}
+
+
+def report_cases(report: Path) -> list[dict]:
+    data = json.loads(report.read_text())
+    return [case for run in data["runs"] for case in run["testcases"]]
+
+
+def job_lines(case: dict) -> list[str]:
+    return (Path(case["stagedir"]) / "rfm_job.sh").read_text().splitlines()
+
+
+def launch_line(case: dict) -> str:
+    """The benchmark's command line in a job script, the host file named HOSTFILE."""
+    line = next(line for line in job_lines(case) if line.startswith("mpirun "))
+    return re.sub(r'"\$\{OCIBENCH_HOSTFILE:\?[^}]*\}"', "HOSTFILE", line)
+
+
+@pytest.fixture(scope="session")
+def dry_runs(tmp_path_factory) -> dict[str, dict]:
+    """--dry-run of every check on every system: {system: {cases, skips, result}}."""
+    runs = {}
+    for system in EXPECTED:
+        tmp = tmp_path_factory.mktemp(f"dry-{system}")
+        report = tmp / "report.json"
+        result = reframe(["--dry-run", "--system", system, "--report-file", str(report)], tmp)
+        assert report.is_file(), f"{system}: no report\n{result.stdout}\n{result.stderr}"
+        cases = report_cases(report)
+        runs[system] = {"result": result, "cases": cases, "skips": skip_reasons(result.stdout),
+                        "by_name": {c["display_name"]: c for c in cases}}
+    return runs
+
+
+# --------------------------------------------------------------------------- listing
+
+@pytest.mark.parametrize("system", list(EXPECTED))
+def test_lists_exactly_the_expected_checks(dry_runs, system):
+    cases = dry_runs[system]["cases"]
+    listed = {(c["display_name"], c["partition"], c["environ"]) for c in cases}
+    assert len(cases) == COUNTS[system] == len(EXPECTED[system])
+    assert listed == EXPECTED[system], (
+        f"missing: {sorted(EXPECTED[system] - listed)}\nextra: {sorted(listed - EXPECTED[system])}")
+    assert all(c["system"] == system for c in cases)
+
+
+def test_list_option_agrees_with_the_dry_run(dry_runs, tmp_path):
+    result = reframe(["-lC", "--system", "BM_GPU4_8"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    listed = set(re.findall(r"^- (.+?) /[0-9a-f]{8} @BM_GPU4_8:(\w+)\+(\S+)$",
+                            result.stdout, re.MULTILINE))
+    assert listed == EXPECTED["BM_GPU4_8"]
+    assert "Concretized 36 test case(s)" in result.stdout
+
+
+@pytest.mark.parametrize("system", list(EXPECTED))
+def test_dry_run_passes_and_skips_with_reasons(dry_runs, system, gpu_count):
+    run = dry_runs[system]
+    assert run["result"].returncode == 0, run["result"].stdout[-3000:] + run["result"].stderr
+    results = {c["display_name"]: c["result"] for c in run["cases"]}
+    assert not [n for n, r in results.items() if r not in ("pass", "skip")], results
+    expected = expected_skips(system, gpu_count)
+    if system == "local" and gpu_count >= 2:
+        # Which NUMA placements a GPU machine can offer depends on its topology.
+        placements = {n for n, _ in GPU_SINGLE if "_host_device" in n}
+        assert set(run["skips"]) - placements == set(expected)
+    else:
+        assert set(run["skips"]) == set(expected), sorted(set(run["skips"]) ^ set(expected))
+    for name, reason in expected.items():
+        assert reason in run["skips"][name], f"{name}: {run['skips'][name]}"
+    assert {n for n, r in results.items() if r == "skip"} == set(run["skips"])
+
+
+# --------------------------------------------------------------------------- command lines
+
+def test_gpu_command_lines_are_the_seeds(dry_runs):
+    """Seed 000 sec 2-1..2-6 and seed 003 sec 3-1/3-2 on BM.GPU4.8; the host<->device
+    core lists come from the shape's NUMA layout (GPUs 0-1 on NUMA 3 = cores 24-31)."""
+    case = dry_runs["BM_GPU4_8"]["by_name"]
+    seed_000 = {
+        "osu_latency %buffers=D-D %nodes=1":
+            "mpirun -n 2 --report-bindings osu_latency -x 1000 -i 10000 -m 1:1 -d cuda D D",
+        "osu_latency_host_device %buffers=H-D %placement=same-numa":
+            "mpirun -n 2 --map-by pe-list=24,25:ordered --report-bindings numactl -l "
+            "osu_latency -x 1000 -i 10000 -m 1:1 -d cuda H D",
+        "osu_latency_host_device %buffers=H-D %placement=same-socket":
+            "mpirun -n 2 --map-by pe-list=0,25:ordered --report-bindings numactl -l "
+            "osu_latency -x 1000 -i 10000 -m 1:1 -d cuda H D",
+        "osu_latency_host_device %buffers=H-D %placement=other-socket":
+            "mpirun -n 2 --map-by pe-list=32,25:ordered --report-bindings numactl -l "
+            "osu_latency -x 1000 -i 10000 -m 1:1 -d cuda H D",
+        "osu_latency_host_device %buffers=D-H %placement=same-numa":
+            "mpirun -n 2 --map-by pe-list=25,24:ordered --report-bindings numactl -l "
+            "osu_latency -x 1000 -i 10000 -m 1:1 -d cuda D H",
+        "osu_latency_host_device %buffers=D-H %placement=same-socket":
+            "mpirun -n 2 --map-by pe-list=25,0:ordered --report-bindings numactl -l "
+            "osu_latency -x 1000 -i 10000 -m 1:1 -d cuda D H",
+        "osu_latency_host_device %buffers=D-H %placement=other-socket":
+            "mpirun -n 2 --map-by pe-list=25,32:ordered --report-bindings numactl -l "
+            "osu_latency -x 1000 -i 10000 -m 1:1 -d cuda D H",
+        "osu_bw_host_device %buffers=H-D %placement=other-socket":
+            "mpirun -n 2 --map-by pe-list=32,25:ordered --report-bindings numactl -l "
+            "osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda H D",
+        "osu_bw %buffers=D-D %nodes=2":
+            "mpirun -n 2 -N 1 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "-x UCX_NET_DEVICES=mlx5_6:1 osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda D D",
+        "osu_xccl_allreduce %nodes=1":
+            "mpirun -n 8 -x UCX_NET_DEVICES=mlx5_6:1 osu_xccl_allreduce -x 10 -i 10 "
+            "-m 1073741824:1073741824 -d cuda D D",
+        "osu_xccl_allreduce %nodes=2":
+            "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "-x UCX_NET_DEVICES=mlx5_6:1 osu_xccl_allreduce -x 10 -i 10 "
+            "-m 1073741824:1073741824 -d cuda D D",
+        "nccl_all_reduce_perf %nodes=1": "mpirun -n 8 all_reduce_perf -b 10G -e 10G -t 1 -g 1",
+        "nccl_all_reduce_perf %nodes=2":
+            "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "-x UCX_NET_DEVICES=mlx5_4:1 -x NCCL_IGNORE_CPU_AFFINITY=1 "
+            "all_reduce_perf -b 10G -e 10G -t 1 -g 1",
+    }
+    for name, line in seed_000.items():
+        assert launch_line(case[name]) == line, name
+    script = job_lines(case["osu_latency %buffers=D-D %nodes=1"])
+    assert script.index("module load cuda") < script.index("module load openmpi") \
+        < script.index("module load omb")
+
+
+def test_cpu_command_lines_are_the_seeds(dry_runs):
+    """Seed 002 sec 3-1..3-4 and seed 004 sec 1, 2 on BM.Optimized3.36 (36 cores)."""
+    case = dry_runs["BM_Optimized3_36"]["by_name"]
+    seeds = {
+        "osu_alltoall": "mpirun -n 36 osu_alltoall -x 10 -i 10 -m 1:67108864",
+        "osu_latency %buffers=H-H %nodes=2":
+            "mpirun -n 2 -N 1 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "-x UCX_NET_DEVICES=mlx5_2:1 osu_latency -x 1000 -i 10000 -m 1:1",
+        "osu_allreduce":
+            "mpirun -n 144 -N 36 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "-x UCX_NET_DEVICES=mlx5_2:1 osu_allreduce -x 10 -i 10 -m 4:268435456",
+        "imb_pingpong %mpi=openmpi %nodes=2":
+            "mpirun -n 2 -N 1 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "-x UCX_NET_DEVICES=mlx5_2:1 IMB-MPI1 -msglog 3:28 PingPong",
+        "imb_allreduce %mpi=openmpi %nodes=4":
+            "mpirun -n 144 -N 36 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "-x UCX_NET_DEVICES=mlx5_2:1 IMB-MPI1 -msglog 3:28 -npmin 144 allreduce",
+        "imb_pingpong %mpi=intel-mpi %nodes=2":
+            "mpirun -n 2 -ppn 1 -hostfile HOSTFILE -genv UCX_NET_DEVICES=mlx5_2:1 "
+            "IMB-MPI1 -msglog 3:28 PingPong",
+        "imb_allreduce %mpi=intel-mpi %nodes=4":
+            "mpirun -n 144 -ppn 36 -hostfile HOSTFILE -genv UCX_NET_DEVICES=mlx5_2:1 "
+            "IMB-MPI1 -msglog 3:28 -npmin 144 allreduce",
+    }
+    for name, line in seeds.items():
+        assert launch_line(case[name]) == line, name
+    multi = job_lines(case["osu_allreduce"])
+    assert "#SBATCH --ntasks=144" in multi and "#SBATCH --ntasks-per-node=36" in multi
+    assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" > ocibench_hosts.txt' in multi
+    intel = job_lines(case["imb_pingpong %mpi=intel-mpi %nodes=2"])
+    assert "module load intel-oneapi-mpi" in intel and "module load imb" in intel
+
+
+def test_stream_places_one_thread_per_two_cores(dry_runs):
+    """Seed 001 sec 3-2 on BM.Standard.E5.192 (192 cores): OMP_PLACES=0:96:2."""
+    script = job_lines(dry_runs["BM_Standard_E5_192"]["by_name"]["stream %nps=1"])
+    for line in ("export OMP_NUM_THREADS=96", "export OMP_PLACES=0:96:2",
+                 "export OMP_PROC_BIND=spread", "stream_c.exe", "module load stream"):
+        assert line in script
+    assert not any(line.startswith("mpirun") for line in script)
+
+
+def test_every_job_records_provenance(dry_runs):
+    for case in dry_runs["BM_Optimized3_36"]["cases"]:
+        if case["result"] == "skip":
+            continue
+        script = job_lines(case)
+        prov = [line for line in script if "-m ocibench.provenance" in line]
+        assert prov and prov[0].endswith(" -m ocibench.provenance > provenance.json")
+        assert Path(prov[0].split()[0]).is_file()   # ReFrame's own interpreter
+        bench = next(i for i, line in enumerate(script) if line.startswith("mpirun ")
+                     or line.split()[:1] == [case["executable"]])
+        assert script.index(prov[0]) < bench
+        assert "provenance.json" in case["keep_files"]
+
+
+# --------------------------------------------------------------------------- clear errors
+
+def test_unknown_system_fails_clearly(tmp_path):
+    result = reframe(["-l", "--system", "nosuch"], tmp_path)
+    assert result.returncode != 0
+    text = result.stdout + result.stderr
+    assert "unknown system 'nosuch'" in text
+    for system in EXPECTED:
+        assert system in text
+
+
+def test_shape_name_as_system_names_the_reframe_system(tmp_path):
+    result = reframe(["-l", "--system", "BM.GPU4.8"], tmp_path)
+    assert result.returncode != 0
+    assert "--system BM_GPU4_8" in result.stdout + result.stderr
+
+
+def test_unknown_ocibench_shape_lists_the_known_shapes(tmp_path):
+    result = reframe(["-l"], tmp_path, OCIBENCH_SHAPE="unknown")
+    assert result.returncode != 0
+    text = result.stdout + result.stderr
+    assert "unknown shape 'unknown'" in text
+    for shape in ("BM.GPU4.8", "BM.GPU.A100-v2.8", "BM.Optimized3.36",
+                  "BM.Standard.E5.192", "local"):
+        assert shape in text
+
+
+def test_ocibench_shape_selects_the_system(tmp_path):
+    result = reframe(["-l"], tmp_path, OCIBENCH_SHAPE="BM.Optimized3.36")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "selected system:   'BM_Optimized3_36'" in result.stdout
+    assert "Found 16 check(s)" in result.stdout
+
+
+# --------------------------------------------------------------------------- real runs
+
+def _run_local(tmp: Path, names: list[str], **env: str):
+    args = ["-r", "--system", "local"]
+    for name in names:
+        args += ["-n", name]
+    report = tmp / "report.json"
+    result = reframe(args + ["--report-file", str(report)], tmp, timeout=1800, **env)
+    assert report.is_file(), result.stdout + result.stderr
+    return result, {c["display_name"]: c for c in report_cases(report)}
+
+
+def test_missing_module_fails_the_check_clearly(tmp_path, lmod_init):
+    """A tree without the omb module: the check fails, naming the module."""
+    core = tmp_path / "modules" / "local" / "linux-test-x86_64" / "Core" / "openmpi"
+    core.mkdir(parents=True)
+    (core / "1.0.lua").write_text('whatis("an openmpi module with no omb beside it")\n')
+    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1"],
+                               OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
+    case = cases["osu_latency %buffers=H-H %nodes=1"]
+    assert result.returncode != 0 and case["result"] == "fail"
+    assert "module(s) are unknown" in case["fail_reason"] and '"omb"' in case["fail_reason"]
+
+
+def test_missing_module_tree_fails_the_check_clearly(tmp_path, lmod_init):
+    empty = tmp_path / "no-modules"
+    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1"],
+                               OCIBENCH_MODULES_ROOT=str(empty))
+    case = cases["osu_latency %buffers=H-H %nodes=1"]
+    assert result.returncode != 0 and case["result"] == "fail"
+    assert f"no Lmod module tree for shape local: nothing matches {empty}/local/Core" \
+        in case["fail_reason"]
+
+
+@pytest.fixture(scope="session")
+def local_tree(lmod_init, mpirun) -> Path:
+    root = paths.module_root("local")
+    cores = sorted(root.glob("Core")) + sorted(root.glob("*/Core"))
+    if not cores:
+        pytest.skip(f"no local Lmod module tree: nothing matches {root}/Core or "
+                    f"{root}/*/Core (make install builds it; OCIBENCH_MODULES_ROOT moves it)")
+    return root
+
+
+def test_host_checks_run_and_pass_on_local(local_tree, tmp_path):
+    """osu_latency/osu_bw (H-H, 2 ranks), osu_alltoall (all cores), IMB if the tree
+    has it, STREAM: for real, through the local module tree."""
+    names = ["osu_latency%buffers=H-H%nodes=1", "osu_bw%buffers=H-H%nodes=1",
+             "osu_alltoall", "stream"]
+    has_imb = any(local_tree.glob("**/imb"))
+    if has_imb:
+        names += ["imb_pingpong%mpi=openmpi%nodes=1", "imb_allreduce%mpi=openmpi%nodes=1"]
+    result, cases = _run_local(tmp_path, names)
+    failed = {n: c["fail_reason"] for n, c in cases.items() if c["result"] == "fail"}
+    assert not failed and result.returncode == 0, failed or result.stdout[-3000:]
+    for name in ("osu_latency %buffers=H-H %nodes=1", "osu_bw %buffers=H-H %nodes=1",
+                 "osu_alltoall"):
+        assert cases[name]["result"] == "pass"
+        assert cases[name]["perfvalues"], f"{name}: no performance values"
+    assert cases["osu_latency %buffers=H-H %nodes=1"]["num_tasks"] == 2
+    alltoall = cases["osu_alltoall"]   # one rank per physical core of this machine
+    assert alltoall["num_tasks"] == alltoall["ranks_per_node"] == shapes.load("local").cores
+    stream = [cases["stream %nps=1"], cases["stream %nps=4"]]
+    assert sorted(c["result"] for c in stream) == ["pass", "skip"]
+    if has_imb:
+        assert cases["imb_pingpong %mpi=openmpi %nodes=1"]["result"] == "pass"
+        assert cases["imb_allreduce %mpi=openmpi %nodes=1"]["result"] == "pass"
+    for case in cases.values():
+        if case["result"] == "pass":
+            assert (Path(case["outputdir"]) / "provenance.json").is_file()
+    assert list((tmp_path / "perflogs" / "local" / "default").glob("*.log"))
