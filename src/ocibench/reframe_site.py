@@ -89,7 +89,7 @@ SINFO_TIMEOUT_S = 5
 NEVER = "^$"
 
 #: The module names of the shape's Lmod tree (Spack's lmod projections).
-MPI_MODULE = {"openmpi": "openmpi", "intel-mpi": "intel-oneapi-mpi"}
+MPI_MODULE = {"openmpi": "openmpi", "intel-mpi": "intel-mpi"}  # modules.yaml projections
 GPU_MODULES = ["cuda", "nccl"]
 
 #: ``software.stack`` keys that mean the shape's stack has Intel MPI.
