@@ -1,0 +1,352 @@
+#!/usr/bin/env bash
+# The GPU path end to end on an air-gapped GPU machine (docs/device-runs.md):
+#
+#   gpu-path.sh start            set up (wheels, Lmod, mirror) and start the pipeline detached
+#   gpu-path.sh collect SECONDS  wait up to SECONDS for the pipeline, then put its logs and
+#                                results under $OUT (or print where they are)
+#   gpu-path.sh status           one line: the step the pipeline is in
+#   gpu-path.sh pipeline         (what `start` runs detached; steps below)
+#
+# The pipeline, with the `local` shape, in a private copy of the checkout:
+#   1. make setup (scripts/setup.sh) from the carried Spack tarballs
+#   2. site scope: the image's OpenMPI is dropped when it is not CUDA-aware; the
+#      sources this machine has (OpenMPI 5.0.7, UCX 1.18.1; OMB 7.4 and nccl-tests
+#      as develop specs through scripts/mirror-from-checkouts.sh) and its externals
+#   3. spack concretize; spack install --no-checksum: UCX +cuda, OpenMPI +cuda
+#      fabrics=ucx, OMB +cuda +nccl, nccl-tests; the Lmod module tree
+#   4. beside it, the seeds' hand build (seed 000 sec 1, seed 003 sec 2) of the same
+#      OMB and nccl-tests sources against the same OpenMPI
+#   5. ROUNDS x (reframe -c checks/ -r -t gpu, then the seeds' command lines by hand)
+#   6. scripts/device/summarize.py: both sets of figures, ratios, fractions of the links
+#
+# Needs the carry folders of scripts/device/prepare-carry.sh (.carry, .whl) in the
+# checkout.  NCCL's NVLink multicast stays off (NCCL_NVLS_ENABLE=0) in everything.
+set -uo pipefail
+
+SRC=$(cd "$(dirname "$0")/../.." && pwd)          # the checkout as it arrived
+WORK=${OCIBENCH_DEVICE_WORK:-/tmp/ocibench-gpu}   # everything this script writes
+REPO=$WORK/repo                                   # private copy the pipeline runs in
+LOGS=$WORK/logs
+RES=$WORK/results
+STATE=$WORK/state
+HAND=$WORK/hand                                   # the seeds' hand build
+JOBS=${OCIBENCH_JOBS:-$(nproc)}
+ROUNDS=${OCIBENCH_ROUNDS:-2}
+CACHE=${OCIBENCH_CACHE:-$HOME/.cache/oci-hpc-bench}
+LMOD_INIT=/usr/share/lmod/lmod/init/bash
+
+common_env() {
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  export OCIBENCH_SHAPE=local
+  export PYTHONPATH=$WORK/site:$REPO/src
+  export PATH=$WORK/site/bin:$PATH
+  export SPACK_PYTHON=${SPACK_PYTHON:-$(command -v python3)}
+  # Lmod's fast Tcl interpreter needs libtcl8.6, which the image lacks; Spack writes
+  # Lua module files, so Tcl is never needed.
+  export LMOD_FAST_TCL_INTERP=no
+  # The image sets OMPI_MCA_plm=isolated for its OpenMPI 4.1 (ORTE); OpenMPI 5's
+  # PRRTE has no such component.  Single-node runs need no launcher agent.
+  unset OMPI_MCA_plm
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+}
+
+log() { echo "$(date -u +%T) $*" | tee -a "$LOGS/pipeline.log"; }
+step() {  # the next step; OCIBENCH_DEVICE_STOP_BEFORE=<step> ends the pipeline there (dry runs)
+  if [[ $1 == "${OCIBENCH_DEVICE_STOP_BEFORE:-}" ]]; then log "stopping before $1"; touch "$STATE/done"; exit 0; fi
+  echo "$1" >"$STATE/step"; echo "$(date +%s) $1" >>"$STATE/steps"; log "== $1"
+}
+fail() { log "FAILED: $*"; echo "$*" >"$STATE/failed"; touch "$STATE/done"; exit 1; }
+spack_() { "$CACHE/spack/bin/spack" "$@"; }
+
+# --------------------------------------------------------------------------- start
+start() {
+  if [[ -f $STATE/step && ! -f $STATE/done ]]; then
+    echo "gpu-path: a pipeline is running ($(cat "$STATE/step")); use collect"; return 0
+  fi
+  rm -rf "$WORK"
+  mkdir -p "$REPO" "$LOGS" "$RES" "$STATE" "$HAND"
+  common_env
+  [[ -d $SRC/.carry && -d $SRC/.whl ]] || { echo "gpu-path: no .carry/.whl: run prepare-carry.sh and carry them"; return 1; }
+  # The private copy: the checkout may be synced again while the pipeline runs.
+  tar -C "$SRC" --exclude=./.carry --exclude=./.whl --exclude=./.git --exclude=./site/local \
+      --exclude=./site/spack/generated --exclude=./.spack-env --exclude=./spack.lock \
+      --exclude=./output --exclude=./stage --exclude=./perflogs --exclude=./reports -cf - . \
+    | tar -C "$REPO" -xf -
+  if ! python3 -c 'import clingo, reframe, archspec' 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target "$WORK/site" "$SRC"/.whl/*.whl || { echo "gpu-path: wheels did not install"; return 1; }
+  fi
+  # What the image lacks, from Debian packages (unpacked only when missing).
+  if [[ ! -f $LMOD_INIT ]]; then
+    for deb in "$SRC"/.carry/debs/lmod_*.deb "$SRC"/.carry/debs/lua*.deb; do dpkg -x "$deb" /; done
+  fi
+  if ! command -v libtoolize >/dev/null; then dpkg -x "$SRC"/.carry/debs/libtool_*.deb /; fi
+  mkdir -p "$CACHE"
+  rm -rf "$CACHE/mirror" && cp -r "$SRC/.carry/mirror" "$CACHE/mirror"
+  cp -r "$SRC/.carry/src" "$WORK/src"
+  cp "$SRC/.carry/spack.tar.gz" "$SRC/.carry/spack-packages.tar.gz" "$WORK/"
+  {
+    echo "## start $(date -u +%FT%TZ) on $(hostname), $(nproc) cores"
+    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv,noheader
+    bash -c "source $LMOD_INIT && module --version" 2>&1 | grep -m1 -i 'modules based on lua' || echo "LMOD BROKEN"
+    python3 -c 'import clingo, reframe, archspec, ocibench; print("python:", "clingo", clingo.__version__, "reframe", reframe.VERSION)'
+    command -v libtoolize
+  } 2>&1 | tee "$LOGS/00-start.log"
+  grep -q "LMOD BROKEN" "$LOGS/00-start.log" && { echo "gpu-path: Lmod does not run"; return 1; }
+  setsid nohup bash "$REPO/scripts/device/gpu-path.sh" pipeline >"$LOGS/pipeline.out" 2>&1 </dev/null &
+  echo "gpu-path: pipeline started (pid $!), logs in $LOGS"
+}
+
+# --------------------------------------------------------------------------- pipeline
+site_scope() {  # the admin scope of this machine: site/local/site.yaml
+  local nccl_v zlib_v numa_v ompi_v ucx_v
+  ompi_v=$(awk '$1 == "openmpi" {print $2}' "$CACHE/mirror/VERSIONS")
+  ucx_v=$(awk '$1 == "ucx" {print $2}' "$CACHE/mirror/VERSIONS")
+  nccl_v=$(awk '/#define NCCL_MAJOR/{a=$3} /#define NCCL_MINOR/{b=$3} /#define NCCL_PATCH/{c=$3} END{print a"."b"."c}' /usr/include/nccl.h 2>/dev/null)
+  zlib_v=$(sed -nE 's/^#define ZLIB_VERSION "([0-9.]+)".*/\1/p' /usr/include/zlib.h 2>/dev/null)
+  numa_v=$(dpkg-query -W -f='${Version}' libnuma-dev 2>/dev/null | sed -E 's/^([0-9.]+).*/\1/')
+  mkdir -p site/local
+  {
+    echo "# GENERATED by scripts/device/gpu-path.sh: this air-gapped GPU machine's site scope."
+    echo "packages:"
+    echo "  # The sources this machine has (the carried mirror); the shape leaves versions open."
+    echo "  # OpenMPI's bundled PMIx/PRRTE/hwloc/libevent (in the release tarball) instead of"
+    echo "  # four more packages to fetch and build; no ssh on the image (~rsh), one node only."
+    echo "  openmpi:"
+    echo "    require: ['@$ompi_v +internal-pmix +internal-hwloc +internal-libevent ~rsh']"
+    echo "  ucx:"
+    echo "    require: ['@$ucx_v']"
+    echo "  # Libraries of the image (Ubuntu packages) that Spack's detection does not report."
+    if [[ -n $zlib_v ]]; then
+      echo "  zlib: {externals: [{spec: zlib@$zlib_v, prefix: /usr}], buildable: false}"
+      echo "  zlib-ng: {buildable: false}"
+    fi
+    [[ -n $numa_v ]] && echo "  numactl: {externals: [{spec: numactl@$numa_v, prefix: /usr}], buildable: false}"
+    if [[ -n $nccl_v ]] && ! python3 - <<'EOF'
+import sys, yaml
+scope = yaml.safe_load(open("site/spack/generated/shapes/local.yaml"))
+sys.exit(0 if scope["packages"].get("nccl", {}).get("externals") else 1)
+EOF
+    then
+      echo "  # ocibench's NCCL detection looks for include/ beside lib/; Ubuntu's libnccl-dev"
+      echo "  # has /usr/lib/x86_64-linux-gnu/libnccl.so and /usr/include/nccl.h."
+      echo "  nccl: {externals: [{spec: nccl@$nccl_v, prefix: /usr}], buildable: false}"
+    fi
+  } >site/local/site.yaml
+  cat site/local/site.yaml
+}
+
+hand_build() {  # seed 000 sec 1 and seed 003 sec 2, by hand, against Spack's OpenMPI
+  local ompi=$1 commit
+  local t0=$SECONDS
+  until [[ -f $ompi/.spack/spec.json || -f $STATE/done ]]; do sleep 5; done
+  [[ -f $ompi/.spack/spec.json ]] || { echo "hand build: OpenMPI never got installed"; return 1; }
+  echo "hand build: OpenMPI at $ompi after $((SECONDS - t0)) s"
+  export PATH=$ompi/bin:$PATH     # seeds: module load nvhpc openmpi
+  read -r _ _ commit < <(grep '^osu-micro-benchmarks ' "$WORK/src/SOURCES")
+  (
+    set -e
+    mkdir -p "$HAND/osu-micro-benchmarks-7.4" && cd "$HAND/osu-micro-benchmarks-7.4"
+    git --git-dir="$WORK/src/osu-micro-benchmarks.git" archive "$commit" | tar -x
+    # The one deviation from the seed: CUDA 13 changed cudaMemPrefetchAsync; the same
+    # patch the Spack recipe applies.
+    patch -p1 <"$REPO/repos/spack_repo/ocibench/packages/osu_micro_benchmarks/cuda13-mem-prefetch.patch"
+    ./configure CC=mpicc CXX=mpicxx --prefix="$HAND/omb" --enable-cuda \
+      --with-cuda-include=/usr/local/cuda/include --with-cuda-libpath=/usr/local/cuda/lib64 \
+      --enable-ncclomb --with-nccl=/usr >"$LOGS/hand-omb-configure.log" 2>&1
+    # (seed 000's libtool edit puts NVHPC's compilers/bin on PATH: no NVHPC here)
+    make -j "$JOBS" >"$LOGS/hand-omb-make.log" 2>&1 && make install >>"$LOGS/hand-omb-make.log" 2>&1
+    echo "hand build: OMB done after $((SECONDS - t0)) s"
+  ) &
+  local omb_pid=$!
+  read -r _ _ commit < <(grep '^nccl-tests ' "$WORK/src/SOURCES")
+  (
+    set -e
+    mkdir -p "$HAND/nccl-tests" && cd "$HAND/nccl-tests"
+    git --git-dir="$WORK/src/nccl-tests.git" archive "$commit" | tar -x
+    make -j "$JOBS" MPI=1 MPI_HOME="$ompi" CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr \
+      >"$LOGS/hand-nccl-tests-make.log" 2>&1
+    echo "hand build: nccl-tests done after $((SECONDS - t0)) s"
+  ) &
+  local nccl_pid=$!
+  local rc=0
+  wait $omb_pid || { echo "hand build: OMB FAILED"; rc=1; }
+  wait $nccl_pid || { echo "hand build: nccl-tests FAILED"; rc=1; }
+  return $rc
+}
+
+modules_env() {  # Lmod with the shape's tree
+  # shellcheck disable=SC1090
+  source "$LMOD_INIT"
+  module use "$(python3 -m ocibench.cli spack-config --print modulepath --shape local)"
+}
+
+host_device_cores() {  # "host device": same-NUMA cores of GPU 1's node, as checks/base.py does
+  python3 - <<'EOF'
+from ocibench import shapes
+s = shapes.load("local")
+node_of_gpu = {d["index"]: d["numa_node"] for d in s.gpus["devices"]}
+node = next(n for n in s.cpu["numa_nodes"] if n["id"] == node_of_gpu[1])
+print(node["cores"][0], node["cores"][0] + 1)
+EOF
+}
+
+hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 sec 3-1)
+  local d=$1 host dev
+  mkdir -p "$d"
+  read -r host dev < <(host_device_cores)
+  (
+    modules_env
+    module load cuda nccl openmpi           # seeds: module load nvhpc openmpi
+    export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # nvhpc's module does this
+    root=$HAND/omb/libexec/osu-micro-benchmarks  # seed 000's omb module file
+    export PATH=$root:$root/mpi/collective:$root/mpi/congestion:$root/mpi/one-sided:$root/mpi/pt2pt:$root/mpi/startup:$root/xccl/collective:$root/xccl/pt2pt:$PATH
+    lat="-x 1000 -i 10000 -m 1:1"; bw="-x 10 -i 10 -m 268435456:268435456"
+    run() { local name=$1; shift; echo "\$ $*" >"$d/$name.out"; timeout 300 "$@" >>"$d/$name.out" 2>&1; echo "rc=$?" >>"$d/$name.out"; }
+    run osu_latency_D-D mpirun -n 2 --report-bindings osu_latency $lat -d cuda D D
+    run osu_bw_D-D      mpirun -n 2 --report-bindings osu_bw $bw -d cuda D D
+    run osu_latency_H-D_same-numa mpirun -n 2 --map-by pe-list=$host,$dev:ordered --report-bindings numactl -l osu_latency $lat -d cuda H D
+    run osu_latency_D-H_same-numa mpirun -n 2 --map-by pe-list=$dev,$host:ordered --report-bindings numactl -l osu_latency $lat -d cuda D H
+    run osu_bw_H-D_same-numa      mpirun -n 2 --map-by pe-list=$host,$dev:ordered --report-bindings numactl -l osu_bw $bw -d cuda H D
+    run osu_bw_D-H_same-numa      mpirun -n 2 --map-by pe-list=$dev,$host:ordered --report-bindings numactl -l osu_bw $bw -d cuda D H
+    run osu_xccl_allreduce mpirun -n 2 osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -d cuda D D
+    cd "$HAND/nccl-tests" && run nccl_all_reduce_perf mpirun -n 2 ./build/all_reduce_perf -b 10G -e 10G -t 1 -g 1
+  )
+}
+
+reframe_run() {  # ours: the checks through the module tree
+  local d=$1
+  mkdir -p "$d"
+  OCIBENCH_PERFLOG_DIR=$d/perflogs OCIBENCH_REPORT_DIR=$d/reports \
+    reframe -C site/reframe_config.py -c checks/ -r -t gpu -o "$d/output" -s "$WORK/stage" \
+    >"$d/reframe.log" 2>&1
+  echo "reframe exit $?" >>"$d/reframe.log"
+  tail -30 "$d/reframe.log"
+}
+
+pipeline() {
+  common_env
+  cd "$REPO" || fail "no $REPO"
+  log "pipeline: $JOBS jobs, $ROUNDS rounds, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
+
+  step setup
+  OCIBENCH_SPACK_SOURCE=$WORK/spack.tar.gz OCIBENCH_SPACK_PACKAGES_SOURCE=$WORK/spack-packages.tar.gz \
+    bash scripts/setup.sh >"$LOGS/01-setup.log" 2>&1 || fail "make setup (logs/01-setup.log)"
+
+  step site-scope
+  {
+    gen=site/spack/generated
+    if ompi_info --parsable --all 2>/dev/null | grep -q 'mpi_built_with_cuda_support:value:false'; then
+      echo "the image's OpenMPI is not CUDA-aware (mpi_built_with_cuda_support=false): not an external"
+      python3 - <<'EOF'
+import json
+p = "site/spack/generated/machine.json"
+m = json.load(open(p)); print("dropped:", m.pop("openmpi", None)); json.dump(m, open(p, "w"), indent=1)
+EOF
+      python3 -m ocibench.cli spack-config
+    fi
+    site_scope
+    read -r _ _ omb_commit < <(grep '^osu-micro-benchmarks ' "$WORK/src/SOURCES")
+    read -r _ nccl_rev _ < <(grep '^nccl-tests ' "$WORK/src/SOURCES")
+    bash scripts/mirror-from-checkouts.sh --shape local \
+      "osu-micro-benchmarks=$WORK/src/osu-micro-benchmarks.git#$omb_commit@7.4" \
+      "nccl-tests=$WORK/src/nccl-tests.git#$nccl_rev"
+    cat "$gen/shapes/local.yaml"
+  } >"$LOGS/02-site-scope.log" 2>&1 || fail "site scope (logs/02-site-scope.log)"
+
+  step concretize
+  spack_ -e . concretize --force >"$LOGS/03-concretize.log" 2>&1 || fail "concretize (logs/03-concretize.log)"
+  ompi=$(spack_ -e . python -c 'import spack.environment as ev; print(next(s.prefix for s in ev.active_environment().all_specs() if s.name == "openmpi"))' \
+         2>>"$LOGS/03-concretize.log")
+  [[ -n $ompi ]] || fail "no openmpi in the concretized environment"
+  log "openmpi prefix: $ompi"
+  spack_ -e . find -c -l -v >>"$LOGS/03-concretize.log" 2>&1
+
+  step install
+  hand_build "$ompi" >"$LOGS/05-hand-build.log" 2>&1 &
+  hand_pid=$!
+  local t0=$SECONDS
+  spack_ -e . install --no-checksum --fail-fast -j "$JOBS" -p 2 openmpi osu-micro-benchmarks nccl-tests \
+    >"$LOGS/04-install.log" 2>&1
+  rc=$?
+  log "spack install: rc=$rc after $((SECONDS - t0)) s"
+  if ((rc != 0)); then
+    mkdir -p "$LOGS/failed-builds"
+    find /tmp -path '*spack-stage*' \( -name spack-build-out.txt -o -name config.log \) -newer "$STATE/steps" \
+      -exec sh -c 'cp "$1" "$2/$(echo "$1" | tr / _)"' _ {} "$LOGS/failed-builds" \; 2>/dev/null
+    fail "spack install (logs/04-install.log, logs/failed-builds/)"
+  fi
+  spack_ -e . find -l -v >>"$LOGS/04-install.log" 2>&1
+  spack_ -e . module lmod refresh --delete-tree -y >"$LOGS/06-modules.log" 2>&1 || fail "module refresh"
+
+  step hand-build-wait
+  wait $hand_pid; hrc=$?
+  log "hand build: rc=$hrc"
+  tail -3 "$LOGS/05-hand-build.log" | while read -r l; do log "  $l"; done
+
+  step sanity
+  (
+    modules_env
+    module avail 2>&1
+    module load openmpi omb && module list 2>&1
+    command -v mpirun osu_latency osu_xccl_allreduce
+    ompi_info --parsable --all | grep -E 'mpi_built_with_cuda_support:value'
+    ompi_info | grep -iE 'MCA (pml|accelerator|btl)'
+    module load ucx && ucx_info -v && ucx_info -d | grep -E 'Transport|Device|Memory domain' | head -40
+    timeout 60 mpirun -n 2 --mca pml_base_verbose 10 osu_latency -x 1 -i 10 -m 1:1 -d cuda D D 2>&1 \
+      | grep -iE 'select|pml|Latency|^1 ' | head -20
+  ) >"$LOGS/07-sanity.log" 2>&1
+
+  for ((r = 1; r <= ROUNDS; r++)); do
+    step "reframe-$r"
+    reframe_run "$RES/reframe-$r" >>"$LOGS/pipeline.log" 2>&1
+    if ((hrc == 0)); then
+      step "hand-$r"
+      hand_runs "$RES/hand-$r"
+    fi
+    python3 "$REPO/scripts/device/summarize.py" "$RES" >"$RES/summary.txt" 2>&1
+  done
+
+  step buildcache
+  mkdir -p "$WORK/buildcache"
+  spack_ -e . buildcache push --unsigned --only package "$WORK/buildcache" ucx openmpi \
+    >"$LOGS/08-buildcache.log" 2>&1 || log "buildcache push failed (optional)"
+  du -sh "$WORK/buildcache" >>"$LOGS/08-buildcache.log" 2>&1
+  step finished
+  touch "$STATE/done"
+}
+
+# --------------------------------------------------------------------------- collect
+collect() {
+  local seconds=${1:-0} last="" now
+  local deadline=$((SECONDS + seconds))
+  while [[ ! -f $STATE/done ]] && ((SECONDS < deadline)); do
+    now=$(cat "$STATE/step" 2>/dev/null)
+    [[ $now != "$last" ]] && echo "$(date -u +%T) step: $now" && last=$now
+    sleep 5
+  done
+  echo "== pipeline.log"; tail -40 "$LOGS/pipeline.log" 2>/dev/null
+  if [[ -f $STATE/failed ]]; then
+    echo "== FAILED: $(cat "$STATE/failed")"
+    for f in "$LOGS"/0*.log; do echo "== tail $f"; tail -15 "$f"; done
+  fi
+  [[ -f $RES/summary.txt ]] && { echo "== summary"; cat "$RES/summary.txt"; }
+  if [[ -n ${OUT:-} ]]; then
+    tar -C "$WORK" --exclude='*.so' -czf "$OUT/gpu-path.tgz" logs results state 2>/dev/null
+    cp "$LOGS/pipeline.log" "$OUT/" 2>/dev/null
+    [[ -f $RES/summary.txt ]] && cp "$RES/summary.txt" "$RES/summary.json" "$OUT/" 2>/dev/null
+    if [[ -f $STATE/done && -d $WORK/buildcache ]]; then
+      tar -C "$WORK" -cf "$OUT/buildcache.tar" buildcache 2>/dev/null
+      (($(stat -c %s "$OUT/buildcache.tar") < 16 * 1024 * 1024)) || { echo "buildcache: $(du -h "$OUT/buildcache.tar" | cut -f1), over 16 MiB: not returned"; rm -f "$OUT/buildcache.tar"; }
+    fi
+    ls -la "$OUT"
+  fi
+}
+
+case ${1:-} in
+  start) start ;;
+  pipeline) mkdir -p "$LOGS" "$STATE"; pipeline ;;
+  collect) collect "${2:-0}" ;;
+  status) cat "$STATE/step" 2>/dev/null || echo "not started" ;;
+  *) sed -n '2,25p' "$0"; exit 2 ;;
+esac
