@@ -48,6 +48,8 @@ Field reference (``required`` unless marked optional)::
       compilers: [{spec: gcc@8.5.0, prefix: /usr}]   # externals; first is default
       externals: {cuda: {spec: cuda@12.9.0, prefix: /usr/local/cuda-12.9}, ...}
       stack: {openmpi: 5.0.8, osu-micro-benchmarks: 7.5.1, ...}  # versions built
+      build: {stream: {compiler: aocc@5.0.0, variants: "..."}}    # optional: how a seed
+                                     # builds a stack package here (ocibench.spack_config)
     figures: [see FIGURE_FIELDS]      # documented figures; [] when none
 """
 

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# `make setup`: everything `make install` needs, in the per-user cache
+# (~/.cache/oci-hpc-bench, or $OCIBENCH_CACHE; see src/ocibench/paths.py):
+#
+#   1. the Python tools: this package (editable) with clingo and ReFrame;
+#      Lmod from the OS when it is absent (Debian/Ubuntu apt-get, EL dnf)
+#   2. the pinned Spack (v1.1.0) and its builtin packages (releases/v2025.11):
+#      git clone from GitHub when online; offline from a checkout or tarball named
+#      by OCIBENCH_SPACK_SOURCE / OCIBENCH_SPACK_PACKAGES_SOURCE
+#   3. Spack's builtin repository pointed at that checkout
+#   4. site/spack/generated/: the Spack scope of every shape, derived from its shape
+#      file (ocibench spack-config), including `spack compiler find` / `spack external
+#      find` results for machine-described shapes (local), and detected.yaml
+#
+# Idempotent: what is in place is checked, not redone.  The source mirror and binary
+# build cache ($OCIBENCH_SOURCE_MIRROR, $OCIBENCH_BUILD_CACHE) are used when present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SPACK_TAG=v1.1.0
+SPACK_URL=https://github.com/spack/spack
+PACKAGES_BRANCH=releases/v2025.11
+PACKAGES_URL=https://github.com/spack/spack-packages
+
+say() { echo "setup: $*"; }
+die() { echo "setup: ERROR: $*" >&2; exit 1; }
+
+# -- 1. Python tools and Lmod ---------------------------------------------------
+python=${OCIBENCH_PYTHON:-$(command -v python3 || true)}
+[[ -n $python ]] || die "no python3 on PATH"
+if "$python" - <<'EOF' 2>/dev/null
+import importlib.util, pathlib, sys
+import ocibench, clingo, reframe  # noqa: F401
+# the editable install of THIS checkout, not some other copy
+sys.exit(0 if pathlib.Path(ocibench.__file__).resolve().is_relative_to(pathlib.Path.cwd().resolve()) else 1)
+EOF
+then
+  say "python tools present (ocibench from this checkout, clingo, reframe)"
+else
+  say "installing python tools: pip install -e '.[test,report]'"
+  "$python" -m pip install --quiet --disable-pip-version-check -e '.[test,report]' \
+    || die "pip install failed (offline? point pip at a wheel house: PIP_FIND_LINKS=... PIP_NO_INDEX=1)"
+fi
+
+lmod_init=${LMOD_PKG:-/usr/share/lmod/lmod}/init/bash
+if [[ -f $lmod_init ]]; then
+  say "lmod present ($lmod_init)"
+elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+  say "installing lmod (apt-get)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lmod >/dev/null \
+    || die "apt-get install lmod failed"
+elif [[ $(id -u) -eq 0 ]] && command -v dnf >/dev/null; then
+  say "installing Lmod (dnf)"
+  dnf install -y -q Lmod || die "dnf install Lmod failed"
+else
+  say "WARNING: Lmod is absent and cannot be installed here (not root): install it, or"
+  say "         build it with Spack (spack install lmod); module tests will be skipped"
+fi
+
+# -- 2. Spack and its builtin packages ---------------------------------------------
+read -r spack_root packages_root cache <<<"$("$python" - <<'EOF'
+from ocibench import paths
+print(paths.spack_root(), paths.builtin_repo().parents[2], paths.cache_dir())
+EOF
+)"
+mkdir -p "$cache"
+
+# fetch NAME DEST REF URL SOURCE: put REF of a git repository into DEST.
+# SOURCE (optional): a local git repository/checkout or a .tar(.gz|.xz) of one.
+fetch() {
+  local name=$1 dest=$2 ref=$3 url=$4 source=${5:-}
+  if [[ -d $dest/.git || -f $dest/.ocibench-source ]]; then
+    say "$name present at $dest"
+    return 0
+  fi
+  if [[ -n $source ]]; then
+    if [[ -d $source ]]; then
+      say "$name: cloning $ref from $source"
+      git clone --quiet --branch "$ref" "$source" "$dest" \
+        || die "$name: cannot clone $ref from $source"
+    elif [[ -f $source ]]; then
+      say "$name: unpacking $source"
+      mkdir -p "$dest"
+      tar -xf "$source" -C "$dest" --strip-components=1 || die "$name: cannot unpack $source"
+      echo "$source" >"$dest/.ocibench-source"
+    else
+      die "$name: $source (from the environment) is neither a directory nor a file"
+    fi
+    return 0
+  fi
+  say "$name: cloning $ref from $url"
+  if ! git clone --quiet --depth 1 --branch "$ref" "$url" "$dest" 2>/dev/null; then
+    rm -rf "$dest"
+    die "$name is not in $dest and cannot be cloned from $url (offline?).
+       Set $( [[ $name == spack ]] && echo OCIBENCH_SPACK_SOURCE || echo OCIBENCH_SPACK_PACKAGES_SOURCE )=<git checkout or tarball of $ref> and run make setup again."
+  fi
+}
+
+fetch spack "$spack_root" "$SPACK_TAG" "$SPACK_URL" "${OCIBENCH_SPACK_SOURCE:-}"
+fetch spack-packages "$packages_root" "$PACKAGES_BRANCH" "$PACKAGES_URL" \
+  "${OCIBENCH_SPACK_PACKAGES_SOURCE:-}"
+[[ -x $spack_root/bin/spack ]] || die "$spack_root has no bin/spack"
+
+export SPACK_PYTHON=${SPACK_PYTHON:-$python}
+version=$("$spack_root/bin/spack" --version 2>/dev/null | awk '{print $1}') \
+  || die "$spack_root/bin/spack does not run (SPACK_PYTHON=$SPACK_PYTHON)"
+[[ $version == "${SPACK_TAG#v}" ]] \
+  || say "WARNING: Spack at $spack_root is $version, the project pins ${SPACK_TAG#v}"
+
+# -- 3. builtin repository ----------------------------------------------------------
+builtin=$("$python" -c "from ocibench import paths; print(paths.builtin_repo())")
+[[ -f $builtin/repo.yaml ]] || die "no builtin repository at $builtin"
+repos_yaml="$spack_root/etc/spack/repos.yaml"
+if grep -qF "builtin: $builtin" "$repos_yaml" 2>/dev/null; then
+  say "builtin repository configured ($builtin)"
+else
+  say "pointing Spack's builtin repository at $builtin ($repos_yaml)"
+  printf 'repos:\n  builtin: %s\n' "$builtin" >"$repos_yaml"
+fi
+
+# -- 4. generated scopes --------------------------------------------------------------
+shape=$("$python" -m ocibench.cli shape) || die "shape detection failed"
+say "this machine is shape $shape"
+# --detect: compilers and externals of this machine, found again on every setup
+# (quick) so that a newly installed compiler or CUDA is picked up.
+"$python" -m ocibench.cli spack-config --detect >/dev/null || die "ocibench spack-config failed"
+say "generated $("$python" -m ocibench.cli spack-config --print generated-dir)"
+for what in source_mirror build_cache; do
+  dir=$("$python" -c "from ocibench import paths; print(paths.$what())")
+  if [[ -d $dir ]]; then say "${what/_/ } in use: $dir"; fi
+done
+
+cat <<EOF
+setup: done.  Use the environment with:
+  export SPACK_PYTHON=$SPACK_PYTHON
+  . $spack_root/share/spack/setup-env.sh
+  spack env activate $(pwd)
+then \`make install\` (or \`spack install\`) builds the $shape stack.
+EOF

@@ -1,0 +1,62 @@
+"""Generate each shape's Spack configuration scope from its shape file.
+
+Without --shape: every known shape, plus detected.yaml (the scope spack.yaml uses
+when OCIBENCH_SHAPE is unset) pointing at the shape this machine is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ocibench import paths, shapes, spack_config
+
+PRINTABLE = {
+    "modulepath": "the directory to `module use` for the shape (its tree's Core level)",
+    "module-root": "the root of the shape's Lmod tree",
+    "spack-root": "the pinned Spack",
+    "generated-dir": "where the generated scopes go",
+}
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", metavar="SHAPE",
+                        help="only this shape (default: every known shape and detected.yaml)")
+    parser.add_argument("--out", metavar="DIR", type=Path, default=spack_config.GENERATED_DIR,
+                        help="output directory, or '-' to print the scope "
+                             "(default: site/spack/generated)")
+    parser.add_argument("--detect", action="store_true",
+                        help="re-run Spack's compiler/external detection for machine-"
+                             "described shapes (local) instead of using its cached result")
+    parser.add_argument("--print", dest="show", choices=sorted(PRINTABLE), metavar="WHAT",
+                        help="print one path instead of generating: "
+                             + "; ".join(f"{k}: {v}" for k, v in PRINTABLE.items()))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.show:
+        shape = args.shape or shapes.detect()
+        shapes.shape_path(shape)  # unknown shape: ShapeError listing the known ones
+        print({
+            "modulepath": lambda: spack_config.modulepath(shape),
+            "module-root": lambda: paths.module_root(shape),
+            "spack-root": paths.spack_root,
+            "generated-dir": lambda: spack_config.GENERATED_DIR,
+        }[args.show]())
+        return 0
+    if str(args.out) == "-":
+        shape = shapes.load(args.shape or shapes.detect())
+        machine = (spack_config.detect_machine(refresh=args.detect)
+                   if spack_config.is_machine_described(shape) else None)
+        scope = spack_config.derive(shape, machine, spack_config.detect_tools())
+        sys.stdout.write(spack_config.render(shape.name, scope))
+        return 0
+    if args.shape:
+        shapes.shape_path(args.shape)
+        written = spack_config.write([args.shape], args.out, detect=args.detect)
+    else:
+        written = spack_config.write(None, args.out, detect=args.detect, detected=shapes.detect())
+    for path in written:
+        print(path)
+    return 0

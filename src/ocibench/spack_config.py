@@ -1,0 +1,604 @@
+"""Derive each shape's Spack configuration scope from its shape file.
+
+One Spack environment (``spack.yaml`` at the repository root) serves every shape.
+Its shape-independent layers are committed (``packages.yaml``, ``modules.yaml``);
+the shape-dependent layer is generated here from ``site/shapes/<shape>.yaml`` and
+nothing else, so a hardware or image fact is stated once (spack-stack style:
+common layer + site layer, the site layer derived by code instead of written).
+
+The generated layer of a shape holds:
+
+* ``packages:all:require: target=<cpu.spack_target>``;
+* the compilers and externals of the OCI image (``software.compilers`` and
+  ``software.externals``) as non-buildable Spack externals, and the language
+  virtuals (c, cxx, fortran) restricted to those compilers;
+* one requirement per package of ``software.stack``: its version, plus the
+  variants the shape calls for (:func:`_stack_rules`);
+* the definition ``ocibench_specs`` that ``spack.yaml``'s ``specs`` lists (Spack
+  reads user specs only from the top-level manifest, but ``definitions`` from
+  every scope: spack/environment/environment.py ``_sync_speclists``);
+* ``modules:default:roots:lmod`` = :func:`ocibench.paths.module_root` and the
+  core compilers of the Lmod hierarchy;
+* ``env_vars`` that ``spack env activate .`` exports (the shape, ReFrame's
+  configuration, ``PYTHONPATH`` for ``ocibench``, the module tree on ``MODULEPATH``).
+  They hold absolute paths of this checkout, which is why they live in this
+  git-ignored generated layer: Spack does not expand ``$env`` in ``env_vars``.
+
+A shape whose file lists no compilers (``local``, and any shape that describes
+"whatever this machine has") is *machine-described*: its compilers and externals
+are what ``spack compiler find`` / ``spack external find`` report on this machine
+at set-up time (``make setup``), cached in ``site/spack/generated/machine.json``.
+
+Optional shape-file field read here (additive to the schema in ocibench.shapes)::
+
+    software:
+      build:                      # how a seed builds a stack package on this shape
+        stream:
+          compiler: aocc@5.0.0    # a compiler of software.compilers; default: the first
+          variants: array_size=430080000 +nt_store type=double +openmp
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ocibench import paths, shapes
+from ocibench.paths import REPO_ROOT, SITE_DIR
+
+#: Where `make setup` writes the generated layer (git-ignored).
+GENERATED_DIR = SITE_DIR / "spack" / "generated"
+#: Per-shape scopes: spack.yaml includes shapes/${OCIBENCH_SHAPE}.yaml.
+SHAPES_SUBDIR = "shapes"
+#: The scope spack.yaml includes when OCIBENCH_SHAPE is unset: points at the detected shape.
+DETECTED_FILE = "detected.yaml"
+#: Cached result of machine detection (spack compiler find / external find).
+MACHINE_FILE = "machine.json"
+#: Develop specs per shape (scripts/mirror-from-checkouts.sh); git-ignored, optional.
+LOCAL_DEVELOP_DIR = SITE_DIR / "local" / "develop"
+#: The definition that spack.yaml's `specs:` references.
+SPECS_DEFINITION = "ocibench_specs"
+#: The environment's committed, shape-independent layers.
+MODULES_YAML = REPO_ROOT / "modules.yaml"
+
+#: cuda_arch when CUDA is present but no GPU is: compile-only.  90 (Hopper) because
+#: the GPU machines this project borrows to run what it builds are H100/H200
+#: (sm_90), and CUDA 13 no longer targets anything older than sm_75.
+DEFAULT_CUDA_ARCH = 90
+
+#: Packages that machine detection looks for on machine-described shapes:
+#: compilers, the MPI and GPU stack the seeds use, and build tools (so that a
+#: 2-core machine does not rebuild perl or cmake).
+DETECT_COMPILERS = ("gcc", "llvm", "aocc", "intel-oneapi-compilers", "nvhpc")
+DETECT_EXTERNALS = (
+    "openmpi", "cuda", "hwloc", "rdma-core", "slurm", "libfabric",
+    # build tools only: a library found without its headers would break builds
+    "cmake", "gmake", "perl", "autoconf", "automake", "libtool", "m4", "pkgconf",
+    "python", "bison", "flex", "gawk", "diffutils", "findutils", "tar", "git",
+)
+#: Detected externals the environment must use, never rebuild (the machine's MPI
+#: is "the image's MPI" of a machine-described shape; CUDA/NCCL come with the driver).
+NOT_BUILDABLE = {"openmpi", "cuda", "nccl", "rdma-core", "slurm", "hwloc"}
+
+#: The compiler executables of each compiler package, relative to its prefix,
+#: for shape files that give a compiler as {spec, prefix} only.
+COMPILER_EXES = {
+    "gcc": {"c": "bin/gcc", "cxx": "bin/g++", "fortran": "bin/gfortran"},
+    "aocc": {"c": "bin/clang", "cxx": "bin/clang++", "fortran": "bin/flang"},
+    "llvm": {"c": "bin/clang", "cxx": "bin/clang++"},
+    "intel-oneapi-compilers": {"c": "bin/icx", "cxx": "bin/icpx", "fortran": "bin/ifx"},
+    "nvhpc": {"c": "bin/nvc", "cxx": "bin/nvc++", "fortran": "bin/nvfortran"},
+}
+#: MPI implementations a stack may name; each MPI-using benchmark is built once per MPI.
+MPI_PACKAGES = ("openmpi", "intel-oneapi-mpi")
+#: Benchmarks linked against MPI.
+MPI_USERS = ("osu-micro-benchmarks", "intel-mpi-benchmarks", "nccl-tests")
+#: Built only where there is CUDA (GPU shapes; local with a CUDA toolkit).
+GPU_ONLY = ("nccl-tests",)
+
+
+class SpackConfigError(shapes.ShapeError):
+    """A scope that cannot be derived, with the reason (one line)."""
+
+
+# --------------------------------------------------------------------------- machine
+
+
+@dataclass
+class Machine:
+    """What this machine provides, for machine-described shapes and for tools."""
+
+    #: package name -> list of external entries ({spec, prefix, extra_attributes?})
+    externals: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def compilers(self) -> dict[str, list[dict[str, Any]]]:
+        return {n: e for n, e in self.externals.items() if n in DETECT_COMPILERS}
+
+    def has(self, name: str) -> bool:
+        return bool(self.externals.get(name))
+
+
+def spack_exe() -> Path:
+    return paths.spack_root() / "bin" / "spack"
+
+
+def _spack_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("SPACK_PYTHON", sys.executable)
+    return env
+
+
+def detect_machine(out_dir: Path = GENERATED_DIR, refresh: bool = False) -> Machine:
+    """Run Spack's compiler/external detection once, caching the result in out_dir."""
+    cache = out_dir / MACHINE_FILE
+    if cache.is_file() and not refresh:
+        return Machine(json.loads(cache.read_text()))
+    exe = spack_exe()
+    if not exe.is_file():
+        raise SpackConfigError(
+            f"machine-described shapes need Spack's detection, and there is no Spack at "
+            f"{paths.spack_root()}: run `make setup`")
+    script = Path(__file__).with_name("spack_scripts") / "detect.py"
+    done = subprocess.run(
+        [str(exe), "python", str(script), *DETECT_COMPILERS, *DETECT_EXTERNALS],
+        capture_output=True, text=True, env=_spack_env(), check=False)
+    if done.returncode != 0:
+        raise SpackConfigError(f"spack external detection failed: {done.stderr.strip()[-500:]}")
+    found = json.loads(done.stdout)
+    found = _clean_detected(found)
+    nccl = detect_nccl()
+    if nccl:
+        found["nccl"] = [nccl]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+    return Machine(found)
+
+
+def _clean_detected(found: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """Drop detection artefacts: pyenv shims as a Python prefix, a CUDA 'prefix' that
+    only holds an nvcc wrapper (/usr/local), duplicate specs."""
+    clean: dict[str, list[dict[str, Any]]] = {}
+    for name, entries in found.items():
+        kept, seen = [], set()
+        if name == "cuda":
+            # The toolkit's own prefix has the real nvcc (an ELF file), not a wrapper.
+            toolkits = [e for e in entries if _is_elf(Path(e["prefix"]) / "bin" / "nvcc")]
+            entries = toolkits or entries
+        for entry in entries:
+            prefix = Path(entry["prefix"])
+            if "shims" in prefix.parts:
+                continue
+            if entry["spec"] in seen:
+                continue
+            seen.add(entry["spec"])
+            kept.append(entry)
+        if kept:
+            clean[name] = kept
+    return clean
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def detect_nccl() -> dict[str, Any] | None:
+    """NCCL from the dynamic linker cache (Spack's library detection misses a libnccl
+    that sits in a CUDA toolkit's lib/ directory), with its version from nccl.h."""
+    if not shutil.which("ldconfig") and not Path("/sbin/ldconfig").exists():
+        return None
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=False).stdout
+    for line in out.splitlines():
+        match = re.search(r"libnccl\.so(\.\d+)?\s.*=>\s*(\S+)", line)
+        if not match:
+            continue
+        libdir = Path(match.group(2)).resolve().parent
+        prefix = libdir.parent
+        header = prefix / "include" / "nccl.h"
+        if not header.is_file():
+            continue
+        text = header.read_text(errors="replace")
+        parts = [re.search(rf"#define NCCL_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
+        if not all(parts):
+            continue
+        version = ".".join(p.group(1) for p in parts)  # type: ignore[union-attr]
+        return {"spec": f"nccl@{version}", "prefix": str(prefix)}
+    return None
+
+
+def has_cuda_driver() -> bool:
+    """True when the NVIDIA driver's libcuda.so.1 is known to the dynamic linker."""
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    try:
+        out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return False
+    return "libcuda.so.1 " in out
+
+
+def cuda_driver_stub(cuda_prefix: str) -> Path | None:
+    """A directory whose libcuda.so.1 is the CUDA toolkit's driver stub, for machines
+    with a CUDA toolkit but no NVIDIA driver (no GPU).
+
+    Binaries built with CUDA (OMB +cuda links libcuda) cannot even start without a
+    libcuda.so.1.  The stub lets them start and run host-buffer benchmarks; every CUDA
+    driver call returns CUDA_ERROR_STUB_LIBRARY, so nothing pretends there is a GPU.
+    Only the `cuda` module of such a machine puts it on LD_LIBRARY_PATH.
+    """
+    for libdir in ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs"):
+        stub = Path(cuda_prefix) / libdir / "libcuda.so"
+        if stub.is_file():
+            break
+    else:
+        return None
+    stub_dir = paths.cache_dir() / "cuda-driver-stub"
+    link = stub_dir / "libcuda.so.1"
+    stub_dir.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink() or os.readlink(link) != str(stub):
+        link.unlink(missing_ok=True)
+        link.symlink_to(stub)
+    return stub_dir
+
+
+def detect_tools() -> dict[str, list[dict[str, Any]]]:
+    """ReFrame (pip, installed by `make setup`) and Lmod (the OS package), as externals.
+
+    They are what `make setup` installs outside Spack; declaring them external keeps
+    anything in the environment from rebuilding them.
+    """
+    tools: dict[str, list[dict[str, Any]]] = {}
+    try:
+        import reframe  # noqa: PLC0415  (optional: the [test] extra)
+
+        scripts = Path(sysconfig.get_path("scripts"))
+        if (scripts / "reframe").exists():
+            tools["reframe"] = [{"spec": f"reframe@{reframe.VERSION}", "prefix": str(scripts.parent)}]
+    except ImportError:
+        pass
+    lmod_pkg = Path(os.environ.get("LMOD_PKG") or "/usr/share/lmod/lmod")
+    version_lua = lmod_pkg / "libexec" / "Version.lua"
+    if version_lua.is_file():
+        match = re.search(r'M\.tag\(\)\s+return\s+"([\d.]+)"', version_lua.read_text())
+        if match:
+            # Spack's lmod package puts Lmod under <prefix>/lmod/lmod: the same layout.
+            tools["lmod"] = [{"spec": f"lmod@{match.group(1)}",
+                              "prefix": str(lmod_pkg.resolve().parent.parent)}]
+    return tools
+
+
+# --------------------------------------------------------------------------- derivation
+
+
+def is_machine_described(shape: shapes.Shape) -> bool:
+    """True when the shape file leaves compilers to the machine (local and the like)."""
+    return not shape.data["software"]["compilers"]
+
+
+def _compiler_entry(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    spec, prefix = item["spec"], item["prefix"]
+    name = re.split(r"[@\s~+%]", spec, maxsplit=1)[0]
+    if name not in COMPILER_EXES:
+        raise SpackConfigError(
+            f"compiler {spec!r}: unknown compiler package; known: {', '.join(COMPILER_EXES)}")
+    if name == "gcc" and "languages" not in spec:
+        spec += " languages:='c,c++,fortran'"
+    exes = item.get("compilers") or {
+        lang: str(Path(prefix) / rel) for lang, rel in COMPILER_EXES[name].items()}
+    return name, {"spec": spec, "prefix": prefix, "extra_attributes": {"compilers": exes}}
+
+
+def _external_entries(name: str, value: Any) -> list[dict[str, Any]]:
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or "spec" not in item or "prefix" not in item:
+            raise SpackConfigError(f"software.externals.{name}: each entry needs spec and prefix")
+        out.append({k: item[k] for k in ("spec", "prefix", "extra_attributes", "modules") if k in item})
+    return out
+
+
+def _spec_name(spec: str) -> str:
+    return re.split(r"[@\s~+%^]", spec.strip(), maxsplit=1)[0]
+
+
+def _spec_version(spec: str) -> str | None:
+    match = re.match(r"[\w-]+@=?([\w.]+)", spec.strip())
+    return match.group(1) if match else None
+
+
+@dataclass
+class Facts:
+    """Everything derive() decides from, gathered from the shape (and the machine)."""
+
+    shape: shapes.Shape
+    compilers: list[tuple[str, dict[str, Any]]]  # (package, external entry), default first
+    externals: dict[str, list[dict[str, Any]]]
+    cuda: bool
+    cuda_arch: int | None
+    cuda_arch_why: str
+    slurm: bool
+    rdma: bool
+    mpi_external: bool  # the MPI is the image's/machine's, not built by Spack
+    driver_stub: Path | None = None  # machine-described, CUDA but no driver: see cuda_driver_stub
+
+
+def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
+    sw = shape.data["software"]
+    if is_machine_described(shape):
+        if machine is None:
+            raise SpackConfigError(f"{shape.name}: machine-described shape needs machine detection")
+        compilers = []
+        # gcc first: it is the only detected compiler with Fortran (openmpi +fortran).
+        for name in sorted(machine.compilers, key=lambda n: DETECT_COMPILERS.index(n)):
+            compilers += [(name, e) for e in machine.compilers[name]]
+        externals = {n: e for n, e in machine.externals.items() if n not in DETECT_COMPILERS}
+        # Declared externals of a machine-described shape still apply (and win).
+        for name, value in (sw.get("externals") or {}).items():
+            externals[name] = _external_entries(name, value)
+    else:
+        compilers = [_compiler_entry(c) for c in sw["compilers"]]
+        externals = {n: _external_entries(n, v) for n, v in (sw.get("externals") or {}).items()}
+    if not compilers:
+        raise SpackConfigError(f"{shape.name}: no compiler (none declared, none found on this machine)")
+    gpus = shape.gpus
+    cuda = bool(externals.get("cuda")) and (bool(gpus) or is_machine_described(shape))
+    if gpus and not externals.get("cuda"):
+        raise SpackConfigError(f"{shape.name}: a GPU shape needs software.externals.cuda")
+    if gpus:
+        arch, why = int(gpus["cuda_arch"]), f"gpus.cuda_arch of {shape.name}"
+    elif cuda:
+        arch, why = DEFAULT_CUDA_ARCH, (
+            "no GPU here: compile-only default sm_90 (the H100/H200 machines that run "
+            "what is built here; CUDA 13 targets sm_75 and newer)")
+    else:
+        arch, why = None, "no CUDA"
+    network = shape.data.get("network") or {}
+    stub = None
+    if cuda and is_machine_described(shape) and not has_cuda_driver():
+        stub = cuda_driver_stub(externals["cuda"][0]["prefix"])
+    return Facts(
+        shape=shape,
+        compilers=compilers,
+        externals=externals,
+        cuda=cuda,
+        cuda_arch=arch if cuda else None,
+        cuda_arch_why=why,
+        slurm=shape.data["scheduler"] == "slurm",
+        rdma=str(network.get("rdma", "none")).lower() not in ("none", ""),
+        mpi_external=bool(externals.get("openmpi")) and is_machine_described(shape),
+        driver_stub=stub,
+    )
+
+
+def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[str]]:
+    """(requirements per package, root specs, notes) for the shape's software.stack.
+
+    Each rule cites the seed document and section that needs it.
+    """
+    shape = facts.shape
+    sw = shape.data["software"]
+    stack: dict[str, Any] = dict(sw["stack"])
+    build: dict[str, Any] = sw.get("build") or {}
+    require: dict[str, list[str]] = {}
+    specs: list[str] = []
+    notes: list[str] = []
+
+    def version(name: str) -> list[str]:
+        value = stack.get(name)
+        if value is None or str(value) in ("any", ""):
+            return []
+        return [f"@{value}"]
+
+    if not facts.cuda:
+        for name in GPU_ONLY:
+            if name in stack:
+                notes.append(f"{name}: left out, no CUDA on {shape.name}")
+                stack.pop(name)
+    mpis = [m for m in MPI_PACKAGES if m in stack]
+
+    for name in stack:
+        req = version(name)
+        extra = build.get(name) or {}
+        if name == "openmpi":
+            if facts.mpi_external:
+                notes.append("openmpi: this machine's MPI, used as an external (not built)")
+                req = []
+            else:
+                # seed 002 sec 1 / 000 sec 1: UCX-based OpenMPI (UCX_NET_DEVICES in every run)
+                req.append("fabrics=ucx")
+                if facts.cuda:
+                    req.append("+cuda")  # seed 000 sec 1: CUDA-aware OpenMPI for -d cuda D D
+                if facts.slurm:
+                    # seed 002 sec 1 (build-openmpi tip): OpenMPI for Slurm, with the
+                    # external PMIx that srun --mpi=pmix also uses
+                    req += ["schedulers=slurm", "~internal-pmix"]
+            specs.append("openmpi")
+        elif name == "osu-micro-benchmarks":
+            if facts.cuda:
+                # seed 000 sec 1: --enable-cuda --enable-ncclomb (osu_xccl_* on GPUs)
+                req += ["+cuda", "+nccl", f"cuda_arch={facts.cuda_arch}"]
+            specs += [f"osu-micro-benchmarks ^{m}" for m in mpis if m == "openmpi"] or [name]
+        elif name == "nccl-tests":
+            # seed 003 sec 2: make MPI=1 with OpenMPI, CUDA and NCCL
+            req += ["+mpi", f"cuda_arch={facts.cuda_arch}"]
+            specs.append("nccl-tests ^openmpi" if "openmpi" in mpis else name)
+        elif name == "intel-mpi-benchmarks":
+            # seed 004 sec 1 and 2: IMB once with OpenMPI and once with Intel MPI
+            specs += [f"intel-mpi-benchmarks ^{m}" for m in mpis] or [name]
+        else:
+            specs.append(name)
+        if extra.get("variants"):
+            req += str(extra["variants"]).split()
+        if extra.get("compiler"):
+            # last: in Spack 1.x whatever follows %compiler constrains the compiler node
+            req.append(f"%{extra['compiler']}")
+        if req:
+            require[name] = req
+
+    if facts.cuda:
+        specs += ["cuda", "nccl"]  # modules of their own: seeds 000/003 `module load nvhpc`
+    if "openmpi" in require and "fabrics=ucx" in require["openmpi"]:
+        ucx = []
+        if facts.rdma:
+            # seeds 000 sec 2-3, 002 sec 3, 004 sec 1: UCX_NET_DEVICES=mlx5_N:1 (RoCEv2 on
+            # ConnectX): UCX needs its verbs/rdmacm transports and mlx5 direct verbs
+            ucx += ["+verbs", "+rdmacm", "+rc", "+ud", "+dc", "+mlx5_dv", "+cma"]
+        if facts.cuda:
+            ucx.append("+cuda")  # seed 000 sec 2-3/2-4: device buffers across nodes
+        if ucx:
+            require["ucx"] = ucx
+    return require, specs, notes
+
+
+def derive(shape: shapes.Shape, machine: Machine | None = None,
+           tools: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """The Spack configuration scope of one shape, as a mapping ready for YAML."""
+    facts = gather(shape, machine)
+    target = shape.cpu["spack_target"]
+    require, specs, notes = _stack_rules(facts)
+
+    packages: dict[str, Any] = {}
+    packages["all"] = {"require": [f"target={target}"]}
+    for name, entry in facts.compilers:
+        pkg = packages.setdefault(name, {"externals": [], "buildable": False})
+        pkg["externals"].append(entry)
+    compiler_specs = [entry["spec"].split()[0] for _, entry in facts.compilers]
+    # The language virtuals only from the shape's compilers (not from whatever other
+    # compiler the Spack instance knows): the default (first) one is preferred.
+    for lang in ("c", "cxx", "fortran"):
+        providers = [e["spec"].split()[0] for _, e in facts.compilers
+                     if lang in e.get("extra_attributes", {}).get("compilers", {})]
+        if providers:
+            packages[lang] = {"require": [{"any_of": providers}], "prefer": [providers[0]]}
+    for name, entries in facts.externals.items():
+        packages[name] = {"externals": entries}
+        # What the OCI image provides is never rebuilt; of what detection found on a
+        # machine-described shape only the MPI/GPU/system stack is (build tools found
+        # there are merely preferred).
+        if not is_machine_described(shape) or name in NOT_BUILDABLE:
+            packages[name]["buildable"] = False
+    for name, entries in (tools or {}).items():
+        packages.setdefault(name, {"externals": entries, "buildable": False})
+    # A package's own `require` replaces the one under `all`, so each carries the target.
+    for name, req in require.items():
+        pkg = packages.setdefault(name, {})
+        own = [r for r in req if not r.startswith("%")]
+        compiler = [r for r in req if r.startswith("%")]
+        pkg["require"] = [" ".join(own + [f"target={target}"] + compiler)]
+
+    core = [c for c in compiler_specs]
+    env_vars = {
+        "set": {
+            "OCIBENCH_SHAPE": shape.name,
+            "RFM_CONFIG_FILES": str(SITE_DIR / "reframe_config.py"),
+        },
+        "prepend_path": {
+            "PYTHONPATH": str(REPO_ROOT / "src"),
+            "MODULEPATH": str(modulepath(shape.name)),
+        },
+    }
+    # The target goes on every root spec too: Spack considers a target the host cannot
+    # run only when a user spec names it and host_compatible is off (solver/asp.py,
+    # target_defaults), which is what concretizing a documented shape elsewhere needs.
+    specs = [f"{s} target={target}" for s in specs]
+    scope: dict[str, Any] = {
+        # Packages this machine builds from local checkouts (develop specs), if any.
+        "include": [{"path": str(LOCAL_DEVELOP_DIR / f"{shape.name}.yaml"), "optional": True}],
+        "definitions": [{SPECS_DEFINITION: specs}],
+        "packages": packages,
+        "modules": {"default": {
+            "roots": {"lmod": str(paths.module_root(shape.name))},
+            "lmod": {"core_compilers": core},
+        }},
+        "env_vars": env_vars,
+    }
+    if facts.driver_stub:
+        scope["modules"]["default"]["lmod"]["cuda"] = {
+            "environment": {"prepend_path": {"LD_LIBRARY_PATH": str(facts.driver_stub)}}}
+        notes.append(f"no NVIDIA driver: the cuda module puts the toolkit's libcuda stub "
+                     f"({facts.driver_stub}) on LD_LIBRARY_PATH (host-buffer runs only)")
+    if not is_machine_described(shape):
+        scope["concretizer"] = {"targets": {"host_compatible": False}}
+    mirrors = _mirrors()
+    if mirrors:
+        scope["mirrors"] = mirrors
+    scope["_notes"] = notes + [f"cuda_arch: {facts.cuda_arch} ({facts.cuda_arch_why})"]
+    return scope
+
+
+def _mirrors() -> dict[str, Any]:
+    """The per-user source mirror and binary build cache, where they exist."""
+    mirrors: dict[str, Any] = {}
+    if paths.source_mirror().is_dir():
+        mirrors["ocibench-source"] = {"url": f"file://{paths.source_mirror()}", "binary": False}
+    if paths.build_cache().is_dir():
+        mirrors["ocibench-buildcache"] = {
+            "url": f"file://{paths.build_cache()}", "source": False, "signed": False}
+    return mirrors
+
+
+def modulepath(shape: str) -> Path:
+    """The directory to `module use` for a shape: the Core level of its Lmod tree."""
+    return paths.module_root(shape) / "Core"
+
+
+def module_name(package: str) -> str:
+    """The module name users type for a Spack package (modules.yaml projections)."""
+    conf = yaml.safe_load(MODULES_YAML.read_text())
+    projections = conf["modules"]["default"]["lmod"].get("projections", {})
+    projection = projections.get(package, projections.get("all", "{name}/{version}"))
+    return projection.split("/")[0].replace("{name}", package)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def render(shape_name: str, scope: dict[str, Any]) -> str:
+    scope = dict(scope)
+    notes = scope.pop("_notes", [])
+    header = [
+        f"# GENERATED by `ocibench spack-config` from site/shapes/{shape_name}.yaml.",
+        "# Do not edit: change the shape file (or src/ocibench/spack_config.py) and",
+        "# run `make setup`.  spack.yaml includes this file as the shape's scope.",
+    ] + [f"# note: {n}" for n in notes]
+    return "\n".join(header) + "\n" + yaml.safe_dump(scope, sort_keys=False, width=100)
+
+
+def write(shape_names: list[str] | None = None, out_dir: Path = GENERATED_DIR,
+          detect: bool = False, detected: str | None = None) -> list[Path]:
+    """Write the scope of each shape (default: every known shape) and detected.yaml."""
+    names = shape_names or shapes.known_shapes()
+    loaded = [shapes.load(n) for n in names]
+    machine = None
+    if any(is_machine_described(s) for s in loaded):
+        machine = detect_machine(out_dir, refresh=detect)
+    tools = detect_tools()
+    written = []
+    (out_dir / SHAPES_SUBDIR).mkdir(parents=True, exist_ok=True)
+    for shape in loaded:
+        path = out_dir / SHAPES_SUBDIR / f"{shape.name}.yaml"
+        path.write_text(render(shape.name, derive(shape, machine, tools)))
+        written.append(path)
+    if detected:
+        path = out_dir / DETECTED_FILE
+        path.write_text(
+            f"# GENERATED by `ocibench spack-config`: this machine is {detected}.\n"
+            "# spack.yaml includes this file when OCIBENCH_SHAPE is unset.\n"
+            + yaml.safe_dump({"include": [f"{SHAPES_SUBDIR}/{detected}.yaml"]}, sort_keys=False))
+        written.append(path)
+    return written

@@ -1,0 +1,23 @@
+"""Print, as JSON, what ``spack compiler find`` / ``spack external find`` find here.
+
+Run as ``spack python detect.py PKG...``.  This calls the same detection code as
+those two commands (spack.detection.by_path), but prints the result instead of
+writing it into one of Spack's own configuration scopes: ``make setup`` stores it
+in the generated, git-ignored scope of the machine-described shapes (local), and
+the per-user Spack instance stays untouched.  Output: {package: [external entry]}.
+"""
+
+import json
+import sys
+
+import spack.detection
+from spack.detection.common import _pkg_config_dict
+
+found = spack.detection.by_path(sys.argv[1:])
+out = {}
+for name, specs in sorted(found.items()):
+    entries = _pkg_config_dict(specs).get("externals") or []
+    if entries:
+        out[name] = [json.loads(json.dumps(e, default=str)) for e in entries]
+json.dump(out, sys.stdout, indent=1, sort_keys=True)
+print()
