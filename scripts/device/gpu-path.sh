@@ -113,12 +113,26 @@ site_scope() {  # the admin scope of this machine: site/local/site.yaml
     echo "  # OpenMPI's bundled PMIx/PRRTE/hwloc/libevent (in the release tarball) instead of"
     echo "  # four more packages to fetch and build; no ssh on the image (~rsh), one node only."
     echo "  openmpi:"
-    echo "    require: ['@$ompi_v +internal-pmix +internal-hwloc +internal-libevent ~rsh']"
+    echo "    # ~fortran: the GPU path's benchmarks are C/C++ (and it saves the mpi_f08 build)."
+    echo "    require: ['@$ompi_v +internal-pmix +internal-hwloc +internal-libevent ~rsh ~fortran']"
     echo "  ucx:"
     echo "    require: ['@$ucx_v']"
     echo "  # Libraries of the image (Ubuntu packages) that Spack's detection does not report."
     if [[ -n $zlib_v ]]; then
-      echo "  zlib: {externals: [{spec: zlib@$zlib_v, prefix: /usr}], buildable: false}"
+      # Not prefix /usr: OpenMPI passes --with-zlib=<prefix> to its bundled PMIx, whose
+      # configure looks in <prefix>/lib and lib64 only, and Ubuntu's libz.so is in
+      # /usr/lib/x86_64-linux-gnu ("checking for zlib library (z) in /usr... not found").
+      # A prefix of links to the image's own zlib files gives it the plain layout.
+      local zp=$CACHE/image-prefixes/zlib
+      mkdir -p "$zp/include" "$zp/lib"
+      ln -sf /usr/include/zlib.h "$zp/include/"
+      for h in /usr/include/zconf.h /usr/include/x86_64-linux-gnu/zconf.h; do
+        [[ -e $h ]] && { ln -sf "$h" "$zp/include/zconf.h"; break; }
+      done
+      for f in /usr/lib/x86_64-linux-gnu/libz.so* /usr/lib/x86_64-linux-gnu/libz.a; do
+        [[ -e $f ]] && ln -sf "$f" "$zp/lib/"
+      done
+      echo "  zlib: {externals: [{spec: zlib@$zlib_v, prefix: $zp}], buildable: false}"
       echo "  zlib-ng: {buildable: false}"
     fi
     [[ -n $numa_v ]] && echo "  numactl: {externals: [{spec: numactl@$numa_v, prefix: /usr}], buildable: false}"
@@ -139,10 +153,14 @@ EOF
 hand_build() {  # seed 000 sec 1 and seed 003 sec 2, by hand, against Spack's OpenMPI
   local ompi=$1 commit
   local t0=$SECONDS
-  until [[ -f $ompi/.spack/spec.json || -f $STATE/done ]]; do sleep 5; done
-  [[ -f $ompi/.spack/spec.json ]] || { echo "hand build: OpenMPI never got installed"; return 1; }
+  # Installed means in Spack's database (the prefix and .spack/ exist from the start).
+  until [[ -f $STATE/done ]] || spack_ -e . find --format '{prefix}' openmpi 2>/dev/null | grep -qxF "$ompi"; do
+    sleep 10
+  done
+  [[ -x $ompi/bin/mpicc ]] || { echo "hand build: OpenMPI never got installed"; return 1; }
   echo "hand build: OpenMPI at $ompi after $((SECONDS - t0)) s"
   export PATH=$ompi/bin:$PATH     # seeds: module load nvhpc openmpi
+  [[ $(command -v mpicc) == "$ompi/bin/mpicc" ]] || { echo "hand build: mpicc is $(command -v mpicc)"; return 1; }
   read -r _ _ commit < <(grep '^osu-micro-benchmarks ' "$WORK/src/SOURCES")
   (
     set -e
