@@ -10,7 +10,11 @@ final state and exit code, as ``sacct`` would have given them:
 * ``job.exitcode``: the batch script's exit status, or 128 + signal when a signal
   ended it (Slurm's ``ExitCode=<status>:<signal>``);
 * ``job.state``: COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL, ... (Slurm's
-  JobState), so that a job killed at its time limit is reported as TIMEOUT.
+  JobState);
+* a job that Slurm ended itself (TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, BOOT_FAIL,
+  DEADLINE, PREEMPTED, or CANCELLED by someone other than ReFrame) fails the test in
+  its run phase with a JobError that says so, e.g. ``Slurm ended job 12: TIMEOUT
+  (Reason=TimeLimit, TimeLimit=00:01:00)``, instead of a bare "exit code 143".
 
 A partition selects it with ``scheduler: ocibench-squeue``; :mod:`ocibench.reframe_site`
 does so for shapes whose ``cluster.accounting`` is false.  Importing this module
@@ -24,6 +28,7 @@ import re
 
 import reframe.utility.osext as osext
 from reframe.core.backends import register_scheduler
+from reframe.core.exceptions import JobError
 from reframe.core.schedulers.slurm import SqueueJobScheduler, slurm_state_completed
 
 #: The registered name, as the configuration refers to it.
@@ -32,11 +37,15 @@ SQUEUE = "ocibench-squeue"
 #: Seconds ``scontrol`` may take.
 SCONTROL_TIMEOUT_S = 30
 
-_FIELD = re.compile(r"(?:^|\s)(JobState|ExitCode|Reason)=(\S+)")
+_FIELD = re.compile(r"(?:^|\s)(JobState|ExitCode|Reason|TimeLimit)=(\S+)")
+
+#: End states in which Slurm, not the job script, ended the job.
+KILLED_BY_SLURM = {"TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
+                   "PREEMPTED", "CANCELLED"}
 
 
 def parse_scontrol(text: str) -> dict[str, str]:
-    """The JobState, ExitCode and Reason fields of ``scontrol show job -o`` output."""
+    """The JobState, ExitCode, Reason, TimeLimit fields of ``scontrol show job -o``."""
     return {key: value for key, value in _FIELD.findall(text)}
 
 
@@ -66,3 +75,9 @@ class SqueueScontrolJobScheduler(SqueueJobScheduler):
             if "JobState" in fields:
                 job._state = fields["JobState"]
             job._exitcode = exit_status(fields.get("ExitCode", ""))
+            if fields.get("JobState") in KILLED_BY_SLURM and job.exception is None:
+                job._exception = JobError(
+                    f"Slurm ended job {job.jobid}: {fields['JobState']} "
+                    f"(Reason={fields.get('Reason', '?')}, "
+                    f"TimeLimit={fields.get('TimeLimit', '?')}, "
+                    f"ExitCode={fields.get('ExitCode', '?')})", job.jobid)
