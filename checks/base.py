@@ -190,7 +190,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
         # says only "job exited with exit code 1": name the line that says why.
         code = self.job.exitcode
         if not self.is_dry_run() and code not in (0, None):
-            why = failure_line(self._read(self.stderr.evaluate())) or "no error output"
+            why = failure_line(self._error_output()) or "no error output"
             raise ReframeSanityError(f"job exit code {code}: {why}")
 
     @sanity_function
@@ -198,7 +198,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
         """Exit code 0 and an output that ocibench.outputs.parse accepts."""
         code = self.job.exitcode
         if code != 0:
-            why = failure_line(self._read(self.stderr.evaluate())) or "no error output"
+            why = failure_line(self._error_output()) or "no error output"
             raise ReframeSanityError(f"job exit code {code}: {why}")
         self.measurement()
         return True
@@ -218,6 +218,11 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
             [self.current_partition.fullname])
 
     # ------------------------------------------------------------------ measurement
+
+    def _error_output(self) -> str:
+        """stderr, then stdout: UCX logs its warnings (a UCX_NET_DEVICES device the node
+        does not have) to stdout."""
+        return self._read(self.stderr.evaluate()) + "\n" + self._read(self.stdout.evaluate())
 
     def _read(self, name: str) -> str:
         path = os.path.join(self.stagedir, name)
