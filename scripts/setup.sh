@@ -76,7 +76,7 @@ fetch() {
   if [[ -n $source ]]; then
     if [[ -d $source ]]; then
       say "$name: cloning $ref from $source"
-      git clone --quiet --branch "$ref" "$source" "$dest" \
+      git -c advice.detachedHead=false clone --quiet --branch "$ref" "$source" "$dest" \
         || die "$name: cannot clone $ref from $source"
     elif [[ -f $source ]]; then
       say "$name: unpacking $source"
@@ -89,7 +89,7 @@ fetch() {
     return 0
   fi
   say "$name: cloning $ref from $url"
-  if ! git clone --quiet --depth 1 --branch "$ref" "$url" "$dest" 2>/dev/null; then
+  if ! git -c advice.detachedHead=false clone --quiet --depth 1 --branch "$ref" "$url" "$dest" 2>/dev/null; then
     rm -rf "$dest"
     die "$name is not in $dest and cannot be cloned from $url (offline?).
        Set $( [[ $name == spack ]] && echo OCIBENCH_SPACK_SOURCE || echo OCIBENCH_SPACK_PACKAGES_SOURCE )=<git checkout or tarball of $ref> and run make setup again."

@@ -218,10 +218,13 @@ class ConcretizerPool:
 
     def _run(self, shape: str) -> subprocess.CompletedProcess:
         script = Path(spack_config.__file__).with_name("spack_scripts") / "concretize.py"
-        return subprocess.run(
+        done = subprocess.run(
             [str(self.spack_exe), "-e", str(self.env_dir), "python", str(script)],
             env={**_spack_env(), "OCIBENCH_SHAPE": shape},
             capture_output=True, text=True, timeout=CONCRETIZE_TIMEOUT_S)
+        # kept beside the private environment, for a look after the session
+        (self.env_dir / f"concretized-{shape}.json").write_text(done.stdout)
+        return done
 
     def result(self, shape: str) -> dict[str, list[dict[str, Any]]]:
         done = self.futures[shape].result()
