@@ -284,6 +284,11 @@ EOF
   hand_build "$ompi" >"$LOGS/05-hand-build.log" 2>&1 &
   hand_pid=$!
   local t0=$SECONDS
+  # OpenMPI's bundled hwloc 2.7.1 takes --without-rocm (from the recipe's ~rocm) as the
+  # ROCm directory "no" and, where OpenCL headers exist (/usr/include/CL on this image),
+  # builds its OpenCL plugin with -Ino/opencl/include -Lno/opencl/lib, which libtool
+  # rejects.  hwloc skips OpenCL when enable_opencl=no, which configure inherits.
+  export enable_opencl=no
   spack_ -e . install --no-checksum --fail-fast -j "$JOBS" -p 2 openmpi osu-micro-benchmarks nccl-tests \
     >"$LOGS/04-install.log" 2>&1
   rc=$?
@@ -325,6 +330,7 @@ EOF
     python3 "$REPO/scripts/device/summarize.py" "$RES" >"$RES/summary.txt" 2>&1
   done
 
+  if [[ ${OCIBENCH_BUILDCACHE:-0} != 1 ]]; then step finished; touch "$STATE/done"; return; fi
   step buildcache
   mkdir -p "$WORK/buildcache"
   spack_ -e . buildcache push --unsigned --only package "$WORK/buildcache" ucx openmpi \
