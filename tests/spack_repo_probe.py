@@ -1,0 +1,138 @@
+"""Run inside Spack (`spack -e <env> python tests/spack_repo_probe.py <command> ...`) by
+tests/test_spack_repo.py; prints one JSON document on stdout.
+
+  directives               per package of the ocibench repo: its directives and own
+                           methods that the builtin recipe does not have, and those of
+                           the builtin that it drops
+  concretize TREE SPEC...  concretizes the specs together (one solve) and reports
+                           variants, direct dependencies, patches and the build
+                           arguments our recipes derive from them; for
+                           osu-micro-benchmarks also the PATH entries its run
+                           environment adds when its prefix is the directory TREE
+"""
+
+import inspect
+import json
+import sys
+
+import spack.concretize
+import spack.repo
+import spack.spec
+from spack.util.environment import EnvironmentModifications
+
+OURS = "ocibench"
+
+
+def _when(when):
+    return str(when) or "always"
+
+
+def _values(variant):
+    if variant.values is not None:
+        return ",".join(str(v) for v in variant.values)
+    check = variant.single_value_validator
+    return f"<{check.__module__}.{check.__qualname__}>"
+
+
+def directive_entries(cls):
+    """Every directive of a package class as a comparable line of text."""
+    entries = set()
+    for when, by_name in cls.variants.items():
+        for name, v in by_name.items():
+            entries.add(f"variant {name} default={v.default} values={_values(v)} "
+                        f"multi={v.multi} when={_when(when)}")
+    for when, by_name in cls.dependencies.items():
+        for dep in by_name.values():
+            entries.add(f"depends_on {dep.spec} type={dep.depflag} when={_when(when)}")
+    for when, conflicts in cls.conflicts.items():
+        for spec, msg in conflicts:
+            entries.add(f"conflicts {spec} when={_when(when)} msg={msg}")
+    for when, requirements in cls.requirements.items():
+        for specs, policy, msg in requirements:
+            entries.add(f"requires {' | '.join(map(str, specs))} policy={policy} "
+                        f"when={_when(when)} msg={msg}")
+    for when, patches in cls.patches.items():
+        for patch in patches:
+            name = getattr(patch, "path", None) or getattr(patch, "url", "")
+            entries.add(f"patch {name.rsplit('/', 1)[-1]} sha256={patch.sha256} "
+                        f"when={_when(when)}")
+    for version, kwargs in cls.versions.items():
+        entries.add(f"version {version} {sorted(kwargs.items())}")
+    return entries
+
+
+def own_methods(cls, base):
+    """Functions and properties defined in the class body that the base lacks or
+    defines with different source."""
+    names = []
+    for name, value in vars(cls).items():
+        if name.startswith("__") or not (inspect.isfunction(value) or isinstance(value, property)):
+            continue
+        if name in vars(base) and _source(vars(base)[name]) == _source(value):
+            continue
+        names.append(name)
+    return sorted(names)
+
+
+def _source(obj):
+    func = obj.fget if isinstance(obj, property) else obj
+    return inspect.getsource(func)
+
+
+def directives():
+    ours, builtin = spack.repo.PATH.get_repo(OURS), spack.repo.PATH.get_repo("builtin")
+    report = {}
+    for name in sorted(ours.all_package_names()):
+        cls, base = ours.get_pkg_class(name), builtin.get_pkg_class(name)
+        mine, theirs = directive_entries(cls), directive_entries(base)
+        report[name] = {
+            "subclass_of_builtin": issubclass(cls, base),
+            "namespace": cls.namespace,
+            "added": sorted(mine - theirs),
+            "dropped": sorted(theirs - mine),
+            "methods": own_methods(cls, base),
+        }
+    return report
+
+
+def concretize(tree, *texts):
+    pairs = spack.concretize.concretize_together([(spack.spec.Spec(t), None) for t in texts])
+    report = {}
+    for abstract, spec in pairs:
+        pkg = spec.package
+        entry = {
+            "abstract": str(abstract),
+            "namespace": spec.namespace,
+            "version": str(spec.version),
+            "variants": {k: ",".join(map(str, v.value)) if isinstance(v.value, tuple)
+                         else str(v.value) for k, v in spec.variants.items()},
+            "dependencies": sorted(d.name for d in spec.dependencies()),
+            "compiler": spec["c"].name if "c" in spec else None,
+            "patches": sorted(p.path.rsplit("/", 1)[-1] for p in spec.patches),
+        }
+        if spec.name == "stream":
+            entry["cflags"] = pkg.stream_cflags()
+        if spec.name == "osu-micro-benchmarks":
+            entry["nccl_configure_args"] = pkg.nccl_configure_args()
+            entry["run_path"] = run_path(spec, tree)
+        report[spec.name] = entry
+    return report
+
+
+def run_path(spec, prefix):
+    """PATH entries of the run environment, first one first, for an install at prefix."""
+    installed = spec.prefix
+    spec.set_prefix(prefix)
+    try:
+        env = EnvironmentModifications()
+        spec.package.setup_run_environment(env)
+    finally:
+        spec.set_prefix(installed)
+    return [m.value for m in reversed(list(env)) if m.name == "PATH"]
+
+
+COMMANDS = {"directives": directives, "concretize": concretize}
+
+if __name__ == "__main__":
+    command, *args = sys.argv[1:]
+    print(json.dumps(COMMANDS[command](*args), indent=1, sort_keys=True))

@@ -1,0 +1,218 @@
+"""Our package repository (repos/spack_repo/ocibench) against the real, pinned Spack.
+
+Every Spack command runs in a throwaway environment under pytest's tmp directory
+whose spack.yaml adds our repository and declares the externals, so the shared
+Spack configuration is never changed.  Concretization is the slow part (a minute or
+so on 2 cores): the good specs are concretized together in one solve, shared by the
+tests through a session fixture.  docs/spack-repo.md says what each override adds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ocibench import paths
+
+pytestmark = pytest.mark.spack
+
+REPO = paths.REPO_ROOT / "repos" / "spack_repo" / "ocibench"
+PROBE = Path(__file__).with_name("spack_repo_probe.py")
+OUR_PACKAGES = sorted(p.parent.name.replace("_", "-")
+                      for p in (REPO / "packages").glob("*/package.py"))
+
+#: The software of the shapes as Spack externals.  Concretization only reads these
+#: declarations (nothing is built or run), so the prefixes need not exist here.
+#: Versions and places from the seeds: OpenMPI 5.0.8 in /opt/openmpi (000 sec 1,
+#: 003 sec 2), AOCC 5.0 in /opt/aocc (001 sec 2); CUDA 13 (not the seeds' 12.9) so
+#: that the OMB patch for CUDA 13 is part of the concretized spec.
+ENV_YAML = f"""\
+spack:
+  view: false
+  repos:
+    ocibench: {REPO}
+  concretizer:
+    unify: true
+  packages:
+    cuda:
+      buildable: false
+      externals:
+      - spec: cuda@13.0.88
+        prefix: /usr/local/cuda-13.0
+    nccl:
+      buildable: false
+      externals:
+      - spec: nccl@2.28.9-1 +cuda
+        prefix: /usr/local/cuda-13.0
+    openmpi:
+      buildable: false
+      externals:
+      - spec: openmpi@5.0.8 +cuda fabrics=ucx schedulers=slurm
+        prefix: /opt/openmpi
+    aocc:
+      buildable: false
+      externals:
+      - spec: aocc@5.0.0
+        prefix: /opt/aocc
+        extra_attributes:
+          compilers:
+            c: /opt/aocc/bin/clang
+            cxx: /opt/aocc/bin/clang++
+"""
+
+#: The documented STREAM build of BM.Standard.E5.192 (seed 001 sec 2).  In Spack 1.x
+#: everything after `%aocc@5` would constrain aocc, so the compiler comes last.
+E5_STREAM = "stream@5.10 array_size=430080000 +nt_store type=double +openmp %aocc@5"
+SEED_001_FLAGS = ["-DSTREAM_TYPE=double", "-DSTREAM_ARRAY_SIZE=430080000", "-O3",
+                  "-mcmodel=large", "-fopenmp", "-fnt-store"]
+GPU_OMB = "osu-micro-benchmarks@7.4 +cuda +nccl cuda_arch=90 ^openmpi"
+
+#: Timeouts in seconds: one Spack start, one concretization.
+QUICK_S, SOLVE_S = 120, 600
+
+
+@pytest.fixture(scope="session")
+def spack(spack_exe, tmp_path_factory):
+    """Run `spack -e <throwaway env> ARGS`; returns the CompletedProcess."""
+    env_dir = tmp_path_factory.mktemp("spack-repo-env")
+    (env_dir / "spack.yaml").write_text(ENV_YAML)
+    environ = {k: v for k, v in os.environ.items() if k != "SPACK_ENV"}
+    environ.setdefault("SPACK_PYTHON", sys.executable)
+
+    def run(*args, timeout=QUICK_S):
+        argv = [str(spack_exe), "-e", str(env_dir), *map(str, args)]
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                  env=environ)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{' '.join(argv)} did not finish in {timeout}s")
+
+    # A repository that fails to load is only a warning to Spack, after which every
+    # command would silently use the builtin recipes.
+    repos = run("repo", "list")
+    assert repos.returncode == 0 and "ocibench" in repos.stdout, output(repos)
+    assert "Error constructing repository" not in output(repos), output(repos)
+    return run
+
+
+def output(proc: subprocess.CompletedProcess) -> str:
+    return proc.stdout + proc.stderr
+
+
+def probe(spack, *args, timeout=QUICK_S):
+    proc = spack("python", PROBE, *args, timeout=timeout)
+    assert proc.returncode == 0, output(proc)
+    return json.loads(proc.stdout)
+
+
+def test_repo_layout():
+    repo_yaml = (REPO / "repo.yaml").read_text()
+    assert "namespace: ocibench" in repo_yaml
+    assert OUR_PACKAGES, f"no packages under {REPO / 'packages'}"
+
+
+def test_audit_packages(spack):
+    proc = spack("audit", "packages", *OUR_PACKAGES)
+    assert proc.returncode == 0, output(proc)
+
+
+@pytest.fixture(scope="session")
+def directives(spack):
+    return probe(spack, "directives")
+
+
+#: What each override must still add to (or drop from) its builtin recipe: if the
+#: builtin gains it, the override has become dead weight and this test says so.
+EXPECTED = {
+    "openmpi": {"added": ["depends_on ucx+cuda type=5 when=+cuda fabrics=ucx"]},
+    "osu-micro-benchmarks": {
+        "added": ["variant nccl ", "conflicts +nccl when=~cuda",
+                  "depends_on nccl type=5 when=+nccl",
+                  "patch cuda13-mem-prefetch.patch sha256="],
+        "methods": ["nccl_configure_args", "setup_run_environment"],
+    },
+    "stream": {
+        "added": ["variant array_size ", "variant nt_store ", "variant type ",
+                  "variant openmp default=True", "requires %c=aocc"],
+        "dropped": ["depends_on fortran ", "variant stream_array_size ",
+                    "variant stream_type "],
+    },
+    "nccl-tests": {"methods": ["setup_build_environment", "build_targets"]},
+}
+
+
+@pytest.mark.parametrize("package", OUR_PACKAGES)
+def test_override_differs_from_builtin(directives, package):
+    diff = directives[package]
+    assert diff["namespace"] == "ocibench"
+    assert diff["subclass_of_builtin"], f"{package} must subclass the builtin recipe"
+    assert diff["added"] or diff["dropped"] or diff["methods"], (
+        f"{package}: the override no longer differs from the builtin recipe; delete it")
+    for kind, wanted in EXPECTED.get(package, {}).items():
+        for prefix in wanted:
+            assert any(line.startswith(prefix) for line in diff[kind]), (
+                f"{package}: {kind} lacks {prefix!r} (the builtin may have it now):\n"
+                + "\n".join(diff[kind]))
+
+
+def test_every_override_is_expected():
+    """A new override needs its entry in EXPECTED (and docs/spack-repo.md)."""
+    assert set(OUR_PACKAGES) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("spec, problem", [
+    ("stream array_size=-1", "array_size='-1' is invalid"),
+    ("stream array_size=abc", "array_size='abc' is invalid"),
+    ("stream +nt_store %gcc", "+nt_store needs a C compiler with a non-temporal-store flag"),
+    ("osu-micro-benchmarks +nccl ~cuda", "+nccl needs +cuda"),
+])
+def test_bad_input_is_refused_with_its_reason(spack, spec, problem):
+    proc = spack("spec", *spec.split(), timeout=SOLVE_S)
+    assert proc.returncode != 0, f"`spack spec {spec}` was accepted:\n{proc.stdout}"
+    assert problem in output(proc), output(proc)
+
+
+@pytest.fixture(scope="session")
+def omb_tree(tmp_path_factory):
+    """An OMB installation tree with some benchmark directories (those of a build
+    without +nccl and without mpi/congestion), for the run environment."""
+    prefix = tmp_path_factory.mktemp("omb-prefix")
+    for sub in ("mpi/collective", "mpi/one-sided", "mpi/pt2pt", "mpi/startup"):
+        (prefix / "libexec" / "osu-micro-benchmarks" / sub).mkdir(parents=True)
+    return prefix
+
+
+@pytest.fixture(scope="session")
+def concretized(spack, omb_tree):
+    return probe(spack, "concretize", omb_tree, GPU_OMB, E5_STREAM, timeout=SOLVE_S)
+
+
+def test_gpu_omb_concretizes_with_nccl_and_the_cuda13_patch(concretized):
+    omb = concretized["osu-micro-benchmarks"]
+    assert omb["namespace"] == "ocibench"
+    assert omb["variants"]["cuda"] == "True" and omb["variants"]["nccl"] == "True"
+    assert omb["variants"]["cuda_arch"] == "90"
+    assert {"cuda", "nccl", "openmpi"} <= set(omb["dependencies"])
+    assert omb["patches"] == ["cuda13-mem-prefetch.patch"]
+    assert omb["nccl_configure_args"] == ["--enable-ncclomb", "--with-nccl=/usr/local/cuda-13.0"]
+
+
+def test_omb_run_environment_lists_existing_benchmark_dirs_in_seed_order(concretized, omb_tree):
+    root = omb_tree / "libexec" / "osu-micro-benchmarks"
+    assert concretized["osu-micro-benchmarks"]["run_path"] == [
+        str(root), *(str(root / sub) for sub in
+                     ("mpi/collective", "mpi/one-sided", "mpi/pt2pt", "mpi/startup"))]
+
+
+def test_e5_stream_compiles_with_the_seed_001_flags(concretized):
+    stream = concretized["stream"]
+    assert stream["namespace"] == "ocibench"
+    assert stream["compiler"] == "aocc"
+    assert stream["cflags"] == SEED_001_FLAGS
+    assert "fortran" not in stream["dependencies"]
+    assert "stream_array_size" not in stream["variants"]
