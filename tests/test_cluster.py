@@ -14,6 +14,7 @@ else to pytest's temporary directory; `make test-cluster` keeps them in output/c
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
@@ -59,6 +60,8 @@ PROFILES = ("quick", "full")
 UP_TIMEOUT_S = 180
 CHECKS_TIMEOUT_S = {"quick": 600, "full": 1500}
 BLOCKED_TIMEOUT_S = 120
+#: Seconds to wait for another session's cluster (a concurrent `make test`) to finish.
+SESSION_LOCK_WAIT_S = int(os.environ.get("OCIBENCH_CLUSTER_SESSION_WAIT_S", "1800"))
 
 
 def run(argv, timeout, **kw) -> subprocess.CompletedProcess:
@@ -141,19 +144,53 @@ def results(tmp_path_factory) -> Path:
     return path
 
 
+def take_session_lock():
+    """The machine-wide cluster lock (scripts/cluster/lib.sh), held for the whole
+    module: namespace names are machine-wide, so a second session (another checkout's
+    `make test`) waits for this one instead of tearing its cluster down."""
+    path = Path(os.environ.get("OCIBENCH_CLUSTER_LOCK", "/run/lock/ocibench-cluster.lock"))
+    handle = open(path, "a+")
+    deadline = time.monotonic() + SESSION_LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.seek(0)
+                holder = handle.read(200).strip()
+                handle.close()
+                pytest.skip(f"another loopback-cluster session holds {path} ({holder}) "
+                            f"after {SESSION_LOCK_WAIT_S}s (OCIBENCH_CLUSTER_SESSION_WAIT_S)")
+            time.sleep(2)
+    handle.truncate(0)
+    handle.write(f"pid {os.getpid()}: pytest {paths.REPO_ROOT}\n")
+    handle.flush()
+    return handle
+
+
 @pytest.fixture(scope="module")
 def cluster(results):
     check = run(["bash", SCRIPTS / "up.sh", "--check"], 60)
     if check.returncode != 0:
         pytest.skip(f"cannot run the loopback cluster here: {text(check).strip()}")
-    # A cluster left by a killed earlier run would make up.sh refuse to start.
-    run(["bash", SCRIPTS / "down.sh"], 120)
-    up = run(["bash", SCRIPTS / "up.sh"], UP_TIMEOUT_S)
+    lock = take_session_lock()
+    held = os.environ.get("OCIBENCH_CLUSTER_LOCK_HELD")
+    os.environ["OCIBENCH_CLUSTER_LOCK_HELD"] = "1"  # up.sh, down.sh: we hold it
     try:
+        # A cluster left by a killed earlier session would make up.sh refuse to start;
+        # holding the lock, it can only be such a leftover.
+        run(["bash", SCRIPTS / "down.sh"], 120)
+        up = run(["bash", SCRIPTS / "up.sh"], UP_TIMEOUT_S)
         assert up.returncode == 0, f"up.sh failed:\n{text(up)}"
         yield Cluster(results)
     finally:
         run(["bash", SCRIPTS / "down.sh"], 120)
+        if held is None:
+            os.environ.pop("OCIBENCH_CLUSTER_LOCK_HELD", None)
+        else:
+            os.environ["OCIBENCH_CLUSTER_LOCK_HELD"] = held
+        lock.close()
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
 [[ $(id -u) -eq 0 ]] || cluster_die "not root: cannot tear down namespaces"
+cluster_take_lock
 
 namespaces() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${CLUSTER_NS_PREFIX}(head|node[0-9]+)$"; }
 

@@ -18,6 +18,11 @@
 #   OCIBENCH_CLUSTER_WAIT_S seconds to wait for slurmctld / nodes (default 60)
 #   OCIBENCH_CLUSTER_MODULES the Lmod tree the nodes use (default: the local shape's,
 #                           ocibench.paths.module_root("local"))
+#
+# One cluster per machine: namespace names are machine-wide, so up.sh and down.sh take
+# the lock $OCIBENCH_CLUSTER_LOCK (default /run/lock/ocibench-cluster.lock) for their
+# own run, or trust a caller that holds it for a whole session (the tests) and says so
+# with OCIBENCH_CLUSTER_LOCK_HELD=1.  Another session's cluster is never torn down.
 
 CLUSTER_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER_SHAPE=loopback-cluster
@@ -34,6 +39,8 @@ CLUSTER_CONF=$CLUSTER_DIR/etc/slurm.conf
 CLUSTER_MUNGE_SOCKET=$CLUSTER_DIR/munge/munge.socket.2
 CLUSTER_ENV=$CLUSTER_DIR/env.sh
 CLUSTER_HOSTS=$CLUSTER_DIR/etc/hosts
+CLUSTER_LOCK=${OCIBENCH_CLUSTER_LOCK:-/run/lock/ocibench-cluster.lock}
+CLUSTER_LOCK_WAIT_S=${OCIBENCH_CLUSTER_LOCK_WAIT_S:-10}
 
 cluster_die() { echo "cluster: error: $*" >&2; exit 1; }
 cluster_log() { echo "cluster: $*" >&2; }
@@ -45,6 +52,7 @@ cluster_log() { echo "cluster: $*" >&2; }
   [[ $(tr -cd . <<<"$CLUSTER_NET") == .. ]] ||
   cluster_die "OCIBENCH_CLUSTER_NET must be three octets of a private range (e.g. 10.233.0), got '$CLUSTER_NET'"
 [[ $CLUSTER_WAIT_S =~ ^[0-9]+$ ]] || cluster_die "OCIBENCH_CLUSTER_WAIT_S must be seconds, got '$CLUSTER_WAIT_S'"
+[[ $CLUSTER_LOCK_WAIT_S =~ ^[0-9]+$ ]] || cluster_die "OCIBENCH_CLUSTER_LOCK_WAIT_S must be seconds, got '$CLUSTER_LOCK_WAIT_S'"
 [[ $CLUSTER_DIR == /* ]] || cluster_die "OCIBENCH_CLUSTER_DIR must be an absolute path, got '$CLUSTER_DIR'"
 
 # The shape file is the single source of truth for what a node looks like.
@@ -78,6 +86,16 @@ cluster_on() {
 cluster_head() {
   cluster_on "$CLUSTER_HEAD_NS" "$CLUSTER_HEAD_HOST" \
     bash -c 'source "$0" && exec "$@"' "$CLUSTER_ENV" "$@"
+}
+
+# Take the machine-wide cluster lock for the rest of this script (fd 9), unless the
+# caller holds it.  Fails, naming the holder, after OCIBENCH_CLUSTER_LOCK_WAIT_S.
+cluster_take_lock() {
+  [[ ${OCIBENCH_CLUSTER_LOCK_HELD:-} == 1 ]] && return 0
+  exec 9>>"$CLUSTER_LOCK" || cluster_die "cannot open the lock $CLUSTER_LOCK"
+  flock -w "$CLUSTER_LOCK_WAIT_S" 9 ||
+    cluster_die "another loopback-cluster session holds $CLUSTER_LOCK ($(head -c 200 "$CLUSTER_LOCK" 2>/dev/null)); waited ${CLUSTER_LOCK_WAIT_S}s"
+  echo "pid $$: $0" >"$CLUSTER_LOCK"
 }
 
 cluster_is_up() { ip netns list 2>/dev/null | grep -q "^$CLUSTER_HEAD_NS\b"; }

@@ -31,10 +31,11 @@ fi
 [[ $# -eq 0 ]] || cluster_die "unknown argument '$1' (usage: up.sh [--check])"
 why=$(cluster_missing)
 [[ -z $why ]] || cluster_die "$why"
+cluster_take_lock
 cluster_is_up && cluster_die "a cluster is already up (namespace $CLUSTER_HEAD_NS); run scripts/cluster/down.sh first"
 
 # Whatever fails below leaves nothing running.
-trap 'rc=$?; if ((rc)); then cluster_log "start failed: tearing down"; bash "$(dirname "$0")/down.sh" >&2 || true; fi' EXIT
+trap 'rc=$?; if ((rc)); then cluster_log "start failed: tearing down"; OCIBENCH_CLUSTER_LOCK_HELD=1 bash "$(dirname "$0")/down.sh" >&2 || true; fi' EXIT
 
 DEV=$(cluster_shape_field "s.ucx_net_devices['mpi']")
 CPUS=$(cluster_shape_field "s.cores")
@@ -61,7 +62,7 @@ dd if=/dev/urandom of="$CLUSTER_DIR/munge/munge.key" bs=1024 count=1 status=none
 chmod 400 "$CLUSTER_DIR/munge/munge.key"
 munged --force --key-file="$CLUSTER_DIR/munge/munge.key" --socket="$CLUSTER_MUNGE_SOCKET" \
   --pid-file="$CLUSTER_DIR/munge/munged.pid" --log-file="$CLUSTER_DIR/log/munged.log" \
-  --seed-file="$CLUSTER_DIR/munge/munged.seed" \
+  --seed-file="$CLUSTER_DIR/munge/munged.seed" 9>&- \
   || cluster_die "munged did not start; see $CLUSTER_DIR/log/munged.log"
 
 # ---- network: head namespace with a bridge, one veth per node --------------------------
@@ -133,9 +134,9 @@ done
 echo "PartitionName=compute Nodes=$(cluster_nodelist) Default=YES MaxTime=30:00 DefaultTime=10:00 OverSubscribe=NO State=UP" >>"$CLUSTER_CONF"
 for ((i = 1; i <= CLUSTER_NODES; i++)); do mkdir -p "$CLUSTER_DIR/spool/$(cluster_node $i)"; done
 
-# ---- daemons: each in its namespace, with the node's hostname ---------------------------
+# ---- daemons: each in its namespace, with the node's hostname; none keeps the lock (fd 9) ---
 cluster_on "$CLUSTER_HEAD_NS" "$CLUSTER_HEAD_HOST" setsid slurmctld -D -i -f "$CLUSTER_CONF" \
-  >>"$CLUSTER_DIR/log/slurmctld.out" 2>&1 </dev/null &
+  >>"$CLUSTER_DIR/log/slurmctld.out" 2>&1 </dev/null 9>&- &
 echo $! >"$CLUSTER_DIR/run/slurmctld.launcher.pid"
 
 deadline=$((SECONDS + CLUSTER_WAIT_S))
@@ -149,7 +150,7 @@ done
 for ((i = 1; i <= CLUSTER_NODES; i++)); do
   node=$(cluster_node $i)
   cluster_on "$(cluster_node_ns $i)" "$node" setsid slurmd -D -N "$node" -f "$CLUSTER_CONF" \
-    >>"$CLUSTER_DIR/log/slurmd.$node.out" 2>&1 </dev/null &
+    >>"$CLUSTER_DIR/log/slurmd.$node.out" 2>&1 </dev/null 9>&- &
   echo $! >"$CLUSTER_DIR/run/slurmd.$node.launcher.pid"
 done
 
