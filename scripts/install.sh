@@ -11,6 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "install: $*" >&2; exit 1; }
+# This checkout's ocibench, whichever copy `pip install -e` last pointed Python at.
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
 # Module files and installed prefixes: readable by every user, writable by the owner
 # only (packages.yaml sets the same for the install tree).

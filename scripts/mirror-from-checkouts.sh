@@ -27,6 +27,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "mirror-from-checkouts: $*" >&2; exit 1; }
+# This checkout's ocibench, whichever copy `pip install -e` last pointed Python at.
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
 shape=""
 args=()

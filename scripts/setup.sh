@@ -57,6 +57,9 @@ else
   say "         build it with Spack (spack install lmod); module tests will be skipped"
 fi
 
+# From here on this checkout's ocibench, even if another copy is pip-installed.
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+
 # -- 2. Spack and its builtin packages ---------------------------------------------
 read -r spack_root packages_root cache <<<"$("$python" - <<'EOF'
 from ocibench import paths

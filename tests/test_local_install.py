@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,11 @@ def _sources_or_skip() -> str:
 @pytest.fixture(scope="session")
 def installed(spack_exe: Path) -> subprocess.CompletedProcess:
     _sources_or_skip()
-    env = {**os.environ, "OCIBENCH_SHAPE": SHAPE}
+    env = {**os.environ, "OCIBENCH_SHAPE": SHAPE,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT / "src"),
+                                                       os.environ.get("PYTHONPATH")]))}
     # the generated scopes are `make setup`'s; regenerate them for this shape
-    subprocess.run(["python3", "-m", "ocibench.cli", "spack-config", "--shape", SHAPE],
+    subprocess.run([sys.executable, "-m", "ocibench.cli", "spack-config", "--shape", SHAPE],
                    cwd=REPO_ROOT, env=env, check=True, capture_output=True)
     done = subprocess.run(["bash", "scripts/install.sh"], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
