@@ -31,11 +31,11 @@ def _sources_or_skip() -> str:
     """Where the local install gets its sources from, or SKIP saying what is missing."""
     develop = spack_config.LOCAL_DEVELOP_DIR / f"{SHAPE}.yaml"
     if develop.is_file():
-        return f"develop sources ({develop.relative_to(REPO_ROOT)})"
+        return f"develop sources ({develop})"
     if paths.source_mirror().is_dir():
         return f"source mirror {paths.source_mirror()}"
     pytest.skip(
-        f"no sources for an offline build: neither {develop.relative_to(REPO_ROOT)} "
+        f"no sources for an offline build: neither {develop} "
         f"(scripts/mirror-from-checkouts.sh) nor a source mirror at {paths.source_mirror()} "
         "(spack mirror create; docs/spack-env.md)")
 

@@ -64,8 +64,10 @@ SHAPES_SUBDIR = "shapes"
 DETECTED_FILE = "detected.yaml"
 #: Cached result of machine detection (spack compiler find / external find).
 MACHINE_FILE = "machine.json"
-#: Develop specs per shape (scripts/mirror-from-checkouts.sh); git-ignored, optional.
-LOCAL_DEVELOP_DIR = SITE_DIR / "local" / "develop"
+#: Develop specs per shape (scripts/mirror-from-checkouts.sh); optional.  They live in
+#: the per-user cache beside the sources they name, not in the checkout, so every
+#: clone on this machine (CI's fresh clone too) builds from the same sources.
+LOCAL_DEVELOP_DIR = paths.cache_dir() / "develop"
 #: The definition that spack.yaml's `specs:` references.
 SPECS_DEFINITION = "ocibench_specs"
 #: The environment's committed, shape-independent layers.
