@@ -98,3 +98,13 @@ def test_module_prints_json():
                           env={**os.environ, "OCIBENCH_SHAPE": "local",
                                "PYTHONPATH": str(paths.REPO_ROOT / "src")})
     assert set(json.loads(done.stdout)) == FIELDS
+
+
+def test_module_of_uses_the_module_names_users_type() -> None:
+    # modules.yaml projects osu-micro-benchmarks to `omb`: provenance must find it.
+    from ocibench.provenance import _module_of
+
+    loaded = ["openmpi/4.1.4", "omb/7.4", "imb/2021.7"]
+    assert _module_of("osu-micro-benchmarks", loaded) == "omb/7.4"
+    assert _module_of("intel-mpi-benchmarks", loaded) == "imb/2021.7"
+    assert _module_of("nccl-tests", loaded) is None

@@ -93,10 +93,14 @@ def specs() -> list[dict[str, Any]]:
 
 
 def _module_of(name: str | None, modules: list[str]) -> str | None:
-    """The loaded module whose name (before the first '/') is the package name."""
+    """The loaded module of a Spack package: its name before the first '/' is the
+    package's module name from modules.yaml (osu-micro-benchmarks -> omb)."""
     if not name:
         return None
-    return next((m for m in modules if m.split("/")[0].lower() == name.lower()), None)
+    from ocibench.spack_config import module_name  # local: only needed with modules loaded
+
+    wanted = {name.lower(), module_name(name).lower()}
+    return next((m for m in modules if m.split("/")[0].lower() in wanted), None)
 
 
 def loaded_modules() -> list[str]:
