@@ -180,6 +180,39 @@ def test_cli_unknown_shape_lists_known_ones() -> None:
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def _real_nvcc() -> Path | None:
+    for candidate in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if candidate and Path(candidate).is_file():
+            toolkit = spack_config.cuda_toolkit_of(Path(candidate))
+            if toolkit:
+                return toolkit / "bin" / "nvcc"
+    return None
+
+
+def _wrapper_prefix(tmp_path: Path, body: str) -> Path:
+    """A prefix whose bin/nvcc is a shell wrapper, as some images put in /usr/local/bin."""
+    (tmp_path / "bin").mkdir()
+    wrapper = tmp_path / "bin" / "nvcc"
+    wrapper.write_text(f"#!/bin/sh\n{body}\n")
+    wrapper.chmod(0o755)
+    return tmp_path
+
+
+def test_cuda_behind_an_nvcc_wrapper_resolves_to_its_toolkit(tmp_path: Path) -> None:
+    nvcc = _real_nvcc()
+    if nvcc is None:
+        pytest.skip("no CUDA toolkit on this machine: nothing for a wrapper to run")
+    prefix = _wrapper_prefix(tmp_path, f'exec {nvcc} "$@"')
+    found = spack_config._clean_detected({"cuda": [{"spec": "cuda@13.0.88", "prefix": str(prefix)}]})
+    assert found["cuda"] == [{"spec": "cuda@13.0.88", "prefix": str(nvcc.parent.parent)}]
+
+
+def test_nvcc_wrapper_that_names_no_toolkit_is_an_error(tmp_path: Path) -> None:
+    prefix = _wrapper_prefix(tmp_path, "echo 'nvcc: release 13.0'")
+    with pytest.raises(spack_config.SpackConfigError, match="does not name its toolkit"):
+        spack_config._clean_detected({"cuda": [{"spec": "cuda@13.0.88", "prefix": str(prefix)}]})
+
+
 # --------------------------------------------------------------------------- Spack
 
 

@@ -47,6 +47,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,9 +175,7 @@ def _clean_detected(found: dict[str, list[dict[str, Any]]]) -> dict[str, list[di
     for name, entries in found.items():
         kept, seen = [], set()
         if name == "cuda":
-            # The toolkit's own prefix has the real nvcc (an ELF file), not a wrapper.
-            toolkits = [e for e in entries if _is_elf(Path(e["prefix"]) / "bin" / "nvcc")]
-            entries = toolkits or entries
+            entries = [_cuda_toolkit_entry(e) for e in entries]
         for entry in entries:
             prefix = Path(entry["prefix"])
             if "shims" in prefix.parts:
@@ -188,6 +187,45 @@ def _clean_detected(found: dict[str, list[dict[str, Any]]]) -> dict[str, list[di
         if kept:
             clean[name] = kept
     return clean
+
+
+def _cuda_toolkit_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """The CUDA entry with the toolkit's own prefix.
+
+    Spack names a CUDA prefix after the directory of the first nvcc on PATH.  Some
+    images put shell wrappers (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`) in
+    /usr/local/bin; with the toolkit's bin/ off PATH, Spack then reports the prefix
+    /usr/local, which has neither the toolkit's libraries nor its driver stub, and
+    OMB's configure fails to link -lcuda.  nvcc itself knows its toolkit: its
+    dry run prints `TOP=<toolkit>/bin/..`.
+    """
+    nvcc = Path(entry["prefix"]) / "bin" / "nvcc"
+    if _is_elf(nvcc):
+        return entry
+    toolkit = cuda_toolkit_of(nvcc)
+    if toolkit is None:
+        raise SpackConfigError(
+            f"{nvcc} is not the CUDA compiler itself and does not name its toolkit "
+            f"(`nvcc --dryrun` printed no TOP=): put the toolkit's bin/ on PATH")
+    return {**entry, "prefix": str(toolkit)}
+
+
+def cuda_toolkit_of(nvcc: Path) -> Path | None:
+    """The prefix of the CUDA toolkit that `nvcc` (the compiler or a wrapper of it)
+    runs, from the TOP= line of its dry run; None when it names none."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "probe.cu"
+        source.write_text("")
+        try:
+            done = subprocess.run([str(nvcc), "--dryrun", "-c", str(source)], cwd=tmp,
+                                  capture_output=True, text=True, timeout=60, check=False)
+        except OSError:
+            return None
+    match = re.search(r"^#\$ TOP=(\S+)$", done.stdout + done.stderr, re.MULTILINE)
+    if not match:
+        return None
+    toolkit = Path(match.group(1)).resolve()
+    return toolkit if _is_elf(toolkit / "bin" / "nvcc") else None
 
 
 def _is_elf(path: Path) -> bool:
