@@ -32,8 +32,8 @@ from typing import Any
 
 import reframe as rfm
 from reframe.core.backends import getlauncher
-from reframe.core.builtins import (performance_function, run_after, run_before,
-                                   sanity_function, variable)
+from reframe.core.builtins import (parameter, performance_function, run_after,
+                                   run_before, sanity_function, variable)
 from reframe.core.exceptions import SanityError as ReframeSanityError
 
 from ocibench import outputs, references
@@ -257,3 +257,30 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
     @performance_function("GB/s")
     def busbw(self, key=None):
         return self._value("busbw", key)
+
+
+class EveryGpuCheck(OcibenchCheck):
+    """Base of the GPU collectives (osu_xccl_allreduce, nccl-tests): one rank per GPU,
+    every GPU of one node or of two nodes, as seed 000 sec 2-5/2-6 and seed 003 sec 3
+    run them (``mpirun -n 8`` / ``-n 16 -N 8``)."""
+
+    nodes = parameter([1, 2])
+    gpus_per_node = variable(int, value=0)
+
+    @run_after("init")
+    def _gpu_systems(self):
+        # `local` is listed by name: it has no `gpu` feature when its machine has no
+        # GPU, and the check must then SKIP with that reason rather than vanish.
+        where = "+multinode" if self.nodes > 1 else "-multinode"
+        self.valid_systems = [f"+gpu {where}", "local"]
+
+    def one_rank_per_gpu(self, extras: dict[str, Any]) -> None:
+        self.need_nodes(self.nodes)
+        # In one node a collective needs two GPUs to be one; across nodes one each.
+        self.need_gpus(2 if self.nodes == 1 else 1)
+        self.gpus_per_node = extras["gpus"]
+        self.num_tasks = self.nodes * self.gpus_per_node
+        self.num_tasks_per_node = self.gpus_per_node
+
+    def figure_params(self):
+        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node}

@@ -15,7 +15,7 @@ from typing import Any
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, variable
 
-from .base import OcibenchCheck, host_device_cores
+from .base import EveryGpuCheck, OcibenchCheck, host_device_cores
 
 #: OMB options per benchmark, as the seeds give them (seed 000 sec 2-1/2-2, 002 sec 3-x).
 LATENCY_OPTS = ["-x", "1000", "-i", "10000", "-m", "1:1"]
@@ -195,33 +195,20 @@ class osu_allreduce(_Collective):
 
 
 @rfm.simple_test
-class osu_xccl_allreduce(_OsuBase):
+class osu_xccl_allreduce(EveryGpuCheck):
     """seed 000 sec 2-5/2-6: mpirun -n 8 [-N 8 -hostfile ...] -x UCX_NET_DEVICES=mlx5_6:1
     osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -d cuda D D"""
 
     check_name = "osu_xccl_allreduce"
     descr = "OMB osu_xccl_allreduce (NCCL), 1 GiB, every GPU of the node(s)"
-    nodes = parameter([1, 2])
-    gpus_per_node = variable(int, value=0)
+    valid_prog_environs = ["+omb"]
     tags = {"ocibench", "omb", "gpu", "nccl"}
 
-    @run_after("init")
-    def _systems(self):
-        where = "+multinode" if self.nodes > 1 else "-multinode"
-        self.valid_systems = [f"+gpu {where}", "local"]
-
     def configure(self, extras):
-        self.need_nodes(self.nodes)
-        self.need_gpus(2 if self.nodes == 1 else 1)
-        self.gpus_per_node = extras["gpus"]
-        self.num_tasks = self.nodes * self.gpus_per_node
-        self.num_tasks_per_node = self.gpus_per_node
+        self.one_rank_per_gpu(extras)
         self.executable = "osu_xccl_allreduce"
         self.executable_opts = ["-x", "10", "-i", "10", "-m", "1073741824:1073741824",
                                 "-d", "cuda", "D", "D"]
         device = self.ucx_device("mpi")
         if device:
             self.export("UCX_NET_DEVICES", device)
-
-    def figure_params(self):
-        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node}
