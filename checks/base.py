@@ -114,6 +114,9 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
     check_name = variable(str)
     #: The shape the check ran for (the partition's ``extras.shape``).
     shape = variable(str, value="")
+    #: Why the case was skipped.  ReFrame prints the reason but its JSON report keeps
+    #: only ``result: skip``; the report (ocibench.report.load) reads it from here.
+    skip_reason = variable(str, value="")
 
     valid_systems = ["-multinode"]
     exclusive_access = True
@@ -137,6 +140,11 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
         return self.figure_params()
 
     # ------------------------------------------------------------------ helpers
+
+    def skip(self, msg=None):
+        # skip_if calls skip: every skip of a check, its own or the base's, passes here
+        self.skip_reason = msg or ""
+        super().skip(msg)
 
     @property
     def extras(self) -> dict[str, Any]:

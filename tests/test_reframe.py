@@ -12,6 +12,7 @@ test is skipped, naming the directory it looked in, until that tree exists.
 
 from __future__ import annotations
 
+import html
 import importlib
 import importlib.util
 import json
@@ -175,7 +176,7 @@ def dry_runs(tmp_path_factory) -> dict[str, dict]:
         assert report.is_file(), f"{system}: no report\n{result.stdout}\n{result.stderr}"
         cases = report_cases(report)
         runs[system] = {"result": result, "cases": cases, "skips": skip_reasons(result.stdout),
-                        "by_name": {c["display_name"]: c for c in cases}}
+                        "by_name": {c["display_name"]: c for c in cases}, "report": report}
     return runs
 
 
@@ -216,6 +217,21 @@ def test_dry_run_passes_and_skips_with_reasons(dry_runs, system, gpu_count):
     for name, reason in expected.items():
         assert reason in run["skips"][name], f"{name}: {run['skips'][name]}"
     assert {n for n, r in results.items() if r == "skip"} == set(run["skips"])
+    # the JSON report keeps each printed reason (checks/base.py records it)
+    assert {n: run["by_name"][n]["skip_reason"] for n in run["skips"]} == run["skips"]
+
+
+def test_report_lists_every_skip_with_its_reason(dry_runs, tmp_path):
+    from ocibench import cli
+    run = dry_runs["local"]
+    assert cli.main(["report", str(run["report"]), "-o", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "report.json").read_text())
+    skipped = {r["name"]: r["reason"] for shape in summary["shapes"].values()
+               for r in shape["results"] if r["skipped"]}
+    assert skipped == run["skips"]
+    page = (tmp_path / "report.html").read_text()
+    for name, reason in run["skips"].items():
+        assert f"<li>{html.escape(name)}: {html.escape(reason)}</li>" in page
 
 
 # --------------------------------------------------------------------------- command lines

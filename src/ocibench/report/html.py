@@ -102,10 +102,12 @@ def _shape_section(shape: str, results: list[Result],
         if (shape, family) in plots:
             parts.append(_image(plots[(shape, family)], f"{shape}: {family}"))
         parts += [_result(r) for r in ran if r.family == family]
-    skipped = [escape(r.name) for r in results if r.skipped]
+    skipped = [r for r in results if r.skipped]
     if skipped:
+        items = "".join(f"<li>{escape(r.name)}: {escape(r.reason or 'no reason recorded')}</li>"
+                        for r in skipped)
         parts.append(f"<h3>Skipped by ReFrame ({len(skipped)})</h3>"
-                     f"<p class=\"muted\">{', '.join(skipped)}</p>")
+                     f'<ul class="muted">{items}</ul>')
     parts.append(_not_measured(data["figures"], results))
     return "".join(parts) + "</section>"
 

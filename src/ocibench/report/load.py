@@ -127,10 +127,13 @@ def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
         metric, _, key = target.rsplit(":", 1)[-1].partition("_")
         if metric in outputs.UNITS and key:  # not the bare functions a failed case lists
             rows.append(compare.row(shape, check, params, metric, key, value, unit))
+    skipped = case.get("result") == "skip"
     return Result(
         check=check, shape=shape, params=params, rows=rows,
-        ok=case.get("result") == "pass", reason=case.get("fail_reason"),
-        skipped=case.get("result") == "skip",
+        ok=case.get("result") == "pass",
+        # a skip's reason is the check's own record (checks/base.py, skip_reason)
+        reason=(variables.get("skip_reason") or None) if skipped else case.get("fail_reason"),
+        skipped=skipped,
         origin=f"{path} [{case.get('system')}:{case.get('partition')}+{case.get('environ')}]",
         name=name,
         provenance=_provenance(provenance, shape=shape, hosts=case.get("job_nodelist"),
