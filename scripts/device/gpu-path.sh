@@ -10,7 +10,7 @@
 # The pipeline, with the `local` shape, in a private copy of the checkout:
 #   1. make setup (scripts/setup.sh) from the carried Spack tarballs
 #   2. site scope: the image's OpenMPI is dropped when it is not CUDA-aware; the
-#      sources this machine has (OpenMPI 5.0.7, UCX 1.18.1; OMB 7.4 and nccl-tests
+#      sources this machine has (OpenMPI 5.0.7, UCX 1.19.0; OMB 7.4 and nccl-tests
 #      as develop specs through scripts/mirror-from-checkouts.sh) and its externals
 #   3. spack concretize; spack install --no-checksum: UCX +cuda, OpenMPI +cuda
 #      fabrics=ucx, OMB +cuda +nccl, nccl-tests; the Lmod module tree

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Both sets of GPU figures of a gpu-path.sh run side by side (docs/gpu-results.md).
+"""Both sets of GPU figures of a gpu-path.sh run side by side (docs/device-runs.md).
 
     summarize.py RESULTS_DIR        # results/ of scripts/device/gpu-path.sh
 
