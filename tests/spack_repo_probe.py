@@ -115,6 +115,9 @@ def concretize(tree, *texts):
         if spec.name == "osu-micro-benchmarks":
             entry["nccl_configure_args"] = pkg.nccl_configure_args()
             entry["run_path"] = run_path(spec, tree)
+            entry["build_directory"] = pkg.build_directory
+            entry["source_path"] = pkg.stage.source_path
+            entry["hash7"] = spec.dag_hash(7)
         report[spec.name] = entry
     return report
 

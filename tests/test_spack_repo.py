@@ -134,7 +134,7 @@ EXPECTED = {
         "added": ["variant nccl ", "conflicts +nccl when=~cuda",
                   "depends_on nccl type=5 when=+nccl",
                   "patch cuda13-mem-prefetch.patch sha256="],
-        "methods": ["nccl_configure_args", "setup_run_environment"],
+        "methods": ["build_directory", "nccl_configure_args", "setup_run_environment"],
     },
     "stream": {
         "added": ["variant array_size ", "variant nt_store ", "variant type ",
@@ -142,7 +142,8 @@ EXPECTED = {
         "dropped": ["depends_on fortran ", "variant stream_array_size ",
                     "variant stream_type "],
     },
-    "nccl-tests": {"methods": ["setup_build_environment", "build_targets"]},
+    "nccl-tests": {"methods": ["setup_build_environment", "build_targets", "spack_build_dir",
+                               "install"]},
 }
 
 
@@ -200,6 +201,14 @@ def test_gpu_omb_concretizes_with_nccl_and_the_cuda13_patch(concretized):
     assert {"cuda", "nccl", "openmpi"} <= set(omb["dependencies"])
     assert omb["patches"] == ["cuda13-mem-prefetch.patch"]
     assert omb["nccl_configure_args"] == ["--enable-ncclomb", "--with-nccl=/usr/local/cuda-13.0"]
+
+
+def test_omb_builds_out_of_its_sources_in_a_directory_of_its_own(concretized):
+    # a develop tree is shared by every spec built from it (docs/spack-env.md)
+    omb = concretized["osu-micro-benchmarks"]
+    build, sources = Path(omb["build_directory"]), Path(omb["source_path"])
+    assert build.name == f"spack-build-{omb['hash7']}"
+    assert sources not in build.parents and build != sources
 
 
 def test_omb_run_environment_lists_existing_benchmark_dirs_in_seed_order(concretized, omb_tree):

@@ -47,6 +47,14 @@ class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
     # call (see docs/spack-repo.md).
     patch("cuda13-mem-prefetch.patch", when="@7.4:7.5.1 ^cuda@13:")
 
+    @property
+    def build_directory(self):
+        # Configure out of the sources (a VPATH build), one directory per spec, as
+        # Spack's CMake builds do: an in-source build of a `spack develop` tree (the
+        # air-gapped path, docs/spack-env.md) is shared by every spec built from it,
+        # and make would keep objects compiled for another spec.
+        return join_path(self.stage.path, f"spack-build-{self.spec.dag_hash(7)}")
+
     def configure_args(self):
         return super().configure_args() + self.nccl_configure_args()
 
