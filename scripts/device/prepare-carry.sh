@@ -18,8 +18,8 @@
 #   OCIBENCH_SPACK_PACKAGES_SOURCE   spack-packages checkout (git)            [required]
 #   OCIBENCH_SRC_OMB                 OMB 7.4 git repo, GITDIR#REV              [required]
 #   OCIBENCH_SRC_NCCL_TESTS          nccl-tests git repo, GITDIR#REV           [required]
-#   OCIBENCH_SRC_UCX                 UCX git repo, GITDIR#vX.Y.Z (v1.19.0 is the release
-#                                    built on the GPU machine, docs/device-runs.md) [required]
+#   OCIBENCH_SRC_UCX                 UCX git repo, GITDIR#vX.Y.Z (v1.19.0 was built on
+#                                    the GPU machine, docs/device-runs.md) [required]
 #   OCIBENCH_OPENMPI_TARBALL         openmpi-5.0.7 release tarball (.tar.bz2/.gz/.xz) [required]
 #   OCIBENCH_SRC_OMPI                Open MPI git repo holding commit d10e976 (the 5.0.7 patch)
 #                                    [required unless the mirror already has the patch]
