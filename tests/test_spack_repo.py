@@ -71,6 +71,7 @@ E5_STREAM = "stream@5.10 array_size=430080000 +nt_store type=double +openmp %aoc
 SEED_001_FLAGS = ["-DSTREAM_TYPE=double", "-DSTREAM_ARRAY_SIZE=430080000", "-O3",
                   "-mcmodel=large", "-fopenmp", "-fnt-store"]
 GPU_OMB = "osu-micro-benchmarks@7.4 +cuda +nccl cuda_arch=90 ^openmpi"
+NCCL_TESTS = "nccl-tests@2.16.3 +mpi cuda_arch=90 ^openmpi"
 
 #: Timeouts in seconds: one Spack start, one concretization.
 QUICK_S, SOLVE_S = 120, 600
@@ -190,7 +191,8 @@ def omb_tree(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def concretized(spack, omb_tree):
-    return probe(spack, "concretize", omb_tree, GPU_OMB, E5_STREAM, timeout=SOLVE_S)
+    return probe(spack, "concretize", omb_tree, GPU_OMB, E5_STREAM, NCCL_TESTS,
+                 timeout=SOLVE_S)
 
 
 def test_gpu_omb_concretizes_with_nccl_and_the_cuda13_patch(concretized):
@@ -209,6 +211,14 @@ def test_omb_builds_out_of_its_sources_in_a_directory_of_its_own(concretized):
     build, sources = Path(omb["build_directory"]), Path(omb["source_path"])
     assert build.name == f"spack-build-{omb['hash7']}"
     assert sources not in build.parents and build != sources
+
+
+def test_nccl_tests_build_out_of_their_sources_in_a_directory_of_their_own(concretized):
+    nccl_tests = concretized["nccl-tests"]
+    [builddir] = [t.split("=", 1)[1] for t in nccl_tests["build_targets"]
+                  if t.startswith("BUILDDIR=")]
+    assert Path(builddir).name == f"spack-build-{nccl_tests['hash7']}"
+    assert Path(nccl_tests["source_path"]) not in Path(builddir).parents
 
 
 def test_omb_run_environment_lists_existing_benchmark_dirs_in_seed_order(concretized, omb_tree):
