@@ -8,13 +8,17 @@ tests/test_spack_repo.py; prints one JSON document on stdout.
                            variants, direct dependencies, patches and the build
                            arguments our recipes derive from them; for
                            osu-micro-benchmarks also the PATH entries its run
-                           environment adds when its prefix is the directory TREE
+                           environment adds when its prefix is the directory TREE,
+                           and for its MPI the files our install callbacks write
 """
 
 import inspect
 import json
 import sys
+import tempfile
+from pathlib import Path
 
+import spack.builder
 import spack.concretize
 import spack.repo
 import spack.spec
@@ -118,6 +122,7 @@ def concretize(tree, *texts):
             entry["build_directory"] = pkg.build_directory
             entry["source_path"] = pkg.stage.source_path
             entry["hash7"] = spec.dag_hash(7)
+            report["openmpi"] = {"installed_files": our_install_callbacks(spec["openmpi"])}
         if spec.name == "nccl-tests":
             # what Spack does before a build: the MPI names its wrappers (spec.mpicxx)
             spec["mpi"].package.setup_dependent_package(pkg.module, spec)
@@ -138,6 +143,23 @@ def run_path(spec, prefix):
     finally:
         spec.set_prefix(installed)
     return [m.value for m in reversed(list(env)) if m.name == "PATH"]
+
+
+def our_install_callbacks(spec):
+    """Run the after-install callbacks of our recipe that Spack would run for spec
+    (selected by their `when`, as Spack's builder does) in an empty prefix; returns
+    the files they wrote, by relative path."""
+    installed = spec.prefix
+    prefix = Path(tempfile.mkdtemp(prefix="ocibench-probe-"))
+    spec.set_prefix(str(prefix))
+    try:
+        builder = spack.builder.create(spec.package)
+        for callback in spack.builder.InstallationPhase("install", builder).run_after:
+            if callback.__module__.startswith(f"spack_repo.{OURS}."):
+                callback(builder)
+    finally:
+        spec.set_prefix(installed)
+    return {str(f.relative_to(prefix)): f.read_text() for f in prefix.rglob("*") if f.is_file()}
 
 
 COMMANDS = {"directives": directives, "concretize": concretize}

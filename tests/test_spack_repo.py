@@ -130,7 +130,8 @@ def directives(spack):
 #: What each override must still add to (or drop from) its builtin recipe: if the
 #: builtin gains it, the override has become dead weight and this test says so.
 EXPECTED = {
-    "openmpi": {"added": ["depends_on ucx+cuda type=5 when=+cuda fabrics=ucx"]},
+    "openmpi": {"added": ["depends_on ucx+cuda type=5 when=+cuda fabrics=ucx"],
+                "methods": ["make_ucx_the_pml"]},
     "osu-micro-benchmarks": {
         "added": ["variant nccl ", "conflicts +nccl when=~cuda",
                   "depends_on nccl type=5 when=+nccl",
@@ -219,6 +220,16 @@ def test_nccl_tests_build_out_of_their_sources_in_a_directory_of_their_own(concr
                   if t.startswith("BUILDDIR=")]
     assert Path(builddir).name == f"spack-build-{nccl_tests['hash7']}"
     assert Path(nccl_tests["source_path"]) not in Path(builddir).parents
+
+
+def test_ucx_openmpi_makes_ucx_its_pml_where_no_mellanox_nic_is(concretized):
+    # Open MPI 5 would pick ob1 on a node whose UCX finds no mlx* device
+    # (repos/spack_repo/ocibench/packages/openmpi/package.py says why)
+    files = concretized["openmpi"]["installed_files"]
+    params = files.get("etc/openmpi-mca-params.conf", "")
+    settings = [line.split("=") for line in params.splitlines()
+                if line.strip() and not line.startswith("#")]
+    assert [[k.strip(), v.strip()] for k, v in settings] == [["pml", "ucx"]], files
 
 
 def test_omb_run_environment_lists_existing_benchmark_dirs_in_seed_order(concretized, omb_tree):

@@ -106,7 +106,8 @@ def read_reframe(run_dir: Path, results: Path) -> tuple[dict[str, float], list[s
         figure = reframe_figure(case["display_name"])
         if case["result"] == "skip":
             if figure or "host_device" in case["display_name"]:
-                notes.append(f"{run_dir.name}: SKIP {case['display_name']}: {case.get('fail_reason')}")
+                notes.append(f"{run_dir.name}: SKIP {case['display_name']}: "
+                             f"{case.get('skip_reason') or case.get('check_vars', {}).get('skip_reason')}")
             continue
         if figure is None:
             continue
@@ -174,7 +175,11 @@ def summarize(results: Path) -> dict:
                 if row[f"{who}_median"]:
                     row[f"{who}_fraction"] = row[f"{who}_median"] / limit
         rows.append(row)
-    return {"runs": runs, "rows": rows, "notes": notes}
+    # the copy engines' own rates (scripts/device/copy_ceiling.cu), the ceiling the
+    # MPI figures are held against besides the links' limits
+    ceiling = results / "copy-ceiling.txt"
+    copies = ceiling.read_text().splitlines() if ceiling.is_file() else []
+    return {"runs": runs, "rows": rows, "copy_ceiling": copies, "notes": notes}
 
 
 def fmt(value: float | None, unit: str) -> str:
@@ -202,6 +207,8 @@ def main(argv: list[str]) -> int:
             " ".join(fmt(v, r["unit"]) for v in r["hand"])
         print(f"{r['figure']:50} {r['unit']:5} {fmt(r['ours_median'], r['unit']):>9} "
               f"{fmt(r['hand_median'], r['unit']):>9} {ratio:>6}  {fo:>9} {fh:>9}  {each}")
+    for line in summary["copy_ceiling"]:
+        print("copy ceiling:", line)
     for note in summary["notes"]:
         print("note:", note)
     return 0
