@@ -269,11 +269,11 @@ def test_gpu_command_lines_are_the_seeds(dry_runs):
             "-x UCX_NET_DEVICES=mlx5_6:1 osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda D D",
         "osu_xccl_allreduce %nodes=1":
             "mpirun -n 8 -x UCX_NET_DEVICES=mlx5_6:1 osu_xccl_allreduce -x 10 -i 10 "
-            "-m 1073741824:1073741824 -d cuda D D",
+            "-m 1073741824:1073741824 -M 1073741824 -d cuda D D",
         "osu_xccl_allreduce %nodes=2":
             "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
             "-x UCX_NET_DEVICES=mlx5_6:1 osu_xccl_allreduce -x 10 -i 10 "
-            "-m 1073741824:1073741824 -d cuda D D",
+            "-m 1073741824:1073741824 -M 1073741824 -d cuda D D",
         "nccl_all_reduce_perf %nodes=1": "mpirun -n 8 all_reduce_perf -b 10G -e 10G -t 1 -g 1",
         "nccl_all_reduce_perf %nodes=2":
             "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "

@@ -16,8 +16,12 @@
 #      fabrics=ucx, OMB +cuda +nccl, nccl-tests; the Lmod module tree
 #   4. beside it, the seeds' hand build (seed 000 sec 1, seed 003 sec 2) of the same
 #      OMB and nccl-tests sources against the same OpenMPI
-#   5. ROUNDS x (reframe -c checks/ -r -t gpu, then the seeds' command lines by hand)
-#   6. scripts/device/summarize.py: both sets of figures, ratios, fractions of the links
+#   5. sanity: modules, the PML chosen (with and without pml = ucx), both PMLs' D D
+#      bandwidth, both osu_latency binaries alternating, the copy engines' ceiling
+#   6. ROUNDS x (reframe -c checks/ -r -t gpu, then the seeds' command lines by hand)
+#   7. scripts/device/summarize.py: both sets of figures, ratios, fractions of the links
+#   8. OCIBENCH_BUILDCACHE=1: push UCX and Open MPI to a build cache and reinstall them
+#      from it (collect returns it in 15 MiB parts; a later start carries .carry/buildcache)
 #
 # Needs the carry folders of scripts/device/prepare-carry.sh (.carry, .whl) in the
 # checkout.  NCCL's NVLink multicast stays off (NCCL_NVLS_ENABLE=0) in everything.
@@ -220,6 +224,11 @@ hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 se
     modules_env
     module load cuda nccl openmpi           # seeds: module load nvhpc openmpi
     export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # nvhpc's module does this
+    # The seeds' openmpi module puts its lib/ on LD_LIBRARY_PATH (seed 003 runs
+    # nccl-tests with -x LD_LIBRARY_PATH); Spack's does not (RPATHs).  nccl-tests'
+    # Makefile links -lmpi without an RPATH, so without this all_reduce_perf loads the
+    # image's Open MPI 4.1 and starts as a singleton (seen: "plm_rsh_agent: ssh : rsh").
+    LD_LIBRARY_PATH=$(dirname "$(command -v mpirun)")/../lib:$LD_LIBRARY_PATH
     root=$HAND/omb/libexec/osu-micro-benchmarks  # seed 000's omb module file
     export PATH=$root:$root/mpi/collective:$root/mpi/congestion:$root/mpi/one-sided:$root/mpi/pt2pt:$root/mpi/startup:$root/xccl/collective:$root/xccl/pt2pt:$PATH
     lat="-x 1000 -i 10000 -m 1:1"; bw="-x 10 -i 10 -m 268435456:268435456"
@@ -230,7 +239,8 @@ hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 se
     run osu_latency_D-H_same-numa mpirun -n 2 --map-by pe-list=$dev,$host:ordered --report-bindings numactl -l osu_latency $lat -d cuda D H
     run osu_bw_H-D_same-numa      mpirun -n 2 --map-by pe-list=$host,$dev:ordered --report-bindings numactl -l osu_bw $bw -d cuda H D
     run osu_bw_D-H_same-numa      mpirun -n 2 --map-by pe-list=$dev,$host:ordered --report-bindings numactl -l osu_bw $bw -d cuda D H
-    run osu_xccl_allreduce mpirun -n 2 osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -d cuda D D
+    # -M as in checks/osu.py: OMB 7.4 caps messages at 512 MiB without it
+    run osu_xccl_allreduce mpirun -n 2 osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -M 1073741824 -d cuda D D
     cd "$HAND/nccl-tests" && run nccl_all_reduce_perf mpirun -n 2 ./build/all_reduce_perf -b 10G -e 10G -t 1 -g 1
   )
 }
@@ -336,6 +346,19 @@ EOF
       echo "-- osu_bw D D 256 MiB, pml $pml:"
       timeout 120 mpirun -n 2 --mca pml $pml osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda D D 2>&1 | tail -3
     done
+    # osu_latency D D, Spack's binary and the hand-built one, alternating, in one
+    # environment (the hand runs'): a difference left is the binaries'.
+    ours=$(command -v osu_latency) hand=$HAND/omb/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency
+    for bin in "$ours" "$hand"; do echo "-- ldd $bin"; ldd "$bin"; done
+    for i in 1 2 3; do
+      for who in ours hand; do
+        [[ $who == ours ]] && bin=$ours || bin=$hand
+        printf 'A/B %s %s: ' "$i" "$who"
+        LD_LIBRARY_PATH=/usr/local/cuda/lib64:$(dirname "$(command -v mpirun)")/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+          timeout 60 mpirun -n 2 "$bin" -x 1000 -i 10000 -m 1:1 -d cuda D D 2>&1 | awk '$1 == 1 {print $2}'
+      done
+    done
+    cp "${ours%/libexec/*}"/.spack/spack-build-out.txt* "$LOGS/"
     "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O2 -arch=sm_90 -o "$WORK/copy_ceiling" scripts/device/copy_ceiling.cu \
       && "$WORK/copy_ceiling" | tee "$RES/copy-ceiling.txt"
   ) >"$LOGS/07-sanity.log" 2>&1
@@ -406,5 +429,5 @@ case ${1:-} in
   pipeline) mkdir -p "$LOGS" "$STATE"; pipeline ;;
   collect) collect "${2:-0}" ;;
   status) cat "$STATE/step" 2>/dev/null || echo "not started" ;;
-  *) sed -n '2,25p' "$0"; exit 2 ;;
+  *) sed -n '2,27p' "$0"; exit 2 ;;
 esac

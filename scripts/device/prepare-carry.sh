@@ -11,6 +11,8 @@
 #   .carry/debs/                   Debian packages the machine lacks: Lmod + Lua, libtool
 #   .whl/                          wheels for the machine's Python 3.12: clingo (Spack's solver),
 #                                  ReFrame, archspec and their dependencies
+#   .carry/buildcache/             not made here: an earlier run's build cache of UCX and Open MPI,
+#                                  `cat buildcache.tar.part-* | tar -x -C .carry` (gpu-path.sh collect)
 #
 # Every input is named by an environment variable (nothing here knows a machine path):
 #

@@ -90,10 +90,11 @@ def reframe_figure(display_name: str) -> str | None:
     return None
 
 
-def local_path(device_path: str, results: Path) -> Path:
-    """A path the device wrote, inside the results directory as unpacked here."""
+def local_path(device_path: str, run_dir: Path) -> Path:
+    """A path the device wrote under results/<run>/, inside run_dir as unpacked here
+    (runs of several device calls may be gathered and renamed: reframe-1 -> reframe-3)."""
     tail = device_path.split("/results/", 1)[-1]
-    return results / tail
+    return run_dir / tail.split("/", 1)[-1]
 
 
 def read_reframe(run_dir: Path, results: Path) -> tuple[dict[str, float], list[str]]:
@@ -114,7 +115,7 @@ def read_reframe(run_dir: Path, results: Path) -> tuple[dict[str, float], list[s
         if case["result"] != "pass":
             notes.append(f"{run_dir.name}: {case['result'].upper()} {case['display_name']}: "
                          f"{case.get('fail_reason')}")
-        out = local_path(case["outputdir"] or "", results) / "rfm_job.out"
+        out = local_path(case["outputdir"] or "", run_dir) / "rfm_job.out"
         if not out.is_file():
             notes.append(f"{run_dir.name}: {case['display_name']}: no rfm_job.out")
             continue

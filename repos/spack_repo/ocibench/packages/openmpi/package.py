@@ -25,10 +25,11 @@ class Openmpi(BuiltinOpenmpi):
     # Open MPI 5 gives pml ucx its priority (51) only where UCX reports a device
     # that matches opal_common_ucx_devices, "mlx*" by default; elsewhere it gets 19,
     # below ob1's 20 (5.0.7: opal/mca/common/ucx/common_ucx.c and
-    # ompi/mca/pml/ucx/pml_ucx_component.c).  A node with NVLink-joined GPUs and no
-    # Mellanox NIC (the local shape on the lent 2 x H200 machine) therefore ran ob1
-    # and smcuda, not the UCX this build is for.  The site default goes in the file
-    # Open MPI reads at start-up; `--mca pml` or OMPI_MCA_pml still override it.
+    # ompi/mca/pml/ucx/pml_ucx_component.c).  On a node with NVLink-joined GPUs and
+    # no Mellanox NIC (the lent 2 x H200 machine, docs/gpu-results.md) Open MPI
+    # picked ob1 ("selected ob1 best priority 20"), not the UCX this build is for.
+    # The site default goes in the file Open MPI reads at start-up; `--mca pml` or
+    # OMPI_MCA_pml still override it.
     @run_after("install", when="fabrics=ucx")
     def make_ucx_the_pml(self):
         mkdirp(self.prefix.etc)
