@@ -24,9 +24,9 @@ from pathlib import Path
 from ocibench import outputs
 
 #: Link limits, GB/s each way: NVLink 4 (18 links x 25 GB/s) between the H200s, PCIe
-#: Gen5 x16 (32 GT/s x 16 lanes, 128b/130b: 63 GB/s; ~64 GB/s as usually quoted) between
+#: Gen5 x16 (32 GT/s x 16 lanes, 128b/130b: 63 GB/s, where ~64 is often quoted) between
 #: host memory and a GPU.
-LINKS = {"nvlink4": ("NVLink 4", 450.0), "pcie5": ("PCIe Gen5 x16", 64.0)}
+LINKS = {"nvlink4": ("NVLink 4", 450.0), "pcie5": ("PCIe Gen5 x16", 63.0)}
 GIB = 2**30
 
 #: figure -> (check, run params, unit of the figure, better, link)
