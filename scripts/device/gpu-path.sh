@@ -38,6 +38,9 @@ JOBS=${OCIBENCH_JOBS:-$(nproc)}
 ROUNDS=${OCIBENCH_ROUNDS:-2}
 CACHE=${OCIBENCH_CACHE:-$HOME/.cache/oci-hpc-bench}
 LMOD_INIT=/usr/share/lmod/lmod/init/bash
+# OMB's options in the seeds' command lines (seed 000 sec 2-1/2-2)
+SEED_LAT="-x 1000 -i 10000 -m 1:1"
+SEED_BW="-x 10 -i 10 -m 268435456:268435456"
 
 common_env() {
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -206,39 +209,44 @@ modules_env() {  # Lmod with the shape's tree
   module use "$(python3 -m ocibench.cli spack-config --print modulepath --shape local)"
 }
 
-host_device_cores() {  # "host device": same-NUMA cores of GPU 1's node, as checks/base.py does
-  python3 - <<'EOF'
-from ocibench import shapes
-s = shapes.load("local")
-node_of_gpu = {d["index"]: d["numa_node"] for d in s.gpus["devices"]}
-node = next(n for n in s.cpu["numa_nodes"] if n["id"] == node_of_gpu[1])
-print(node["cores"][0], node["cores"][0] + 1)
+seed_env() {  # the seeds' run environment (module load nvhpc openmpi), after modules_env
+  module load cuda nccl openmpi
+  # nvhpc's module puts the CUDA libraries on LD_LIBRARY_PATH, and the seeds' openmpi
+  # module its lib/ (seed 003 runs nccl-tests with -x LD_LIBRARY_PATH); Spack's do
+  # not (RPATHs).  nccl-tests' Makefile links -lmpi without an RPATH, so without it
+  # all_reduce_perf loads the image's Open MPI 4.1 and starts as a singleton (seen:
+  # "plm_rsh_agent: ssh : rsh").
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$(dirname "$(command -v mpirun)")/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+}
+
+pe_list() {  # the cores of an H-D or D-H run ($1), in rank order, as the checks place them
+  python3 - "$1" <<'EOF'
+import sys
+from checks.base import host_device_cores
+from ocibench import reframe_site, shapes
+cores, why = host_device_cores(reframe_site.partition_extras(shapes.load("local"), nodes=1),
+                               sys.argv[1], "same-numa")
+sys.exit(why) if cores is None else print(",".join(map(str, cores)))
 EOF
 }
 
 hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 sec 3-1)
-  local d=$1 host dev
+  local d=$1 hd dh
   mkdir -p "$d"
-  read -r host dev < <(host_device_cores)
+  hd=$(pe_list H-D) && dh=$(pe_list D-H) || { echo "hand runs: the checks give no same-NUMA H-D/D-H placement (above)"; return 1; }
   (
     modules_env
-    module load cuda nccl openmpi           # seeds: module load nvhpc openmpi
-    export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # nvhpc's module does this
-    # The seeds' openmpi module puts its lib/ on LD_LIBRARY_PATH (seed 003 runs
-    # nccl-tests with -x LD_LIBRARY_PATH); Spack's does not (RPATHs).  nccl-tests'
-    # Makefile links -lmpi without an RPATH, so without this all_reduce_perf loads the
-    # image's Open MPI 4.1 and starts as a singleton (seen: "plm_rsh_agent: ssh : rsh").
-    LD_LIBRARY_PATH=$(dirname "$(command -v mpirun)")/../lib:$LD_LIBRARY_PATH
+    seed_env
     root=$HAND/omb/libexec/osu-micro-benchmarks  # seed 000's omb module file
     export PATH=$root:$root/mpi/collective:$root/mpi/congestion:$root/mpi/one-sided:$root/mpi/pt2pt:$root/mpi/startup:$root/xccl/collective:$root/xccl/pt2pt:$PATH
-    lat="-x 1000 -i 10000 -m 1:1"; bw="-x 10 -i 10 -m 268435456:268435456"
+    lat=$SEED_LAT bw=$SEED_BW
     run() { local name=$1; shift; echo "\$ $*" >"$d/$name.out"; timeout 300 "$@" >>"$d/$name.out" 2>&1; echo "rc=$?" >>"$d/$name.out"; }
     run osu_latency_D-D mpirun -n 2 --report-bindings osu_latency $lat -d cuda D D
     run osu_bw_D-D      mpirun -n 2 --report-bindings osu_bw $bw -d cuda D D
-    run osu_latency_H-D_same-numa mpirun -n 2 --map-by pe-list=$host,$dev:ordered --report-bindings numactl -l osu_latency $lat -d cuda H D
-    run osu_latency_D-H_same-numa mpirun -n 2 --map-by pe-list=$dev,$host:ordered --report-bindings numactl -l osu_latency $lat -d cuda D H
-    run osu_bw_H-D_same-numa      mpirun -n 2 --map-by pe-list=$host,$dev:ordered --report-bindings numactl -l osu_bw $bw -d cuda H D
-    run osu_bw_D-H_same-numa      mpirun -n 2 --map-by pe-list=$dev,$host:ordered --report-bindings numactl -l osu_bw $bw -d cuda D H
+    run osu_latency_H-D_same-numa mpirun -n 2 --map-by pe-list=$hd:ordered --report-bindings numactl -l osu_latency $lat -d cuda H D
+    run osu_latency_D-H_same-numa mpirun -n 2 --map-by pe-list=$dh:ordered --report-bindings numactl -l osu_latency $lat -d cuda D H
+    run osu_bw_H-D_same-numa      mpirun -n 2 --map-by pe-list=$hd:ordered --report-bindings numactl -l osu_bw $bw -d cuda H D
+    run osu_bw_D-H_same-numa      mpirun -n 2 --map-by pe-list=$dh:ordered --report-bindings numactl -l osu_bw $bw -d cuda D H
     # -M as in checks/osu.py: OMB 7.4 caps messages at 512 MiB without it
     run osu_xccl_allreduce mpirun -n 2 osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -M 1073741824 -d cuda D D
     cd "$HAND/nccl-tests" && run nccl_all_reduce_perf mpirun -n 2 ./build/all_reduce_perf -b 10G -e 10G -t 1 -g 1
@@ -335,30 +343,34 @@ EOF
     ompi_info | grep -iE 'MCA (pml|accelerator|btl)'
     module load ucx && ucx_info -v && ucx_info -d | grep -E 'Transport|Device|Memory domain' | head -40
     grep -v '^#' "$(dirname "$(command -v mpirun)")/../etc/openmpi-mca-params.conf" | grep .
+    pml_selected() {
+      timeout 60 mpirun -n 2 --mca pml_base_verbose 10 osu_latency -x 1 -i 10 -m 1:1 -d cuda D D 2>&1 \
+        | grep -iE 'select|pml|Latency|^1 ' | head -20
+    }
     echo "-- the PML with the site's default (our recipe's pml = ucx):"
-    timeout 60 mpirun -n 2 --mca pml_base_verbose 10 osu_latency -x 1 -i 10 -m 1:1 -d cuda D D 2>&1 \
-      | grep -iE 'select|pml|Latency|^1 ' | head -20
+    pml_selected
     echo "-- the PML Open MPI picks by itself (no parameter file):"
-    OMPI_MCA_mca_base_param_files=/dev/null timeout 60 mpirun -n 2 --mca pml_base_verbose 10 \
-      osu_latency -x 1 -i 10 -m 1:1 -d cuda D D 2>&1 | grep -iE 'select|pml|Latency|^1 ' | head -20
+    OMPI_MCA_mca_base_param_files=/dev/null pml_selected
     # What each PML gives for the D D bandwidth figure, and the copy engines' ceiling
     for pml in ucx ob1; do
       echo "-- osu_bw D D 256 MiB, pml $pml:"
-      timeout 120 mpirun -n 2 --mca pml $pml osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda D D 2>&1 | tail -3
+      timeout 120 mpirun -n 2 --mca pml $pml osu_bw $SEED_BW -d cuda D D 2>&1 | tail -3
     done
     # osu_latency D D, Spack's binary and the hand-built one, alternating, in one
     # environment (the hand runs'): a difference left is the binaries'.
     ours=$(command -v osu_latency) hand=$HAND/omb/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency
-    for bin in "$ours" "$hand"; do echo "-- ldd $bin"; ldd "$bin"; done
-    for i in 1 2 3; do
-      for who in ours hand; do
-        [[ $who == ours ]] && bin=$ours || bin=$hand
-        printf 'A/B %s %s: ' "$i" "$who"
-        LD_LIBRARY_PATH=/usr/local/cuda/lib64:$(dirname "$(command -v mpirun)")/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-          timeout 60 mpirun -n 2 "$bin" -x 1000 -i 10000 -m 1:1 -d cuda D D 2>&1 | awk '$1 == 1 {print $2}'
-      done
-    done
     cp "${ours%/libexec/*}"/.spack/spack-build-out.txt* "$LOGS/"
+    (
+      seed_env
+      for who in ours hand; do echo "-- ldd $who: ${!who}"; ldd "${!who}"; done
+      for i in 1 2 3; do
+        for who in ours hand; do
+          printf 'A/B %s %s: ' "$i" "$who"
+          # shellcheck disable=SC2086
+          timeout 60 mpirun -n 2 "${!who}" $SEED_LAT -d cuda D D 2>&1 | awk '$1 == 1 {print $2}'
+        done
+      done
+    )
     "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O2 -arch=sm_90 -o "$WORK/copy_ceiling" scripts/device/copy_ceiling.cu \
       && "$WORK/copy_ceiling" | tee "$RES/copy-ceiling.txt"
   ) >"$LOGS/07-sanity.log" 2>&1

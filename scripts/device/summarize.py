@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from ocibench import outputs
+from ocibench.report.load import case_variables
 
 #: Link limits, GB/s each way: NVLink 4 (18 links x 25 GB/s) between the H200s, PCIe
 #: Gen5 x16 (32 GT/s x 16 lanes, 128b/130b: 63 GB/s, where ~64 is often quoted) between
@@ -97,7 +98,7 @@ def local_path(device_path: str, run_dir: Path) -> Path:
     return run_dir / tail.split("/", 1)[-1]
 
 
-def read_reframe(run_dir: Path, results: Path) -> tuple[dict[str, float], list[str]]:
+def read_reframe(run_dir: Path) -> tuple[dict[str, float], list[str]]:
     values: dict[str, float] = {}
     notes: list[str] = []
     reports = sorted((run_dir / "reports").glob("run-report-*.json"))
@@ -108,7 +109,7 @@ def read_reframe(run_dir: Path, results: Path) -> tuple[dict[str, float], list[s
         if case["result"] == "skip":
             if figure or "host_device" in case["display_name"]:
                 notes.append(f"{run_dir.name}: SKIP {case['display_name']}: "
-                             f"{case.get('skip_reason') or case.get('check_vars', {}).get('skip_reason')}")
+                             f"{case_variables(case).get('skip_reason')}")
             continue
         if figure is None:
             continue
@@ -150,7 +151,7 @@ def summarize(results: Path) -> dict:
     notes: list[str] = []
     runs: dict[str, list[str]] = {"ours": [], "hand": []}
     for run_dir in sorted(results.glob("reframe-*")):
-        values, n = read_reframe(run_dir, results)
+        values, n = read_reframe(run_dir)
         notes += n
         runs["ours"].append(run_dir.name)
         for k, v in values.items():

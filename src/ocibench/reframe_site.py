@@ -179,7 +179,7 @@ def has_intel_mpi(shape: shapes.Shape) -> bool:
     return any(key in stack for key in INTEL_MPI_STACK_KEYS)
 
 
-def _extras(shape: shapes.Shape, nodes: int) -> dict[str, Any]:
+def partition_extras(shape: shapes.Shape, nodes: int) -> dict[str, Any]:
     gpus = shape.gpus or {}
     devices = sorted(gpus.get("devices") or [], key=lambda d: d["index"])
     return {
@@ -248,7 +248,7 @@ def _partitions(shape: shapes.Shape, detected: bool, init: Path | None) -> list[
             "scheduler": "local",
             "max_jobs": 1,  # one benchmark at a time: they would disturb each other
             "features": _features(shape),
-            "extras": _extras(shape, nodes=1),
+            "extras": partition_extras(shape, nodes=1),
             "prepare_cmds": _prepare_cmds(init),
         }]
     cluster = shape.data.get("cluster") or {}
@@ -271,12 +271,12 @@ def _partitions(shape: shapes.Shape, detected: bool, init: Path | None) -> list[
         {**common, **single, "name": "single",
          "descr": f"{shape.name}: one node per job",
          "features": _features(shape),
-         "extras": _extras(shape, nodes=1),
+         "extras": partition_extras(shape, nodes=1),
          "prepare_cmds": _prepare_cmds(init)},
         {**common, **multi, "name": "multi",
          "descr": f"{shape.name}: up to {nodes} nodes per job",
          "features": _features(shape) + ["multinode"],
-         "extras": _extras(shape, nodes=nodes),
+         "extras": partition_extras(shape, nodes=nodes),
          "prepare_cmds": _prepare_cmds(init) + hosts},
     ]
 

@@ -92,20 +92,20 @@ def _reframe_results(path: Path, report: dict[str, Any]) -> list[Result]:
     latest: dict[tuple[str, ...], dict[str, Any]] = {}  # a retried case: its last run
     for run in report["runs"]:
         for case in run.get("testcases", []):
-            if "check_name" in _variables(case):
+            if "check_name" in case_variables(case):
                 ident = tuple(str(case.get(k)) for k in ("name", "system", "partition", "environ"))
                 latest[ident] = case
     return [_testcase_result(path, case) for case in latest.values()]
 
 
-def _variables(case: dict[str, Any]) -> dict[str, Any]:
+def case_variables(case: dict[str, Any]) -> dict[str, Any]:
     """The check's variables and parameters: ReFrame 4.10 writes them into the test
     case itself, other 4.x releases under check_vars and check_params."""
     return {**case, **case.get("check_vars", {}), **case.get("check_params", {})}
 
 
 def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
-    variables = _variables(case)
+    variables = case_variables(case)
     check = _known_check(path, variables["check_name"])
     name = case.get("display_name") or case["name"]
     provenance = _testcase_provenance(case)
