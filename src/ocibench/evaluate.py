@@ -15,8 +15,7 @@ from typing import Any
 from ocibench import checkspec, outputs, policy, references, shapes
 from ocibench.checkspec import CHECKS  # noqa: F401  (the registry, re-exported here)
 
-#: GB/s (1e9 B/s, the unit of the shape files' links and memory bandwidth) per unit.
-GBS_PER_UNIT = {"MB/s": 1e-3, "GB/s": 1.0}
+from ocibench.metrics import GBS_PER_UNIT  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)

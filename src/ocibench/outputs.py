@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ocibench import checkspec, shapes
+from ocibench import checkspec, metrics
 
 Values = dict[int | str, float]
 
@@ -57,8 +57,8 @@ class Measurement:
         return {self.metric: self.values, **self.extra}
 
 
-#: metric -> its one unit (the shape files' METRIC_UNITS allow exactly one each).
-UNITS = {metric: next(iter(units)) for metric, units in shapes.METRIC_UNITS.items()}
+#: metric -> the unit OMB, IMB, STREAM and nccl-tests print it in.
+UNITS = {name: metrics.default_unit(name) for name in metrics.METRICS}
 
 #: Printed only when a run failed.  Case matters except where (?i) says otherwise:
 #: "Killed" is the shell's word for a killed job, not the verb in a log sentence.

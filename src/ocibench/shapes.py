@@ -66,6 +66,7 @@ from typing import Any
 
 import yaml
 
+from ocibench import metrics
 from ocibench.paths import SITE_DIR
 
 #: The shape used on any machine that is not a documented OCI shape.
@@ -93,7 +94,8 @@ FIGURE_FIELDS = {
 }
 FIGURE_OPTIONAL = {"limit": "key of `links` (or 'memory') giving the physical limit"}
 
-METRIC_UNITS = {"latency": {"us"}, "bandwidth": {"MB/s"}, "busbw": {"GB/s"}}
+#: metric -> the units a figure of it may be stated in (ocibench.metrics).
+METRIC_UNITS = {name: set(m.units) for name, m in metrics.METRICS.items()}
 
 _REQUIRED = {
     "shape": str,

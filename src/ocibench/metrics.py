@@ -1,0 +1,93 @@
+"""The vocabulary of judgement, stated once: metrics, units, directions and verdicts.
+
+Every module that names a metric, converts a unit to GB/s or speaks a verdict imports
+it from here: the shape files' validation, the output parsers, the judgement
+(:mod:`ocibench.judge`), the ReFrame checks, ``ocibench evaluate`` and the report.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+
+class Verdict(str, enum.Enum):
+    """The verdict on one measured figure.
+
+    A ``str`` enum, so that JSON files and ReFrame variables carry the plain word.
+    """
+
+    PASS = "pass"
+    FAIL = "fail"
+    #: Within the bounds but far better than documented: reported, never failed.  An
+    #: impossible value (above the physical limit, zero, NaN) is FAIL, not this.
+    SUSPICIOUS = "suspicious"
+    #: Nothing is documented for this figure on this shape (e.g. the local shape).
+    NO_REFERENCE = "no reference"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    title: str
+    higher_is_better: bool
+    #: The units a figure or an output of this metric may be stated in.
+    units: tuple[str, ...]
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("latency", "Latency", False, ("us",)),
+    # OMB, IMB and STREAM print MB/s (1e6 B/s); perftest with --report_gbits prints Gb/s.
+    Metric("bandwidth", "Bandwidth", True, ("MB/s", "Gb/s")),
+    # nccl-tests' bus bandwidth, GB/s (1e9 B/s).
+    Metric("busbw", "Bus bandwidth", True, ("GB/s",)),
+)}
+
+#: GB/s (1e9 B/s, the unit of the shape files' links and memory bandwidth) per unit.
+GBS_PER_UNIT: dict[str, float] = {"MB/s": 1e-3, "GB/s": 1.0, "Gb/s": 0.125}
+
+#: Every unit a figure may carry; latency's "us" is microseconds.
+UNITS: tuple[str, ...] = ("us", *GBS_PER_UNIT)
+
+
+class UnknownMetric(ValueError):
+    """A metric or unit outside this vocabulary; the message is one line."""
+
+
+def metric(name: str) -> Metric:
+    if name not in METRICS:
+        raise UnknownMetric(f"unknown metric {name!r}; known: {', '.join(METRICS)}")
+    return METRICS[name]
+
+
+def default_unit(name: str) -> str:
+    """The unit a benchmark of this metric prints unless it says otherwise."""
+    return metric(name).units[0]
+
+
+def to_gbs(value: float, unit: str) -> float | None:
+    """``value`` in GB/s, or None for a unit that is no rate (latency)."""
+    factor = GBS_PER_UNIT.get(unit)
+    return None if factor is None else value * factor
+
+
+def convert(value: float, unit: str, to: str) -> float:
+    """A rate from one unit to another (MB/s to Gb/s, ...); a unit to itself is as is."""
+    if unit == to:
+        return value
+    if unit not in GBS_PER_UNIT or to not in GBS_PER_UNIT:
+        raise UnknownMetric(f"cannot convert {unit!r} to {to!r}")
+    return value * GBS_PER_UNIT[unit] / GBS_PER_UNIT[to]
+
+
+def is_number(value: object) -> bool:
+    """A finite int or float (bool, NaN, inf and strings are not)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
