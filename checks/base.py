@@ -14,10 +14,13 @@ the same way:
   offline) plus the job's exit code; a job that failed before the benchmark printed
   anything (a module that does not load, mpirun that cannot start) is reported with the
   line of its error output that says why.
+* Sanity also refuses a value that cannot be a measurement (zero, above the physical
+  limit of its link or memory): :func:`ocibench.judge.judge` says so, as it does offline.
 * Performance variables are every value the parse returns, named
   ``<metric>_<key>`` by :func:`ocibench.references.perf_var`; their references come
-  from :func:`ocibench.references.reframe_reference` (none on a shape that documents
-  nothing: the value is recorded, not judged).
+  from :func:`ocibench.judge.reframe_reference`, with the same bounds as the offline
+  judgement (none on a shape that documents nothing: the value is recorded, judged
+  only for plausibility).
 
 Subclasses set ``check_name`` (the figure naming of the shape files), ``valid_systems``
 and ``valid_prog_environs`` (by feature), and implement :meth:`OcibenchCheck.configure`.
@@ -36,7 +39,7 @@ from reframe.core.builtins import (parameter, performance_function, run_after,
                                    run_before, sanity_function, variable)
 from reframe.core.exceptions import SanityError as ReframeSanityError
 
-from ocibench import outputs, references
+from ocibench import judge, outputs, references, shapes
 from ocibench.reframe_launchers import INTELMPI
 
 PROVENANCE_FILE = "provenance.json"
@@ -208,8 +211,19 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
         if code != 0:
             why = failure_line(self._error_output()) or "no error output"
             raise ReframeSanityError(f"job exit code {code}: {why}")
-        self.measurement()
+        measured = self.measurement()
+        rows = judge.judge_run(self._shape(), self.check_name, self.run_params(),
+                               measured.series(), measured.units())
+        impossible = next((row.failure() for row in rows if row.implausible), None)
+        if impossible:
+            raise ReframeSanityError(impossible)
         return True
+
+    def _shape(self) -> shapes.Shape:
+        cached = getattr(self, "_ocibench_shape", None)
+        if cached is None:
+            cached = self._ocibench_shape = shapes.load(self.shape or shapes.LOCAL)
+        return cached
 
     @run_before("performance")
     def _ocibench_performance(self):
@@ -221,8 +235,8 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
             for key in values:
                 perf[references.perf_var(metric, key)] = getattr(self, metric)(key)
         self.perf_variables = perf
-        self.reference = references.reframe_reference(
-            self.shape, self.check_name, self.figure_params(),
+        self.reference = judge.reframe_reference(
+            self._shape(), self.check_name, self.run_params(),
             [self.current_partition.fullname])
 
     # ------------------------------------------------------------------ measurement

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import seed_outputs
-from ocibench import checkspec, outputs, policy, references, shapes
+from ocibench import checkspec, judge, outputs, policy, references, shapes
 from ocibench.commands import evaluate as evaluate_command
 from ocibench.evaluate import CHECKS, Evaluation, evaluate
 from seed_outputs import INDEX, SeedOutput
@@ -293,24 +293,26 @@ def test_reframe_reference(shape_cache):
     d_d = checkspec.resolve("osu_bw", {"buffers": "D-D", "nodes": 1})
     figure = references.matching(gpu, "osu_bw", d_d)[0]
     documented = figure["values"][268435456]
-    assert references.reframe_reference(gpu, "osu_bw", d_d, ["gpu:default"]) == {
-        "gpu:default": {"bandwidth_268435456": (documented, -0.1, None, "MB/s")}}
-    latency = references.reframe_reference(
+    # The upper bound is NVLink's 300 GB/s (x the stated margin): 1e12 MB/s fails live.
+    cap = round(gpu.data["links"]["nvlink_gbs"] * 1000 * judge.LIMIT_MARGIN / documented - 1, 6)
+    assert judge.reframe_reference(gpu, "osu_bw", d_d, ["gpu:default"]) == {
+        "gpu:default": {"bandwidth_268435456": (documented, -0.1, cap, "MB/s")}}
+    latency = judge.reframe_reference(
         gpu, "osu_latency", checkspec.resolve("osu_latency", {"buffers": "D-D", "nodes": 1}),
         ["a:b", "c:d"])
     assert set(latency) == {"a:b", "c:d"}
     assert latency["a:b"]["latency_1"][1:] == (None, 0.15, "us")
-    nccl = references.reframe_reference(gpu, "nccl_all_reduce_perf",
+    nccl = judge.reframe_reference(gpu, "nccl_all_reduce_perf",
                                         {"nodes": 1, "gpus_per_node": 8}, ["a:b"])
     assert set(nccl["a:b"]) == {"busbw_out_of_place", "busbw_in_place"}
     # A run at another size than the documented 10 GiB has no busbw reference.
-    assert references.reframe_reference(gpu, "nccl_all_reduce_perf",
+    assert judge.reframe_reference(gpu, "nccl_all_reduce_perf",
                                         {"nodes": 1, "gpus_per_node": 8, "end": "1G",
                                          "begin": "1G"}, ["a:b"]) == {}
-    assert references.reframe_reference(_shape(shape_cache, "local"), "osu_bw", d_d,
+    assert judge.reframe_reference(_shape(shape_cache, "local"), "osu_bw", d_d,
                                         ["a:b"]) == {}
     with pytest.raises(ValueError, match="wildcard"):
-        references.reframe_reference(gpu, "osu_bw", d_d, ["*"])
+        judge.reframe_reference(gpu, "osu_bw", d_d, ["*"])
     assert references.perf_var("bandwidth", "Triad") == "bandwidth_Triad"
 
 

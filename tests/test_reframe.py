@@ -496,3 +496,36 @@ def test_host_checks_run_and_pass_on_local(local_tree, tmp_path):
         if case["result"] == "pass":
             assert (Path(case["outputdir"]) / "provenance.json").is_file()
     assert list((tmp_path / "perflogs" / "local" / "default").glob("*.log"))
+
+
+def _forged_tree(tmp: Path, bandwidth: str) -> Path:
+    """A module tree whose omb puts a stand-in osu_bw first on PATH: it prints OMB's
+    table with ``bandwidth`` MB/s, as an edited binary or a broken run could.  Real
+    Lmod loads it and real mpirun starts it; only the benchmark's number is forged."""
+    bin_dir = tmp / "forged-bin"
+    bin_dir.mkdir()
+    script = bin_dir / "osu_bw"
+    script.write_text("#!/bin/sh\n"
+                      "[ \"${OMPI_COMM_WORLD_RANK:-0}\" = 0 ] || exit 0\n"
+                      "printf '# OSU MPI Bandwidth Test v7.4\\n# Datatype: MPI_CHAR.\\n"
+                      f"# Size      Bandwidth (MB/s)\\n268435456  {bandwidth}\\n'\n")
+    script.chmod(0o755)
+    core = tmp / "modules" / "local" / "linux-test-x86_64" / "Core"
+    for name, body in (("openmpi", ""), ("omb", f'prepend_path("PATH", "{bin_dir}")\n')):
+        (core / name).mkdir(parents=True)
+        (core / name / "1.0.lua").write_text(body)
+    return tmp / "modules"
+
+
+@pytest.mark.parametrize("bandwidth, why", [
+    ("1000000000000.00", "above what any node moves"),
+    ("0.00", "a zero bandwidth is impossible"),
+])
+def test_impossible_value_fails_the_live_check(tmp_path, lmod_init, mpirun, bandwidth, why):
+    """The live check judges plausibility as `ocibench evaluate` does: 1e12 MB/s and
+    0 MB/s fail sanity even on the local shape, which documents no figure."""
+    result, cases = _run_local(tmp_path, ["osu_bw%buffers=H-H%nodes=1"],
+                               OCIBENCH_MODULES_ROOT=str(_forged_tree(tmp_path, bandwidth)))
+    case = cases["osu_bw %buffers=H-H %nodes=1"]
+    assert result.returncode != 0 and case["result"] == "fail", case
+    assert why in case["fail_reason"]

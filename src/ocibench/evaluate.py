@@ -1,56 +1,21 @@
-"""Judge one benchmark output offline: sanity first, then every measured figure against
-the shape's documented figure under the tolerance policy, with its physical limit.
+"""Judge one benchmark output offline: sanity first, then every measured value with
+:func:`ocibench.judge.judge` (plausibility, the documented figure, OCI's floor).
 
-The same parsers (:mod:`ocibench.outputs`), references (:mod:`ocibench.references`)
-and policy (:mod:`ocibench.policy`) serve the live ReFrame checks, so a hand-run
-output and a ReFrame run of the same command get the same verdict.
+The same parsers (:mod:`ocibench.outputs`), figures (:mod:`ocibench.references`) and
+judgement (:mod:`ocibench.judge`) serve the live ReFrame checks and the report, so a
+hand-run output and a ReFrame run of the same command get the same verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from ocibench import checkspec, outputs, policy, references, shapes
+from ocibench import checkspec, judge, outputs, references, shapes
 from ocibench.checkspec import CHECKS  # noqa: F401  (the registry, re-exported here)
-
-from ocibench.metrics import GBS_PER_UNIT  # noqa: F401  (re-exported)
-
-
-@dataclass(frozen=True)
-class Row:
-    """One measured figure beside its documented value, bounds and physical limit."""
-
-    metric: str
-    key: int | str                 # message size in bytes, STREAM kernel, nccl column
-    measured: float
-    unit: str
-    verdict: str                   # pass | fail | suspicious | no reference
-    reference: float | None = None
-    lower: float | None = None
-    upper: float | None = None
-    source: str | None = None      # "<seed doc> sec <section>"
-    figure: str | None = None      # the figure's id in the shape file
-    limit: str | None = None       # key of the shape's links, or "memory"
-    limit_fraction: float | None = None   # measured / physical limit
-
-    @property
-    def label(self) -> str:
-        return f"size {self.key}" if isinstance(self.key, int) else str(self.key)
-
-    def failure(self) -> str:
-        """Why this row failed, in one line."""
-        if self.upper is not None and self.measured > self.upper:
-            how = f"> ceiling {_num(self.upper)}"
-        else:
-            how = f"< floor {_num(self.lower)}"
-        return (f"{self.metric} at {self.label}: {_num(self.measured)} {self.unit} {how} "
-                f"{self.unit} (documented {_num(self.reference)} {self.unit}, {self.source})")
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+from ocibench.judge import Row
+from ocibench.metrics import Verdict
 
 
 @dataclass(frozen=True)
@@ -64,14 +29,16 @@ class Evaluation:
 
     @property
     def ok(self) -> bool:
-        return self.sanity is None and all(row.verdict != "fail" for row in self.rows)
+        return self.sanity is None and all(row.verdict is not Verdict.FAIL for row in self.rows)
 
     @property
     def reason(self) -> str | None:
-        """The first failure in one line; None when the evaluation passed."""
+        """The first failure in one line; None when the evaluation passed.  An
+        impossible value is named before a figure that merely missed."""
         if self.sanity:
             return self.sanity
-        return next((row.failure() for row in self.rows if row.verdict == "fail"), None)
+        impossible = [row for row in self.rows if row.implausible]
+        return judge.first_failure(impossible or list(self.rows))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,9 +46,10 @@ class Evaluation:
             "shape": self.shape,
             "params": self.params,
             "ok": self.ok,
+            "sanity": self.sanity,
             "reason": self.reason,
             "notes": list(self.notes),
-            "rows": [asdict(row) for row in self.rows],
+            "rows": [row.to_dict() for row in self.rows],
         }
 
 
@@ -97,41 +65,8 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
         measurement = outputs.parse(check, text, resolved)
     except outputs.SanityError as err:
         return Evaluation(check, shape.name, resolved, sanity=str(err), notes=notes)
-    rows = tuple(
-        _row(shape, figures, metric, key, value)
-        for metric, values in measurement.series().items()
-        for key, value in values.items()
-    )
-    return Evaluation(check, shape.name, resolved, rows, notes=notes)
-
-
-def _row(shape: shapes.Shape, figures: list[references.Figure], metric: str,
-         key: int | str, measured: float) -> Row:
-    unit = outputs.UNITS[metric]
-    found = references.lookup(figures, metric, key)
-    if found is None:
-        return Row(metric, key, measured, unit, policy.verdict(metric, None, measured))
-    figure, reference = found
-    lower, upper = policy.bounds(metric, reference)
-    limit = figure.get("limit")
-    physical = _limit_gbs(shape, limit)
-    return Row(
-        metric, key, measured, unit,
-        verdict=policy.verdict(metric, reference, measured),
-        reference=reference, lower=lower, upper=upper,
-        source=f"{figure['source']['doc']} sec {figure['source']['section']}",
-        figure=figure["id"], limit=limit,
-        limit_fraction=measured * GBS_PER_UNIT[unit] / physical if physical else None,
-    )
-
-
-def _limit_gbs(shape: shapes.Shape, limit: str | None) -> float | None:
-    """The physical limit a figure names, GB/s per direction."""
-    if limit == "memory":
-        value = (shape.data.get("memory") or {}).get("bandwidth_gbs")
-    else:
-        value = shape.data["links"].get(limit) if limit else None
-    return float(value) if value else None
+    rows = judge.judge_run(shape, check, resolved, measurement.series(), measurement.units())
+    return Evaluation(check, shape.name, resolved, tuple(rows), notes=notes)
 
 
 def _notes(shape: shapes.Shape, check: str, params: dict[str, Any],

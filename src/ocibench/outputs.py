@@ -56,6 +56,10 @@ class Measurement:
         """metric -> values, the primary metric first."""
         return {self.metric: self.values, **self.extra}
 
+    def units(self) -> dict[str, str]:
+        """metric -> the unit its values are in (``extra`` metrics in their usual one)."""
+        return {**{m: metrics.default_unit(m) for m in self.extra}, self.metric: self.unit}
+
 
 #: metric -> the unit OMB, IMB, STREAM and nccl-tests print it in.
 UNITS = {name: metrics.default_unit(name) for name in metrics.METRICS}

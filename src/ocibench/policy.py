@@ -1,7 +1,7 @@
 """The tolerance policy: how far a measurement may fall from its documented figure.
 
-Stated once here; the offline evaluator, the ReFrame references and the report all
-use it.
+Stated once here; :mod:`ocibench.judge` applies it for the offline evaluator, the
+ReFrame references and the report.
 
 * Bandwidth (OMB, IMB, STREAM MB/s; nccl-tests busbw GB/s) passes at >= 0.90 x the
   documented figure.  Large-message bandwidth is the most repeatable number these
@@ -33,19 +33,19 @@ use it.
 
 from __future__ import annotations
 
+import math
+
+from ocibench import metrics
+from ocibench.metrics import Verdict
+
 BANDWIDTH_FLOOR = 0.90
 LATENCY_CEILING = 1.15
 LATENCY_SLACK_US = 0.10
 SUSPICIOUS_FACTOR = 1.5
 
-#: metric -> True where a larger value is better.
-HIGHER_IS_BETTER = {"latency": False, "bandwidth": True, "busbw": True}
-
 
 def _higher_is_better(metric: str) -> bool:
-    if metric not in HIGHER_IS_BETTER:
-        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(HIGHER_IS_BETTER)}")
-    return HIGHER_IS_BETTER[metric]
+    return metrics.metric(metric).higher_is_better
 
 
 def bounds(metric: str, reference: float) -> tuple[float | None, float | None]:
@@ -55,20 +55,21 @@ def bounds(metric: str, reference: float) -> tuple[float | None, float | None]:
     return None, max(reference * LATENCY_CEILING, reference + LATENCY_SLACK_US)
 
 
-def verdict(metric: str, reference: float | None, measured: float | None) -> str:
-    """'pass', 'fail' or 'suspicious'; 'no reference' where nothing is documented
-    (a run on the local shape, or a variant the seeds did not measure).  A missing
-    measurement of a documented figure fails."""
+def verdict(metric: str, reference: float | None, measured: float | None) -> Verdict:
+    """PASS, FAIL or SUSPICIOUS; NO_REFERENCE where nothing is documented (a run on the
+    local shape, or a variant the seeds did not measure).  A missing or non-finite
+    measurement of a documented figure fails: NaN compares false with every bound, so
+    it is caught before the comparisons."""
     if reference is None:
-        return "no reference"
-    if measured is None:
-        return "fail"
+        return Verdict.NO_REFERENCE
+    if measured is None or not math.isfinite(measured):
+        return Verdict.FAIL
     lower, upper = bounds(metric, reference)
     if (lower is not None and measured < lower) or (upper is not None and measured > upper):
-        return "fail"
+        return Verdict.FAIL
     if _higher_is_better(metric):
         suspicious = measured > reference * SUSPICIOUS_FACTOR
     else:
         # The slack applies here too: 0.01 us against 0.03 us is rounding, not a finding.
         suspicious = measured < min(reference / SUSPICIOUS_FACTOR, reference - LATENCY_SLACK_US)
-    return "suspicious" if suspicious else "pass"
+    return Verdict.SUSPICIOUS if suspicious else Verdict.PASS

@@ -1,9 +1,12 @@
-"""The documented figures that apply to a run, as values and as ReFrame references.
+"""The documented figures that apply to a run, and the value each gives a key.
 
 A figure applies when its check equals the run's and each of its ``params`` equals the
 run's value of that parameter (the run has more parameters - the size range, for
 instance - which no figure names).  Values compare as text, so ``nodes: 1`` in a shape
 file matches ``nodes=1`` typed on a command line or set by ReFrame.
+
+A figure gives a key a documented value (``values``), OCI's acceptance floor
+(``floor.values``), or both.  Judging a value against them is :mod:`ocibench.judge`.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ocibench import checkspec, policy, shapes
+from ocibench import checkspec, shapes
 
 Figure = dict[str, Any]
 
@@ -34,44 +37,39 @@ def matching(shape: shapes.Shape | str, check: str,
     ]
 
 
-def lookup(figures: list[Figure], metric: str, key: int | str) -> tuple[Figure, float] | None:
-    """The figure documenting ``metric`` at ``key`` (a size or a name) and its value."""
-    found = [(figure, float(value)) for figure in figures if figure["metric"] == metric
-             for k, value in figure["values"].items() if str(k) == str(key)]
+def figure_keys(figure: Figure) -> list[int | str]:
+    """The keys a figure documents: those of its values, then those only its floor has."""
+    keys = list(figure.get("values") or {})
+    return keys + [k for k in (figure.get("floor") or {}).get("values") or {} if k not in keys]
+
+
+def lookup(figures: list[Figure], metric: str,
+           key: int | str) -> tuple[Figure, float | None, float | None] | None:
+    """The figure documenting ``metric`` at ``key`` (a size or a name): (figure,
+    documented value or None, floor or None); None when no figure documents it."""
+    found = []
+    for figure in figures:
+        if figure["metric"] != metric:
+            continue
+        for k in figure_keys(figure):
+            if str(k) == str(key):
+                value = (figure.get("values") or {}).get(k)
+                floor = ((figure.get("floor") or {}).get("values") or {}).get(k)
+                found.append((figure, None if value is None else float(value),
+                              None if floor is None else float(floor)))
     if len(found) > 1:
-        ids = " and ".join(figure["id"] for figure, _ in found)
+        ids = " and ".join(figure["id"] for figure, _, _ in found)
         raise shapes.ShapeError(f"figures {ids} both document {metric} at {key} for this run")
     return found[0] if found else None
+
+
+def source_text(source: Any) -> str | None:
+    """A figure's ``source`` as the reader sees it: "<seed doc> sec <section>"."""
+    if isinstance(source, dict):
+        return f"{source.get('doc')} sec {source.get('section')}"
+    return None if source is None else str(source)
 
 
 def perf_var(metric: str, key: int | str) -> str:
     """The ReFrame performance variable of one figure: latency_1, busbw_out_of_place."""
     return f"{metric}_{key}"
-
-
-def reframe_reference(shape: shapes.Shape | str, check: str, params: Mapping[str, Any],
-                      targets: list[str]) -> dict[str, dict[str, tuple]]:
-    """ReFrame's ``reference``: {target: {perf_var: (ref, lower, upper, unit)}}.
-
-    ``lower``/``upper`` are ReFrame's relative thresholds from :mod:`ocibench.policy`
-    (None: unbounded on that side).  Each target is an explicit ``system:partition``;
-    a '*' target would apply the figures to systems that are not this shape.  The
-    "suspicious" verdict has no ReFrame counterpart: the report shows it.
-    """
-    for target in targets:
-        if not target or "*" in target:
-            raise ValueError(f"ReFrame target {target!r}: name a system:partition, not a wildcard")
-    variables: dict[str, tuple] = {}
-    for figure in matching(shape, check, params):
-        for key, value in figure["values"].items():
-            lower, upper = policy.bounds(figure["metric"], value)
-            variables[perf_var(figure["metric"], key)] = (
-                value, _relative(lower, value), _relative(upper, value), figure["unit"])
-    if not variables:
-        return {}
-    return {target: dict(variables) for target in targets}
-
-
-def _relative(bound: float | None, reference: float) -> float | None:
-    # Rounded so that 0.9 - 1 reads -0.1, not -0.09999999999999998.
-    return None if bound is None else round(bound / reference - 1, 6)

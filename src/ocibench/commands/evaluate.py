@@ -14,8 +14,10 @@ from pathlib import Path
 from ocibench import checkspec, outputs, shapes
 from ocibench import evaluate as evaluation
 from ocibench.checkspec import ParamError
+from ocibench.judge import Row
+from ocibench.metrics import VERDICTS
 
-COLUMNS = ("metric", "key", "measured", "reference", "lower", "upper", "unit",
+COLUMNS = ("metric", "key", "measured", "reference", "lower", "upper", "floor", "unit",
            "verdict", "of limit", "source")
 
 
@@ -92,18 +94,17 @@ def _table(result: evaluation.Evaluation) -> str:
     widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
     lines += [f"note: {note}" for note in result.notes]
-    counts = {v: sum(r.verdict == v for r in result.rows)
-              for v in ("pass", "fail", "suspicious", "no reference")}
+    counts = {v: sum(r.verdict is v for r in result.rows) for v in VERDICTS}
     lines.append(("PASS" if result.ok else "FAIL") + ": "
                  + ", ".join(f"{n} {v}" for v, n in counts.items() if n))
     return "\n".join(lines)
 
 
-def _cells(row: evaluation.Row) -> tuple[str, ...]:
+def _cells(row: Row) -> tuple[str, ...]:
     fraction = "-" if row.limit_fraction is None else f"{row.limit_fraction:.0%} {row.limit}"
     return (row.metric, str(row.key), _num(row.measured), _num(row.reference),
-            _num(row.lower), _num(row.upper), row.unit, row.verdict, fraction,
-            row.source or "-")
+            _num(row.lower), _num(row.upper), _num(row.floor), row.unit, str(row.verdict),
+            fraction, row.source or row.floor_source or "-")
 
 
 def _num(value: float | None) -> str:

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ocibench.report import compare, html, plots
-from ocibench.report.load import InputError, load
+from ocibench.report import html, plots
+from ocibench.report.load import InputError, load, shape_of
 from ocibench.report.model import Result, status_counts, verdict_counts
 
 __all__ = ["InputError", "build"]
@@ -41,7 +41,7 @@ def _summary(results: list[Result], written: dict[tuple[str, str], Path],
     shapes: dict[str, Any] = {}
     for shape in dict.fromkeys(r.shape for r in results):
         mine = [r for r in results if r.shape == shape]
-        data = compare.shape(shape).data
+        data = shape_of(shape).data
         shapes[shape] = {
             "links_gbs": data["links"],
             "memory_bandwidth_gbs": (data.get("memory") or {}).get("bandwidth_gbs"),

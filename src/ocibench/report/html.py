@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from ocibench.report import compare
+from ocibench.report.load import shape_of
 from ocibench.report.model import VERDICTS, Result, Row, size_text, status_counts, verdict_counts
 
 STYLE = """
@@ -92,7 +92,7 @@ def _css(verdict: str) -> str:
 
 def _shape_section(shape: str, results: list[Result],
                    plots: dict[tuple[str, str], Path]) -> str:
-    data = compare.shape(shape).data
+    data = shape_of(shape).data
     ran = [r for r in results if not r.skipped]
     parts = [f'<section id="{_anchor(shape)}"><h2>Shape {escape(shape)}</h2>',
              f"<p>{escape(data['summary'])}</p>", _limits_table(data),
@@ -164,7 +164,7 @@ def _result(result: Result) -> str:
 
 
 def _row(row: Row) -> str:
-    key = f"{row.size} ({size_text(row.size)})" if row.size and row.size >= 1024 else row.key
+    key = f"{row.size} ({size_text(row.size)})" if row.size and row.size >= 1024 else str(row.key)
     limit = f"{row.limit} {row.limit_gbs:g} GB/s" if row.limit and row.limit_gbs else "—"
     documented = f"{_number(row.reference)} {row.unit}" if row.reference is not None else "—"
     ratio = "—" if row.ratio is None else f"{row.ratio:.3f}"

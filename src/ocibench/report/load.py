@@ -6,17 +6,22 @@ its performance variables ``<metric>_<key>``; its parameters are the variables t
 :mod:`ocibench.checkspec` names for its check; its provenance is the
 ``provenance.json`` the check kept (ReFrame copies ``keep_files`` to the output
 directory; the stage directory is left in place only when a test fails).
+
+Nothing an input says about a verdict is trusted: every measured value is judged again
+by :func:`ocibench.judge.judge` against the current shape files and policy.  Where the
+input's own verdict (a row's ``verdict``, an evaluation's ``ok``, ReFrame's ``pass``)
+differs from that, the result keeps the re-judged one and says so in ``disagreements``.
 """
 
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ocibench import checkspec, outputs, shapes
-from ocibench.report import compare
-from ocibench.report.model import FAMILIES, Result
+from ocibench import checkspec, judge, metrics, references, shapes
+from ocibench.report.model import FAMILIES, Result, Row
 
 PROVENANCE_FILE = "provenance.json"
 
@@ -78,14 +83,72 @@ def _known_check(path: Path, check: Any) -> str:
 def _evaluation_result(path: Path, data: dict[str, Any],
                        provenance: dict[str, Any] | None) -> Result:
     check = _known_check(path, data["check"])
-    shape = compare.shape(data.get("shape") or shapes.LOCAL).name  # raises if unknown
-    rows = [compare.complete(shape, raw) for raw in data["rows"]]
+    shape = shape_of(data.get("shape") or shapes.LOCAL)
+    params = checkspec.resolve(check, dict(data.get("params") or {}))
+    figures = references.matching(shape, check, params)
+    if not isinstance(data["rows"], list):
+        raise InputError(f"{path}: field 'rows' must be a list")
+    rows, disagreements = [], []
+    for index, raw in enumerate(data["rows"]):
+        where = f"rows[{index}]"
+        if not isinstance(raw, dict):
+            raise InputError(f"{path}: field {where} must be a mapping")
+        metric, unit = _metric(path, where, raw.get("metric"), raw.get("unit"))
+        row = judge.judge(shape, figures, metric, _key(raw.get("key")),
+                          _measured(path, f"{where}.measured", raw.get("measured")), unit)
+        rows.append(row)
+        stored = raw.get("verdict")
+        if stored is not None and str(stored) != str(row.verdict):
+            disagreements.append(f"{row.metric} at {row.label}: the input says "
+                                 f"{stored!r}, re-judged {str(row.verdict)!r}")
+    # The sanity verdict cannot be re-run without the output: an evaluation that failed
+    # sanity has no rows and its reason; one that passed has rows to re-judge.
+    sanity = data.get("sanity") or (None if data["rows"] else data.get("reason"))
+    ok = not sanity and all(row.verdict is not judge.Verdict.FAIL for row in rows)
+    if "ok" in data and bool(data["ok"]) != ok:
+        disagreements.append(f"the input says ok={bool(data['ok'])}, re-judged ok={ok}")
     return Result(
-        check=check, shape=shape, params=dict(data.get("params") or {}), rows=rows,
-        ok=bool(data.get("ok")), reason=data.get("reason"), notes=list(data.get("notes") or []),
-        origin=str(path), name=f"{check}: evaluation of {Path(data.get('file') or path).name}",
-        provenance=_provenance(provenance, shape=shape),
+        check=check, shape=shape.name, params=params, rows=rows, ok=ok,
+        reason=sanity or judge.first_failure(rows),
+        notes=[str(n) for n in data.get("notes") or []], disagreements=disagreements,
+        origin=str(path), name=f"{check}: evaluation of {Path(str(data.get('file') or path)).name}",
+        provenance=_provenance(provenance, shape=shape.name),
     )
+
+
+@lru_cache(maxsize=None)
+def shape_of(name: str) -> shapes.Shape:
+    """A shape file, loaded once per report."""
+    if not isinstance(name, str):
+        raise InputError(f"shape {name!r} is not a shape name")
+    return shapes.load(name)
+
+
+def _metric(path: Path, where: str, metric: Any, unit: Any) -> tuple[str, str]:
+    if metric not in metrics.METRICS:
+        raise InputError(f"{path}: field {where}.metric: unknown metric {metric!r}; "
+                         f"known: {', '.join(metrics.METRICS)}")
+    units = metrics.METRICS[metric].units
+    if unit not in units:
+        raise InputError(f"{path}: field {where}.unit: {unit!r} is no unit of {metric} "
+                         f"({', '.join(units)})")
+    return metric, unit
+
+
+def _key(raw: Any) -> int | str:
+    """A message size as an int, a STREAM kernel or nccl column as its name."""
+    text = str(raw)
+    return int(text) if text.isascii() and text.isdigit() else text
+
+
+def _measured(path: Path, where: str, value: Any) -> float | None:
+    """A measured value as a float; None where the run recorded none.  NaN and inf are
+    kept, so that the judgement fails them; anything else is a malformed input."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{path}: field {where}: {value!r} is not a number")
+    return float(value)
 
 
 def _reframe_results(path: Path, report: dict[str, Any]) -> list[Result]:
@@ -109,7 +172,7 @@ def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
     check = _known_check(path, variables["check_name"])
     name = case.get("display_name") or case["name"]
     provenance = _testcase_provenance(case)
-    shape = compare.shape(_testcase_shape(variables, provenance)).name  # raises if unknown
+    shape = shape_of(_testcase_shape(variables, provenance))
     perfvalues = case.get("perfvalues") or {}
     given = {p.name: variables[p.name] for p in checkspec.spec(check).params
              if variables.get(p.name) not in (None, "", 0)}
@@ -119,24 +182,33 @@ def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
         if perfvalues:
             raise InputError(f"{path}: {name}: {err}") from err
         params = given  # the case stopped before its parameters were complete
-    rows = []
+    figures = references.matching(shape, check, params)
+    rows: list[Row] = []
     for target, entry in perfvalues.items():
         # [value, reference, lower, upper, unit, result]; only value and unit are used:
-        # the reference is looked up again, to cite its source and limit.
-        value, unit = entry[0], entry[4]
+        # the value is judged again, with its figure's source, floor and limit.
+        where = f"{name}: perfvalues {target!r}"
+        if not isinstance(entry, list) or len(entry) < 5:
+            raise InputError(f"{path}: {where}: expected [value, ref, lower, upper, unit, ...]")
         metric, _, key = target.rsplit(":", 1)[-1].partition("_")
-        if metric in outputs.UNITS and key:  # not the bare functions a failed case lists
-            rows.append(compare.row(shape, check, params, metric, key, value, unit))
+        if metric in metrics.METRICS and key:  # not the bare functions a failed case lists
+            metric, unit = _metric(path, where, metric, entry[4])
+            rows.append(judge.judge(shape, figures, metric, _key(key),
+                                    _measured(path, where, entry[0]), unit))
     skipped = case.get("result") == "skip"
+    passed = case.get("result") == "pass"
+    ok = passed and all(row.verdict is not judge.Verdict.FAIL for row in rows)
+    reason = case.get("fail_reason") or (None if ok else judge.first_failure(rows))
     return Result(
-        check=check, shape=shape, params=params, rows=rows,
-        ok=case.get("result") == "pass",
+        check=check, shape=shape.name, params=params, rows=rows, ok=ok,
         # a skip's reason is the check's own record (checks/base.py, skip_reason)
-        reason=(variables.get("skip_reason") or None) if skipped else case.get("fail_reason"),
+        reason=(variables.get("skip_reason") or None) if skipped else reason,
         skipped=skipped,
+        disagreements=[] if ok == passed or skipped else
+        [f"ReFrame says {case.get('result')!r}, re-judged: {reason}"],
         origin=f"{path} [{case.get('system')}:{case.get('partition')}+{case.get('environ')}]",
         name=name,
-        provenance=_provenance(provenance, shape=shape, hosts=case.get("job_nodelist"),
+        provenance=_provenance(provenance, shape=shape.name, hosts=case.get("job_nodelist"),
                                date=case.get("job_completion_time")),
     )
 

@@ -1,9 +1,19 @@
-"""What the report is made of: one Result per benchmark run, one Row per figure."""
+"""What the report is made of: one Result per benchmark run, one Row per figure.
+
+A Row is :class:`ocibench.judge.Row`, the one comparison model of the project; the
+report never keeps a verdict it did not compute itself (see :mod:`ocibench.report.load`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from ocibench.judge import Row
+from ocibench.metrics import VERDICTS
+
+__all__ = ["FAMILIES", "VERDICTS", "Result", "Row", "size_text", "status_counts",
+           "verdict_counts"]
 
 #: check name -> benchmark family; a family is one plot and one part of a shape's page.
 FAMILIES: dict[str, str] = {
@@ -17,42 +27,6 @@ FAMILIES: dict[str, str] = {
     "nccl_all_reduce_perf": "nccl-tests",
     "stream": "STREAM",
 }
-
-VERDICTS = ("pass", "fail", "suspicious", "no reference")
-
-
-@dataclass
-class Row:
-    """One figure: a measured value beside its documented value and physical limit."""
-
-    key: str                       # message size in bytes, or a STREAM kernel / nccl column
-    metric: str                    # latency | bandwidth | busbw
-    measured: float | None
-    unit: str
-    verdict: str
-    reference: float | None = None
-    lower: float | None = None
-    upper: float | None = None
-    source: str | None = None      # "<seed doc> sec <section>"
-    figure: str | None = None      # the documented figure's id in the shape file
-    limit: str | None = None       # key of the shape's links, or "memory"
-    limit_gbs: float | None = None
-    limit_fraction: float | None = None
-
-    @property
-    def ratio(self) -> float | None:
-        if self.measured is None or not self.reference:
-            return None
-        return self.measured / self.reference
-
-    @property
-    def size(self) -> int | None:
-        """The message size, or None where the key is a name."""
-        return int(self.key) if self.key.isdigit() else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio}
-
 
 @dataclass
 class Result:
@@ -68,6 +42,8 @@ class Result:
     name: str
     provenance: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)   # why figures have no reference
+    #: Where the input's own verdict differs from the report's re-judgement.
+    disagreements: list[str] = field(default_factory=list)
     skipped: bool = False          # ReFrame skipped the test case: nothing was run
 
     @property
@@ -85,6 +61,7 @@ class Result:
             "skipped": self.skipped,
             "reason": self.reason,
             "notes": self.notes,
+            "disagreements": self.disagreements,
             "origin": self.origin,
             "provenance": self.provenance,
             "rows": [row.to_dict() for row in self.rows],
@@ -108,8 +85,8 @@ def status_counts(results: list[Result]) -> dict[str, int]:
 
 
 def verdict_counts(results: list[Result]) -> dict[str, int]:
-    counts = dict.fromkeys(VERDICTS, 0)
+    counts = {str(v): 0 for v in VERDICTS}
     for result in results:
         for row in result.rows:
-            counts[row.verdict] = counts.get(row.verdict, 0) + 1
+            counts[str(row.verdict)] += 1
     return counts

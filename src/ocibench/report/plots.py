@@ -23,7 +23,7 @@ from matplotlib.axes import Axes  # noqa: E402  (after choosing the backend)
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
-from ocibench.evaluate import GBS_PER_UNIT  # noqa: E402
+from ocibench.metrics import GBS_PER_UNIT  # noqa: E402
 from ocibench.report.model import Result, Row, size_text  # noqa: E402
 
 METRIC_TITLES = {"latency": "Latency", "bandwidth": "Bandwidth", "busbw": "Bus bandwidth"}
@@ -154,7 +154,7 @@ def _bars(axes: Axes, series: Series, value_title: str) -> None:
 
 
 def _key_text(row: Row) -> str:
-    return f"@ {size_text(row.size)}" if row.size is not None else row.key
+    return f"@ {size_text(row.size)}" if row.size is not None else str(row.key)
 
 
 def _numbers() -> FuncFormatter:

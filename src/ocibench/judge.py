@@ -1,0 +1,262 @@
+"""Judge one measured value: the single comparison that every verdict comes from.
+
+``ocibench evaluate`` (a hand-run output), the live ReFrame checks (sanity, and the
+references they hand ReFrame) and the report (which re-judges every input it reads)
+all call :func:`judge`; nothing else compares a value with a figure.
+
+A value is judged in three steps, each stated once here:
+
+1. **Plausibility** (:func:`implausible`).  A value that cannot be a measurement fails
+   whatever is documented: not a finite number; a zero rate or a zero latency; a rate
+   above the physical limit of the link or memory that bounds it, by more than
+   :data:`LIMIT_MARGIN`; any rate above :data:`ABSURD_GBS`, on a shape that knows no
+   limit (``local``).
+2. **Tolerance** (:mod:`ocibench.policy`): against the documented figure, pass within
+   the bound, fail outside it, "suspicious" when far better than documented.
+3. **Floor**: OCI's own acceptance floor for the figure, where the shape file gives one
+   (``floor:``, with its own source).  A value under the floor fails whatever the
+   tolerance says, and the row keeps both verdicts so that the reader sees where they
+   disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ocibench import metrics, policy, references, shapes
+from ocibench.metrics import Verdict
+
+#: A rate may exceed the nominal rate of the link or memory that bounds it by this much
+#: before it is impossible.  The shape files state nominal rates (PCIe Gen4 x16 as 32 GB/s
+#: where 128b/130b encoding leaves 31.5), and a benchmark's clock and rounding add a
+#: little; 5 % is far below the 2x of a mislabelled run (host memory judged as a link,
+#: MiB read as MB, both directions counted as one).
+LIMIT_MARGIN = 1.05
+
+#: Above this no single node moves data today, in any benchmark here: the fastest
+#: memory is B200's HBM3e at 8 TB/s (https://www.nvidia.com/en-us/data-center/dgx-b200/),
+#: NVLink 5 is 1.8 TB/s per GPU.  It bounds values on shapes that name no limit.
+ABSURD_GBS = 10_000.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured value beside its documented figure, floor and physical limit."""
+
+    metric: str
+    key: int | str                  # message size in bytes, or a STREAM kernel / nccl column
+    measured: float | None
+    unit: str
+    verdict: Verdict                # the overall verdict: the worse of the steps above
+    reference: float | None = None  # the documented value, in ``unit``
+    lower: float | None = None      # the tolerance bounds around it
+    upper: float | None = None
+    source: str | None = None       # "<seed doc> sec <section>"
+    figure: str | None = None       # the figure's id in the shape file
+    tolerance: Verdict | None = None  # the verdict against the documented value alone
+    floor: float | None = None      # OCI's acceptance floor, in ``unit``
+    floor_source: str | None = None
+    floor_verdict: Verdict | None = None
+    limit: str | None = None        # key of the shape's links, or "memory"
+    limit_gbs: float | None = None
+    limit_fraction: float | None = None   # measured / physical limit
+    #: Why the value cannot be a measurement, when step 1 failed it.
+    implausible: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"size {self.key}" if isinstance(self.key, int) else str(self.key)
+
+    @property
+    def size(self) -> int | None:
+        return self.key if isinstance(self.key, int) else None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.measured is None or not self.reference:
+            return None
+        return self.measured / self.reference
+
+    def failure(self) -> str | None:
+        """Why this row failed, in one line; None when it did not."""
+        if self.verdict is not Verdict.FAIL:
+            return None
+        head = f"{self.metric} at {self.label}: {_num(self.measured)} {self.unit}"
+        if self.implausible:
+            return f"{head}: {self.implausible}"
+        parts = []
+        if self.tolerance is not None:
+            documented = f"documented {_num(self.reference)} {self.unit}, {self.source}"
+            if self.tolerance is Verdict.FAIL:
+                bound = (f"> ceiling {_num(self.upper)}" if self.upper is not None
+                         and self.measured > self.upper else f"< floor {_num(self.lower)}")
+                parts.append(f"{bound} {self.unit} ({documented})")
+            else:
+                parts.append(f"within tolerance ({documented})")
+        if self.floor_verdict is Verdict.FAIL:
+            side = "above" if _higher(self.metric) is False else "below"
+            parts.append(f"{side} OCI's acceptance floor {_num(self.floor)} {self.unit} "
+                         f"({self.floor_source})")
+        elif self.floor_verdict is not None:
+            parts.append(f"meets OCI's acceptance floor {_num(self.floor)} {self.unit}")
+        return f"{head} " + "; but ".join(parts) if parts else head
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for name in ("verdict", "tolerance", "floor_verdict"):
+            data[name] = None if data[name] is None else str(data[name])
+        # JSON has no NaN or inf: such a value is null, and ``implausible`` says what it was.
+        if not metrics.is_number(self.measured):
+            data["measured"] = None
+        return {**data, "ratio": self.ratio}
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _higher(metric: str) -> bool:
+    return metrics.metric(metric).higher_is_better
+
+
+def limit_gbs(shape: shapes.Shape, limit: str | None) -> float | None:
+    """The physical limit a figure's ``limit`` names, in GB/s per direction."""
+    if limit == "memory":
+        value = (shape.data.get("memory") or {}).get("bandwidth_gbs")
+    else:
+        value = shape.data["links"].get(limit) if limit else None
+    return float(value) if metrics.is_number(value) and value > 0 else None
+
+
+def implausible(metric: str, key: int | str, measured: float | None, unit: str,
+                limit: str | None = None, physical_gbs: float | None = None) -> str | None:
+    """Why ``measured`` cannot be a real measurement, or None when it can be."""
+    if not metrics.is_number(measured):
+        return f"{measured!r} is not a finite number"
+    if measured < 0:
+        return "a negative value is impossible"
+    if measured == 0:
+        # IMB times a call that moves no data at size 0 and prints two decimals: 0.00
+        # there is a fast call, not a broken run.
+        if metric == "latency" and key == 0:
+            return None
+        return f"a zero {metric} is impossible (the run measured nothing)"
+    gbs = metrics.to_gbs(measured, unit)
+    if gbs is None:
+        return None
+    if physical_gbs is not None and gbs > physical_gbs * LIMIT_MARGIN:
+        return (f"{gbs:.2f} GB/s is above the physical limit {physical_gbs:g} GB/s of "
+                f"{limit} (x{LIMIT_MARGIN} margin): impossible, the run measured "
+                "something else")
+    if gbs > ABSURD_GBS:
+        return f"{gbs:.2f} GB/s is above what any node moves ({ABSURD_GBS:g} GB/s)"
+    return None
+
+
+def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
+          key: int | str, measured: float | None, unit: str | None = None) -> Row:
+    """The verdict on one value of a run whose matching figures are ``figures``."""
+    unit = unit or metrics.default_unit(metric)
+    found = references.lookup(figures, metric, key)
+    if found is None:
+        why = implausible(metric, key, measured, unit)
+        verdict = Verdict.FAIL if why else Verdict.NO_REFERENCE
+        return Row(metric, key, measured, unit, verdict, implausible=why)
+    figure, reference, floor = found
+    # A figure's values are in its own unit; a benchmark may print another (MB/s, Gb/s).
+    value = measured
+    if metrics.is_number(measured) and unit != figure["unit"]:
+        value = metrics.convert(measured, unit, figure["unit"])
+    unit = figure["unit"]
+    physical = limit_gbs(shape, figure.get("limit"))
+    why = implausible(metric, key, value, unit, figure.get("limit"), physical)
+    tolerance = None if reference is None else (
+        Verdict.FAIL if why else policy.verdict(metric, reference, value))
+    floor_verdict = None
+    if floor is not None:
+        below = why or (value < floor if _higher(metric) else value > floor)
+        floor_verdict = Verdict.FAIL if below else Verdict.PASS
+    lower, upper = policy.bounds(metric, reference) if reference is not None else (None, None)
+    gbs = metrics.to_gbs(value, unit) if metrics.is_number(value) else None
+    return Row(
+        metric, key, value, unit,
+        verdict=_overall(why, tolerance, floor_verdict),
+        reference=reference, lower=lower, upper=upper,
+        source=references.source_text(figure.get("source")) if reference is not None else None,
+        figure=figure["id"], tolerance=tolerance,
+        floor=floor, floor_source=(figure.get("floor") or {}).get("source"),
+        floor_verdict=floor_verdict,
+        limit=figure.get("limit"), limit_gbs=physical,
+        limit_fraction=gbs / physical if gbs is not None and physical else None,
+        implausible=why,
+    )
+
+
+def _overall(why: str | None, tolerance: Verdict | None, floor: Verdict | None) -> Verdict:
+    if why or Verdict.FAIL in (tolerance, floor):
+        return Verdict.FAIL
+    if tolerance is Verdict.SUSPICIOUS:
+        return Verdict.SUSPICIOUS
+    return Verdict.PASS
+
+
+def judge_run(shape: shapes.Shape, check: str, params: Mapping[str, Any],
+              series: Mapping[str, Mapping[int | str, float | None]],
+              units: Mapping[str, str] | None = None) -> list[Row]:
+    """Every value of one run (metric -> key -> value), judged."""
+    figures = references.matching(shape, check, params)
+    units = units or {}
+    return [judge(shape, figures, metric, key, value, units.get(metric))
+            for metric, values in series.items() for key, value in values.items()]
+
+
+def first_failure(rows: list[Row]) -> str | None:
+    return next((row.failure() for row in rows if row.verdict is Verdict.FAIL), None)
+
+
+def reframe_reference(shape: shapes.Shape, check: str, params: Mapping[str, Any],
+                      targets: list[str]) -> dict[str, dict[str, tuple]]:
+    """ReFrame's ``reference``: {target: {perf_var: (ref, lower, upper, unit)}}.
+
+    The same bounds as :func:`judge`: the tolerance, raised to OCI's floor where one is
+    stricter, and capped by the physical limit (with :data:`LIMIT_MARGIN`), so that an
+    impossible value fails live as it fails offline.  Each target is an explicit
+    ``system:partition``: a '*' target would apply the figures to systems that are
+    not this shape.  "suspicious" has no ReFrame counterpart: the report shows it.
+    """
+    for target in targets:
+        if not target or "*" in target:
+            raise ValueError(f"ReFrame target {target!r}: name a system:partition, not a wildcard")
+    variables: dict[str, tuple] = {}
+    for figure in references.matching(shape, check, params):
+        physical = limit_gbs(shape, figure.get("limit"))
+        floors = (figure.get("floor") or {}).get("values") or {}
+        for key in references.figure_keys(figure):
+            reference = (figure.get("values") or {}).get(key)
+            floor = floors.get(key)
+            anchor = reference if reference is not None else floor
+            lower, upper = (policy.bounds(figure["metric"], reference)
+                            if reference is not None else (None, None))
+            if floor is not None:
+                if _higher(figure["metric"]):
+                    lower = floor if lower is None else max(lower, floor)
+                else:
+                    upper = floor if upper is None else min(upper, floor)
+            if physical is not None and _higher(figure["metric"]):
+                factor = metrics.GBS_PER_UNIT.get(figure["unit"])
+                if factor:
+                    cap = physical * LIMIT_MARGIN / factor
+                    upper = cap if upper is None else min(upper, cap)
+            variables[references.perf_var(figure["metric"], key)] = (
+                anchor, _relative(lower, anchor), _relative(upper, anchor), figure["unit"])
+    if not variables:
+        return {}
+    return {target: dict(variables) for target in targets}
+
+
+def _relative(bound: float | None, reference: float) -> float | None:
+    # Rounded so that 0.9 - 1 reads -0.1, not -0.09999999999999998.
+    return None if bound is None else round(bound / reference - 1, 6)
+

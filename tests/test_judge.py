@@ -1,0 +1,251 @@
+"""One judgement: impossible values, NaN, OCI's floors, and a report that re-judges.
+
+Every case is a fault that once passed (issue "One judgement that cannot be fooled"):
+each assertion below fails when the rule it guards is taken out of ocibench.judge,
+ocibench.policy or ocibench.report.load.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ocibench import checkspec, judge, paths, policy, references, shapes
+from ocibench.evaluate import evaluate
+from ocibench.metrics import Verdict
+
+OMB_BW = """# OSU MPI{cuda} Bandwidth Test v7.4
+# Datatype: MPI_CHAR.
+# Size      Bandwidth (MB/s)
+268435456            {value}
+"""
+
+
+@pytest.fixture(scope="module")
+def gpu() -> shapes.Shape:
+    return shapes.load("BM.GPU4.8")
+
+
+@pytest.fixture(scope="module")
+def local() -> shapes.Shape:
+    return shapes.load("local")
+
+
+# --- plausibility ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["1000000000000.00", "0.00"])
+def test_impossible_bandwidth_fails_offline_on_a_documented_shape(gpu, value):
+    result = evaluate("osu_bw", OMB_BW.format(cuda="-CUDA", value=value), gpu,
+                      {"buffers": "D-D", "nodes": 1})
+    assert not result.ok
+    assert result.rows[0].verdict is Verdict.FAIL and result.rows[0].implausible
+    assert ("physical limit 300 GB/s of nvlink_gbs" in result.reason if value != "0.00"
+            else "a zero bandwidth is impossible" in result.reason)
+
+
+@pytest.mark.parametrize("value", ["1000000000000.00", "0.00"])
+def test_impossible_bandwidth_fails_on_local(local, value):
+    """local documents nothing and knows no link: a value is still judged plausible."""
+    result = evaluate("osu_bw", OMB_BW.format(cuda="", value=value), local,
+                      {"buffers": "H-H", "nodes": 1})
+    assert not result.ok and result.rows[0].verdict is Verdict.FAIL
+    assert "impossible" in result.reason or "above what any node moves" in result.reason
+
+
+def test_a_plausible_value_on_local_has_no_reference(local):
+    result = evaluate("osu_bw", OMB_BW.format(cuda="", value="9000.00"), local,
+                      {"buffers": "H-H", "nodes": 1})
+    assert result.ok and result.rows[0].verdict is Verdict.NO_REFERENCE
+
+
+def test_host_buffer_run_above_the_rdma_port_fails_as_two_node_d_d(gpu):
+    """A one-node host-buffer run (13.75 GB/s, 110 % of a 100 Gbps port) judged as the
+    2-node D-D figure: impossible for one RDMA port, whatever the title says."""
+    port = gpu.data["links"]["rdma_port_gbs"]
+    value = f"{port * 1.10 * 1000:.2f}"
+    result = evaluate("osu_bw", OMB_BW.format(cuda="-CUDA", value=value), gpu,
+                      {"buffers": "D-D", "nodes": 2})
+    assert not result.ok
+    assert f"physical limit {port:g} GB/s of rdma_port_gbs" in result.reason
+
+
+def test_zero_latency_fails_except_imbs_empty_call():
+    assert judge.implausible("latency", 1, 0.0, "us") == \
+        "a zero latency is impossible (the run measured nothing)"
+    assert judge.implausible("latency", 0, 0.0, "us") is None
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_nan_and_inf_never_pass(gpu, value):
+    assert policy.verdict("bandwidth", 100.0, value) is Verdict.FAIL
+    assert policy.verdict("latency", 2.0, value) is Verdict.FAIL
+    figures = references.matching(gpu, "osu_bw", checkspec.resolve(
+        "osu_bw", {"buffers": "D-D", "nodes": 1}))
+    assert judge.judge(gpu, figures, "bandwidth", 268435456, value, "MB/s").verdict \
+        is Verdict.FAIL
+    assert judge.judge(gpu, [], "bandwidth", 1, value, "MB/s").verdict is Verdict.FAIL
+
+
+def test_every_documented_figure_is_within_its_physical_limit():
+    """The limit rule cannot fail a documented figure itself."""
+    for name in shapes.known_shapes():
+        if name == shapes.LOCAL:
+            continue
+        shape = shapes.load(name)
+        for figure in shape.figures:
+            physical = judge.limit_gbs(shape, figure.get("limit"))
+            for key, value in (figure.get("values") or {}).items():
+                assert judge.implausible(figure["metric"], key, float(value), figure["unit"],
+                                         figure.get("limit"), physical) is None, figure["id"]
+
+
+# --- OCI's acceptance floor -----------------------------------------------------------
+
+NCCL_OUT = """# nccl-tests all_reduce_perf
+#  Rank  0 Group  0 Pid  1 on node1 device  0 [0x0f] NVIDIA A100-SXM4-40GB
+{ranks}
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+ 10737418240    2684354560     float     sum      -1    80000  134.22  {busbw}      0    80000  134.22  {busbw}      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : {busbw}
+"""
+
+
+def _nccl_output(busbw: float) -> str:
+    ranks = "\n".join(f"#  Rank  {r} Group  0 Pid  {r + 1} on node1 device  {r} [0x0f] A100"
+                      for r in range(1, 8))
+    return NCCL_OUT.format(ranks=ranks, busbw=f"{busbw:.2f}")
+
+
+@pytest.fixture
+def gpu_with_floor(gpu) -> shapes.Shape:
+    """BM.GPU4.8 whose 8-GPU nccl-tests figure carries a floor above its tolerance bound
+    (a real shape file's data, with one field added)."""
+    data = copy.deepcopy(gpu.data)
+    figure = next(f for f in data["figures"] if f["check"] == "nccl_all_reduce_perf"
+                  and f["params"]["nodes"] == 1)
+    documented = figure["values"]["out_of_place"]
+    figure["floor"] = {"values": {"out_of_place": documented * 0.95},
+                       "source": "a test floor at 0.95 x documented"}
+    return shapes.Shape(gpu.name, data, gpu.path)
+
+
+def test_value_under_the_floor_fails_whatever_the_tolerance(gpu_with_floor):
+    figure = next(f for f in gpu_with_floor.figures if f.get("floor"))
+    documented = figure["values"]["out_of_place"]
+    result = evaluate("nccl_all_reduce_perf", _nccl_output(documented * 0.93), gpu_with_floor,
+                      {"nodes": 1, "gpus_per_node": 8})
+    row = next(r for r in result.rows if r.key == "out_of_place")
+    assert row.tolerance is Verdict.PASS and row.floor_verdict is Verdict.FAIL
+    assert row.verdict is Verdict.FAIL and not result.ok
+    assert "within tolerance" in result.reason
+    assert "below OCI's acceptance floor" in result.reason
+    assert "a test floor at 0.95 x documented" in result.reason
+    # in-place has no floor: the tolerance alone judges it.
+    in_place = next(r for r in result.rows if r.key == "in_place")
+    assert in_place.floor is None and in_place.verdict is Verdict.PASS
+
+
+def test_value_over_the_floor_passes(gpu_with_floor):
+    figure = next(f for f in gpu_with_floor.figures if f.get("floor"))
+    result = evaluate("nccl_all_reduce_perf", _nccl_output(figure["values"]["out_of_place"]),
+                      gpu_with_floor, {"nodes": 1, "gpus_per_node": 8})
+    assert result.ok
+    row = next(r for r in result.rows if r.key == "out_of_place")
+    assert (row.tolerance, row.floor_verdict) == (Verdict.PASS, Verdict.PASS)
+
+
+def test_a_figure_known_only_by_its_floor(gpu_with_floor):
+    data = copy.deepcopy(gpu_with_floor.data)
+    figure = next(f for f in data["figures"] if f.get("floor"))
+    del figure["values"]
+    shape = shapes.Shape("BM.GPU4.8", data, gpu_with_floor.path)
+    floor = figure["floor"]["values"]["out_of_place"]
+    result = evaluate("nccl_all_reduce_perf", _nccl_output(floor - 1), shape,
+                      {"nodes": 1, "gpus_per_node": 8})
+    row = next(r for r in result.rows if r.key == "out_of_place")
+    assert row.reference is None and row.tolerance is None
+    assert row.verdict is Verdict.FAIL and "below OCI's acceptance floor" in result.reason
+
+
+def test_reframe_reference_raises_its_lower_bound_to_the_floor(gpu_with_floor):
+    figure = next(f for f in gpu_with_floor.figures if f.get("floor"))
+    documented = figure["values"]["out_of_place"]
+    reference = judge.reframe_reference(gpu_with_floor, "nccl_all_reduce_perf",
+                                        {"nodes": 1, "gpus_per_node": 8}, ["s:p"])["s:p"]
+    value, lower, upper, unit = reference["busbw_out_of_place"]
+    assert (value, unit) == (documented, "GB/s")
+    assert lower == pytest.approx(-0.05)          # the floor, not the tolerance's -0.10
+    nvlink = gpu_with_floor.data["links"].get(figure.get("limit"))
+    assert upper is None if not nvlink else upper > 0
+    assert reference["busbw_in_place"][1] == -0.1
+
+
+# --- the report re-judges ----------------------------------------------------------------
+
+def _report(tmp_path: Path, *inputs: dict) -> tuple[subprocess.CompletedProcess, dict]:
+    files = []
+    for index, data in enumerate(inputs):
+        path = tmp_path / f"in{index}.json"
+        path.write_text(json.dumps(data))
+        files.append(str(path))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "ocibench.cli", "report", *files, "-o",
+                           str(out)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")})
+    summary = json.loads((out / "report.json").read_text()) if done.returncode == 0 else {}
+    return done, summary
+
+
+def _forged(measured, verdict="pass") -> dict:
+    """An `ocibench evaluate --json` output of BM.Optimized3.36's 2-node osu_bw, edited."""
+    return {"check": "osu_bw", "shape": "BM.Optimized3.36",
+            "params": {"buffers": "H-H", "nodes": 2, "sizes": "268435456:268435456"},
+            "ok": True, "reason": None, "notes": [],
+            "rows": [{"metric": "bandwidth", "key": 268435456, "measured": measured,
+                      "unit": "MB/s", "verdict": verdict, "reference": 1.0, "lower": 0.5}]}
+
+
+def test_report_rejudges_an_edited_evaluation(tmp_path):
+    pytest.importorskip("matplotlib")
+    done, summary = _report(tmp_path, _forged(1.0))
+    assert done.returncode == 0, done.stderr
+    result = summary["shapes"]["BM.Optimized3.36"]["results"][0]
+    row = result["rows"][0]
+    assert row["verdict"] == "fail" and row["reference"] == 12254.16   # not the forged 1.0
+    assert result["ok"] is False
+    assert any("the input says 'pass', re-judged 'fail'" in d for d in result["disagreements"])
+    assert summary["verdicts"]["fail"] == 1 and summary["verdicts"]["pass"] == 0
+
+
+@pytest.mark.parametrize("measured, message", [
+    ("abc", "field rows[0].measured: 'abc' is not a number"),
+    (True, "field rows[0].measured: True is not a number"),
+])
+def test_report_refuses_a_malformed_value(tmp_path, measured, message):
+    pytest.importorskip("matplotlib")
+    done, _ = _report(tmp_path, _forged(measured))
+    assert done.returncode == 2 and message in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_report_never_passes_nan(tmp_path):
+    pytest.importorskip("matplotlib")
+    forged = _forged(1.0)
+    text = json.dumps(forged).replace('"measured": 1.0', '"measured": NaN')
+    path = tmp_path / "nan.json"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, "-m", "ocibench.cli", "report", str(path), "-o",
+                           str(tmp_path / "out")], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")})
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "out" / "report.json").read_text())
+    row = summary["shapes"]["BM.Optimized3.36"]["results"][0]["rows"][0]
+    assert row["verdict"] == "fail" and "not a finite number" in row["implausible"]
