@@ -19,13 +19,6 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def seeds_dir() -> Path:
-    if not paths.SEEDS_DIR.is_dir():
-        pytest.skip(f"seed documents not found at {paths.SEEDS_DIR} (set OCIBENCH_SEEDS)")
-    return paths.SEEDS_DIR
-
-
-@pytest.fixture(scope="session")
 def spack_exe() -> Path:
     """The pinned Spack that `make setup` placed in the per-user cache."""
     exe = paths.spack_root() / "bin" / "spack"

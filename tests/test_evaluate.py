@@ -1,9 +1,9 @@
 """The parsers, references and tolerance policy on the seeds' own outputs, and the
 ``ocibench evaluate`` command.
 
-Every output block the seed documents show (indexed in seed_outputs.py, read from the
-seeds directory) must pass against its own shape's figures; each one, damaged the ways
-real runs go wrong, must fail and say where.
+Every output block the seed documents show (transcribed in tests/data/seed_outputs,
+indexed by seed_outputs.py) must pass against its own shape's figures; each one,
+damaged the ways real runs go wrong, must fail and say where.
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ def _shape(cache: dict[str, shapes.Shape], name: str) -> shapes.Shape:
 
 
 @pytest.fixture
-def load(seeds_dir, shape_cache):
+def load(shape_cache):
     """SeedOutput -> (the entry, its output text, its shape)."""
     def seed_of(entry: SeedOutput) -> tuple[SeedOutput, str, shapes.Shape]:
-        return entry, seed_outputs.extract(seeds_dir, entry), _shape(shape_cache, entry.shape)
+        return entry, seed_outputs.extract(entry), _shape(shape_cache, entry.shape)
     return seed_of
 
 

@@ -109,13 +109,13 @@ def reframe_report(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def seed_evaluations(seeds_dir: Path, tmp_path_factory) -> dict[str, Path]:
+def seed_evaluations(tmp_path_factory) -> dict[str, Path]:
     """`ocibench evaluate --json` of every seed output, by SeedOutput.name."""
     work = tmp_path_factory.mktemp("evaluations")
     found = {}
     for index, entry in enumerate(seed_outputs.INDEX):
         output = work / f"{index:02d}.txt"
-        output.write_text(seed_outputs.extract(seeds_dir, entry))
+        output.write_text(seed_outputs.extract(entry))
         settings = [a for k, v in entry.params.items() for a in ("--set", f"{k}={v}")]
         status, stdout, stderr = _ocibench("evaluate", entry.check, str(output),
                                            "--shape", entry.shape, *settings, "--json")

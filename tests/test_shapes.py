@@ -8,13 +8,13 @@ import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import archspec.cpu
 import pytest
 import yaml
 
+import seed_outputs
 from ocibench import shapes
 
 DOCUMENTED = ("BM.GPU4.8", "BM.GPU.A100-v2.8", "BM.Optimized3.36", "BM.Standard.E5.192")
@@ -241,17 +241,16 @@ def test_bandwidths_lie_under_their_physical_limit(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", DOCUMENTED)
-def test_figure_sources_are_seed_documents_for_this_shape(name: str, seeds_dir: Path) -> None:
-    readme = (seeds_dir / "README.md").read_text(encoding="utf-8")
+def test_figure_sources_are_seed_documents_for_this_shape(name: str) -> None:
     for fig in shapes.load(name).figures:
         doc = fig["source"]["doc"]
-        assert (seeds_dir / doc).is_file(), f"{fig['id']}: no seed {doc}"
-        row = next((line for line in readme.splitlines() if line.startswith(f"| {doc}")), "")
-        assert name in row, f"{fig['id']}: the seeds' README does not list {doc} for {name}"
+        assert doc in seed_outputs.DOCUMENTS, f"{fig['id']}: no seed {doc}"
+        assert name in seed_outputs.DOCUMENTS[doc], \
+            f"{fig['id']}: the seeds' README does not list {doc} for {name}"
 
 
 @pytest.mark.parametrize("name", DOCUMENTED)
-def test_every_value_is_printed_in_its_seed(name: str, seeds_dir: Path) -> None:
+def test_every_value_is_printed_in_its_seed(name: str) -> None:
     """Each figure: exactly one command of the cited section ran its variant, and that
     command's output holds every value, in the right row and column, and no row the
     figure leaves out."""
@@ -259,9 +258,7 @@ def test_every_value_is_printed_in_its_seed(name: str, seeds_dir: Path) -> None:
     problems: list[str] = []
     for fig in shape.figures:
         doc, section = fig["source"]["doc"], str(fig["source"]["section"])
-        text = (seeds_dir / doc).read_text(encoding="utf-8")
-        runs = [run for run in seed_runs(section_lines(text, section))
-                if fits(run, fig, shape)]
+        runs = [run for run in section_runs(doc, section) if fits(run, fig, shape)]
         where = f"{fig['id']} ({doc} sec {section})"
         if len(runs) != 1:
             problems.append(f"{where}: {len(runs)} commands run this variant, not 1")
@@ -328,35 +325,7 @@ def test_malformed_shape_is_rejected_naming_the_field(breakage: str) -> None:
         shapes.validate(data, "BM.GPU4.8.yaml")
 
 
-# --- reading the seed documents -------------------------------------------------------
-
-def section_lines(text: str, section: str) -> list[str]:
-    """The lines of one numbered section, its sub-sections included.
-
-    Headings are "## 2-1. title" in the Markdown seeds and "3-2. title" in the plain
-    one; lines inside ``` blocks (where output starts with "#") are never headings.
-    """
-    lines = text.splitlines()
-    in_code, prose = False, []
-    for line in lines:
-        if line.lstrip().startswith("```"):
-            in_code = not in_code
-        prose.append(not in_code and not line.lstrip().startswith("```"))
-    markdown = any(line.startswith("#") for line, p in zip(lines, prose) if p)
-    heading = re.compile(r"^#+\s*(\d+(?:-\d+)*)\.\s" if markdown else r"^(\d+(?:-\d+)*)\.\s")
-    start = None
-    for index, line in enumerate(lines):
-        match = heading.match(line) if prose[index] else None
-        if not match:
-            continue
-        number = match.group(1)
-        if start is None and number == section:
-            start = index
-        elif start is not None and number != section and not number.startswith(f"{section}-"):
-            return lines[start:index]
-    assert start is not None, f"no section {section!r} in the seed"
-    return lines[start:]
-
+# --- reading the seed documents' transcribed outputs ---------------------------------
 
 @dataclass
 class Run:
@@ -367,18 +336,27 @@ class Run:
     rows: list[list[str]] = field(default_factory=list)
 
 
-def seed_runs(lines: list[str]) -> list[Run]:
-    runs: list[Run] = []
-    previous = ""
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith("$ "):
-            runs.append(Run(lead=previous, command=stripped[2:]))
-        elif runs and stripped:
-            runs[-1].rows.append(stripped.split())
-        if stripped:
-            previous = stripped
+def section_runs(doc: str, section: str) -> list[Run]:
+    """The benchmark runs of one numbered section of a seed, its sub-sections included
+    (every benchmark command line of the seeds is transcribed, so none is missed)."""
+    runs = []
+    for entry in seed_outputs.INDEX:
+        if entry.doc != doc or not (entry.section + "-").startswith(section + "-"):
+            continue
+        command, *output = seed_outputs.extract(entry).splitlines()
+        runs.append(Run(lead=entry.lead, command=command.strip()[2:],
+                        rows=[line.split() for line in output if line.strip()]))
     return runs
+
+
+def test_every_transcribed_output_is_indexed() -> None:
+    """index.yaml and the files beside it agree, and each output names a seed document."""
+    files = {path.name for path in seed_outputs.DATA_DIR.glob("*.txt")}
+    indexed = [entry.file for entry in seed_outputs.INDEX]
+    assert sorted(indexed) == sorted(files)
+    for entry in seed_outputs.INDEX:
+        assert entry.doc in seed_outputs.DOCUMENTS, entry.file
+        assert seed_outputs.extract(entry).lstrip().startswith("$ "), entry.file
 
 
 def fits(run: Run, fig: dict[str, Any], shape: shapes.Shape) -> bool:

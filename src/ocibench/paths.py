@@ -13,7 +13,6 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE_DIR = REPO_ROOT / "site"
 CHECKS_DIR = REPO_ROOT / "checks"
-SEEDS_DIR = Path(os.environ.get("OCIBENCH_SEEDS", REPO_ROOT.parent / "shared" / "seeds"))
 
 
 def cache_dir() -> Path:
