@@ -29,7 +29,7 @@ module_root=$(python3 -m ocibench.cli spack-config --print module-root --shape "
 export SPACK_PYTHON=${SPACK_PYTHON:-$(command -v python3)}
 # The environment reads the shape from OCIBENCH_SHAPE (else detected.yaml): pin it.
 export OCIBENCH_SHAPE=$shape
-# shellcheck disable=SC1091
+# shellcheck source=/dev/null  # Spack's own script, not this repository's
 . "$spack_root/share/spack/setup-env.sh"
 spack env activate .
 

@@ -47,8 +47,9 @@ if [[ -f $lmod_init ]]; then
   say "lmod present ($lmod_init)"
 elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
   say "installing lmod (apt-get)"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lmod >/dev/null \
-    || die "apt-get install lmod failed"
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lmod >/dev/null; }; then
+    die "apt-get install lmod failed"
+  fi
 elif [[ $(id -u) -eq 0 ]] && command -v dnf >/dev/null; then
   say "installing Lmod (dnf)"
   dnf install -y -q Lmod || die "dnf install Lmod failed"

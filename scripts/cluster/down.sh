@@ -5,6 +5,7 @@
 # Processes are ended by the ids recorded at start and those `ip netns pids` lists
 # for the cluster's own namespaces, nothing else.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 [[ $(id -u) -eq 0 ]] || cluster_die "not root: cannot tear down namespaces"

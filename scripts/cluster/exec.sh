@@ -4,7 +4,10 @@
 #   scripts/cluster/exec.sh sinfo
 #   scripts/cluster/exec.sh sbatch -N2 job.sh
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 (($#)) || cluster_die "usage: exec.sh COMMAND [ARG...]"
-cluster_is_up && [[ -f $CLUSTER_ENV ]] || cluster_die "no cluster is up (start it with scripts/cluster/up.sh)"
+if ! cluster_is_up || [[ ! -f $CLUSTER_ENV ]]; then
+  cluster_die "no cluster is up (start it with scripts/cluster/up.sh)"
+fi
 cluster_head "$@"

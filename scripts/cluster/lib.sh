@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/cluster/*.sh: the cluster's names, addresses and helpers.
 #
 # The cluster: one network namespace per node (ocb-node1..N), each process tree in
@@ -33,9 +34,12 @@ CLUSTER_WAIT_S=${OCIBENCH_CLUSTER_WAIT_S:-60}
 CLUSTER_NS_PREFIX=ocb-
 CLUSTER_HEAD_NS=${CLUSTER_NS_PREFIX}head
 CLUSTER_HEAD_HOST=ocb-head
+# shellcheck disable=SC2034  # used by up.sh, which sources this file
 CLUSTER_HEAD_IP=${CLUSTER_NET}.1
+# shellcheck disable=SC2034  # used by up.sh, which sources this file
 CLUSTER_BRIDGE=ocbbr0
 CLUSTER_CONF=$CLUSTER_DIR/etc/slurm.conf
+# shellcheck disable=SC2034  # used by up.sh, which sources this file
 CLUSTER_MUNGE_SOCKET=$CLUSTER_DIR/munge/munge.socket.2
 CLUSTER_ENV=$CLUSTER_DIR/env.sh
 CLUSTER_HOSTS=$CLUSTER_DIR/etc/hosts
@@ -46,11 +50,13 @@ cluster_die() { echo "cluster: error: $*" >&2; exit 1; }
 cluster_log() { echo "cluster: $*" >&2; }
 
 # Validate the knobs: bad input is a clear error, not a half-built cluster.
-[[ $CLUSTER_NODES =~ ^[0-9]+$ ]] && ((CLUSTER_NODES >= 1 && CLUSTER_NODES <= 32)) ||
+if ! [[ $CLUSTER_NODES =~ ^[0-9]+$ ]] || ! ((CLUSTER_NODES >= 1 && CLUSTER_NODES <= 32)); then
   cluster_die "OCIBENCH_CLUSTER_NODES must be 1..32, got '$CLUSTER_NODES'"
-[[ $CLUSTER_NET =~ ^(10|172\.(1[6-9]|2[0-9]|3[01])|192\.168)\.[0-9]+(\.[0-9]+)?$ ]] &&
-  [[ $(tr -cd . <<<"$CLUSTER_NET") == .. ]] ||
+fi
+if ! [[ $CLUSTER_NET =~ ^(10|172\.(1[6-9]|2[0-9]|3[01])|192\.168)\.[0-9]+(\.[0-9]+)?$ ]] ||
+  ! [[ $(tr -cd . <<<"$CLUSTER_NET") == .. ]]; then
   cluster_die "OCIBENCH_CLUSTER_NET must be three octets of a private range (e.g. 10.233.0), got '$CLUSTER_NET'"
+fi
 [[ $CLUSTER_WAIT_S =~ ^[0-9]+$ ]] || cluster_die "OCIBENCH_CLUSTER_WAIT_S must be seconds, got '$CLUSTER_WAIT_S'"
 [[ $CLUSTER_LOCK_WAIT_S =~ ^[0-9]+$ ]] || cluster_die "OCIBENCH_CLUSTER_LOCK_WAIT_S must be seconds, got '$CLUSTER_LOCK_WAIT_S'"
 [[ $CLUSTER_DIR == /* ]] || cluster_die "OCIBENCH_CLUSTER_DIR must be an absolute path, got '$CLUSTER_DIR'"
@@ -74,6 +80,7 @@ cluster_nodelist() { echo "node[1-$CLUSTER_NODES]"; }
 cluster_on() {
   local ns=$1 host=$2
   shift 2
+  # shellcheck disable=SC2016  # the inner sh expands $0..$2 and $@, its own arguments
   nsenter --net="/run/netns/$ns" -- unshare --mount --uts --propagation private -- \
     sh -c 'hostname "$0" && mount --bind "$1" /etc/hosts &&
            mount -t sysfs sysfs "$2" &&
@@ -84,6 +91,7 @@ cluster_on() {
 
 # Run a command on the head node (where users log in), in the cluster's environment.
 cluster_head() {
+  # shellcheck disable=SC2016  # the inner bash expands $0 and $@, its own arguments
   cluster_on "$CLUSTER_HEAD_NS" "$CLUSTER_HEAD_HOST" \
     bash -c 'source "$0" && exec "$@"' "$CLUSTER_ENV" "$@"
 }

@@ -9,6 +9,7 @@
 #                            [-f hostfile] [-t time-limit-minutes]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$here/lib.sh"
 
 nodes=2 ppn=1 dev="" hostfile="" minutes=2
@@ -26,7 +27,9 @@ for v in nodes ppn minutes; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || cluster_die "-${v:0:1} must be a positive number, got '${!v}'"
 done
 ((nodes <= CLUSTER_NODES)) || cluster_die "-N $nodes: the cluster has $CLUSTER_NODES nodes"
-cluster_is_up && [[ -f $CLUSTER_ENV ]] || cluster_die "no cluster is up (scripts/cluster/up.sh)"
+if ! cluster_is_up || [[ ! -f $CLUSTER_ENV ]]; then
+  cluster_die "no cluster is up (scripts/cluster/up.sh)"
+fi
 command -v mpicc >/dev/null || cluster_die "mpicc not found (Debian: libopenmpi-dev)"
 [[ -n $dev ]] || dev=$(cluster_shape_field "s.ucx_net_devices['mpi']")
 

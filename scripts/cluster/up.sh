@@ -8,6 +8,7 @@
 #   scripts/cluster/up.sh           start (fails if a cluster is already up)
 #   scripts/cluster/up.sh --check   only say whether this machine can run it (exit 0/1)
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 # ---- can this machine run it? ------------------------------------------------------

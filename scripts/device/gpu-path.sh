@@ -204,7 +204,7 @@ hand_build() {  # seed 000 sec 1 and seed 003 sec 2, by hand, against Spack's Op
 }
 
 modules_env() {  # Lmod with the shape's tree
-  # shellcheck disable=SC1090
+  # shellcheck source=/dev/null  # Lmod's own script, not this repository's
   source "$LMOD_INIT"
   module use "$(python3 -m ocibench.cli spack-config --print modulepath --shape local)"
 }
@@ -216,7 +216,8 @@ seed_env() {  # the seeds' run environment (module load nvhpc openmpi), after mo
   # not (RPATHs).  nccl-tests' Makefile links -lmpi without an RPATH, so without it
   # all_reduce_perf loads the image's Open MPI 4.1 and starts as a singleton (seen:
   # "plm_rsh_agent: ssh : rsh").
-  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$(dirname "$(command -v mpirun)")/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  LD_LIBRARY_PATH=/usr/local/cuda/lib64:$(dirname "$(command -v mpirun)")/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH
 }
 
 pe_list() {  # the cores of an H-D or D-H run ($1), in rank order, as the checks place them
@@ -233,20 +234,22 @@ EOF
 hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 sec 3-1)
   local d=$1 hd dh
   mkdir -p "$d"
-  hd=$(pe_list H-D) && dh=$(pe_list D-H) || { echo "hand runs: the checks give no same-NUMA H-D/D-H placement (above)"; return 1; }
+  if ! hd=$(pe_list H-D) || ! dh=$(pe_list D-H); then
+    echo "hand runs: the checks give no same-NUMA H-D/D-H placement (above)"; return 1
+  fi
   (
     modules_env
     seed_env
     root=$HAND/omb/libexec/osu-micro-benchmarks  # seed 000's omb module file
     export PATH=$root:$root/mpi/collective:$root/mpi/congestion:$root/mpi/one-sided:$root/mpi/pt2pt:$root/mpi/startup:$root/xccl/collective:$root/xccl/pt2pt:$PATH
-    lat=$SEED_LAT bw=$SEED_BW
+    read -ra lat <<<"$SEED_LAT"; read -ra bw <<<"$SEED_BW"  # option lists, one word each
     run() { local name=$1; shift; echo "\$ $*" >"$d/$name.out"; timeout 300 "$@" >>"$d/$name.out" 2>&1; echo "rc=$?" >>"$d/$name.out"; }
-    run osu_latency_D-D mpirun -n 2 --report-bindings osu_latency $lat -d cuda D D
-    run osu_bw_D-D      mpirun -n 2 --report-bindings osu_bw $bw -d cuda D D
-    run osu_latency_H-D_same-numa mpirun -n 2 --map-by pe-list=$hd:ordered --report-bindings numactl -l osu_latency $lat -d cuda H D
-    run osu_latency_D-H_same-numa mpirun -n 2 --map-by pe-list=$dh:ordered --report-bindings numactl -l osu_latency $lat -d cuda D H
-    run osu_bw_H-D_same-numa      mpirun -n 2 --map-by pe-list=$hd:ordered --report-bindings numactl -l osu_bw $bw -d cuda H D
-    run osu_bw_D-H_same-numa      mpirun -n 2 --map-by pe-list=$dh:ordered --report-bindings numactl -l osu_bw $bw -d cuda D H
+    run osu_latency_D-D mpirun -n 2 --report-bindings osu_latency "${lat[@]}" -d cuda D D
+    run osu_bw_D-D      mpirun -n 2 --report-bindings osu_bw "${bw[@]}" -d cuda D D
+    run osu_latency_H-D_same-numa mpirun -n 2 --map-by "pe-list=$hd:ordered" --report-bindings numactl -l osu_latency "${lat[@]}" -d cuda H D
+    run osu_latency_D-H_same-numa mpirun -n 2 --map-by "pe-list=$dh:ordered" --report-bindings numactl -l osu_latency "${lat[@]}" -d cuda D H
+    run osu_bw_H-D_same-numa      mpirun -n 2 --map-by "pe-list=$hd:ordered" --report-bindings numactl -l osu_bw "${bw[@]}" -d cuda H D
+    run osu_bw_D-H_same-numa      mpirun -n 2 --map-by "pe-list=$dh:ordered" --report-bindings numactl -l osu_bw "${bw[@]}" -d cuda D H
     # -M as in checks/osu.py: OMB 7.4 caps messages at 512 MiB without it
     run osu_xccl_allreduce mpirun -n 2 osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -M 1073741824 -d cuda D D
     cd "$HAND/nccl-tests" && run nccl_all_reduce_perf mpirun -n 2 ./build/all_reduce_perf -b 10G -e 10G -t 1 -g 1
@@ -354,10 +357,12 @@ EOF
     # What each PML gives for the D D bandwidth figure, and the copy engines' ceiling
     for pml in ucx ob1; do
       echo "-- osu_bw D D 256 MiB, pml $pml:"
-      timeout 120 mpirun -n 2 --mca pml $pml osu_bw $SEED_BW -d cuda D D 2>&1 | tail -3
+      # shellcheck disable=SC2086  # $SEED_BW is an option list: split on purpose
+      timeout 120 mpirun -n 2 --mca pml "$pml" osu_bw $SEED_BW -d cuda D D 2>&1 | tail -3
     done
     # osu_latency D D, Spack's binary and the hand-built one, alternating, in one
     # environment (the hand runs'): a difference left is the binaries'.
+    # shellcheck disable=SC2034  # `hand` is read through ${!who} below
     ours=$(command -v osu_latency) hand=$HAND/omb/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency
     cp "${ours%/libexec/*}"/.spack/spack-build-out.txt* "$LOGS/"
     (

@@ -44,8 +44,9 @@ done
 
 carry=.carry
 mkdir -p "$carry"/{mirror,src,debs} .whl
-git check-ignore -q "$carry" && git check-ignore -q .whl \
-  || die ".carry/ and .whl/ must be git-ignored (they hold fetched code and binaries)"
+if ! git check-ignore -q "$carry" || ! git check-ignore -q .whl; then
+  die ".carry/ and .whl/ must be git-ignored (they hold fetched code and binaries)"
+fi
 
 split() {  # GITDIR#REV -> "GITDIR REV"
   local spec=$1
@@ -121,6 +122,7 @@ printf 'openmpi 5.0.7\nucx %s\n' "$ucx_version" >"$carry/mirror/VERSIONS"
 
 # -- benchmark sources as minimal bare repositories -------------------------------------
 : >"$carry/src/SOURCES"
+# shellcheck disable=SC2153  # OCIBENCH_SRC_* come from the environment (checked above)
 for pair in "osu-micro-benchmarks $OCIBENCH_SRC_OMB" "nccl-tests $OCIBENCH_SRC_NCCL_TESTS"; do
   read -r pkg spec <<<"$pair"
   read -r dir rev <<<"$(split "$spec")"
@@ -139,8 +141,10 @@ done
 # -- Debian packages: Lmod (+Lua 5.3 modules) and libtool --------------------------------
 # The GPU image has neither; these are Debian 12's, unpacked there only if missing.
 if ! ls "$carry"/debs/lmod_*.deb >/dev/null 2>&1 || ! ls "$carry"/debs/libtool_*.deb >/dev/null 2>&1; then
-  (cd "$carry/debs" && apt-get download lmod lua5.3 lua-filesystem lua-json lua-posix lua-term \
-     lua-bit32 lua-lpeg libtool 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+  (if cd "$carry/debs"; then
+     apt-get download lmod lua5.3 lua-filesystem lua-json lua-posix lua-term \
+       lua-bit32 lua-lpeg libtool 2>&1 | grep -v '^W: Download is performed unsandboxed' || true
+   fi)
 fi
 
 # -- wheels for the machine's Python 3.12 ------------------------------------------------

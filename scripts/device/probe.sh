@@ -4,7 +4,7 @@
 set -u
 out=${OUT:+$OUT/probe.txt}
 {
-echo "## os";        cat /etc/os-release | head -4; uname -r; ldd --version | head -1
+echo "## os";        head -4 /etc/os-release; uname -r; ldd --version | head -1
 echo "## cpu";       nproc; lscpu | grep -E 'Model name|Socket|NUMA|Thread|Core'
 lscpu -p=CPU,CORE,SOCKET,NODE | grep -v '^#' | awk -F, '{n[$4]=n[$4]" "$1} END {for (k in n) print "node " k ":" n[k]}'
 echo "## numactl -H"; numactl -H 2>&1 | head -20
@@ -13,8 +13,8 @@ echo "## gpus";      nvidia-smi --query-gpu=index,name,compute_cap,pci.bus_id,me
 nvidia-smi topo -m 2>&1
 nvidia-smi nvlink -s 2>&1 | head -30
 for b in $(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader); do
-  d=$(echo "$b" | tr 'A-Z' 'a-z' | sed 's/^0000\(....\):/\1:/'); p=/sys/bus/pci/devices/$d
-  echo "$b numa=$(cat $p/numa_node 2>/dev/null) width=$(cat $p/current_link_width 2>/dev/null) speed=$(cat $p/current_link_speed 2>/dev/null)"
+  d=$(echo "$b" | tr '[:upper:]' '[:lower:]' | sed 's/^0000\(....\):/\1:/'); p=/sys/bus/pci/devices/$d
+  echo "$b numa=$(cat "$p/numa_node" 2>/dev/null) width=$(cat "$p/current_link_width" 2>/dev/null) speed=$(cat "$p/current_link_speed" 2>/dev/null)"
 done
 echo "## tools"
 for t in gcc g++ gfortran make perl autoconf automake libtool libtoolize m4 pkg-config pkgconf patch bzip2 xz gzip tar git file unzip \
@@ -29,7 +29,10 @@ for f in /usr/local/cuda/include/nvml.h /usr/include/nvml.h /usr/include/nccl.h 
          /usr/local/cuda/lib64/stubs/libnvidia-ml.so /usr/local/cuda/lib64/stubs/libcuda.so; do
   printf '%-50s %s\n' "$f" "$([ -e $f ] && echo yes || echo no)"
 done
-ls -la /usr/local/cuda /usr/local/ | head -20; ls /usr/local/cuda/ /usr/local/cuda/lib64 2>&1 | head -20
+# shellcheck disable=SC2012  # listings for a person to read, not parsed
+ls -la /usr/local/cuda /usr/local/ | head -20
+# shellcheck disable=SC2012  # as above
+ls /usr/local/cuda/ /usr/local/cuda/lib64 2>&1 | head -20
 find / -xdev \( -name nvml.h -o -name 'nccl.h' -o -name 'libnvidia-ml.so*' \) 2>/dev/null | head
 ldconfig -p | grep -E 'nccl|libcuda\.|nvidia-ml|libnuma|libz\.so|libtcl|libreadline|libbz2|liblua'
 grep -E '#define NCCL_(MAJOR|MINOR|PATCH)' /usr/include/nccl.h 2>/dev/null
