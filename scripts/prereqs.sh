@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install what the test suite drives for real, when it is missing: the project's
-# Python package with its test tools, and the Debian packages of the real parts
-# (Lmod, OpenMPI, Slurm + munge, hwloc/numactl, Chromium).  Idempotent and quick
-# when everything is present.  Spack is NOT installed here: `make setup` does that,
-# and the Spack tests are skipped (with the reason) where it is absent.
+# Python package with its test tools (ruff included), the Debian packages of the real
+# parts (Lmod, OpenMPI, Slurm + munge, hwloc/numactl, Chromium) and shellcheck for
+# scripts/lint.sh.  Idempotent and quick when everything is present.  Spack is NOT
+# installed here: `make setup` does that, and the Spack tests are skipped (with the
+# reason) where it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,7 @@ declare -A probes=(
   [slurm-wlm]=/usr/sbin/slurmctld
   [munge]=/usr/sbin/munged
   [chromium]=/usr/bin/chromium
+  [shellcheck]=/usr/bin/shellcheck
 )
 missing=()
 for pkg in "${!probes[@]}"; do
@@ -30,6 +32,6 @@ if ((${#missing[@]})); then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "prereqs: missing ${missing[*]} (not root or no apt-get): their tests will be skipped" >&2
+    echo "prereqs: missing ${missing[*]} (not root or no apt-get): their tests (and lint steps) will be skipped" >&2
   fi
 fi
