@@ -11,10 +11,13 @@ setup:  ## pinned Spack, builtin packages, Python tools and Lmod into the per-us
 install: setup  ## spack install for this shape, then its Lmod module tree
 	bash scripts/install.sh
 
-test:  ## the test suite (what CI runs)
+test:  ## lint, then the test suite (what CI runs)
 	bash scripts/test.sh
 
-.PHONY: help setup install test
+lint:  ## ruff and shellcheck only (make test runs them first)
+	bash scripts/lint.sh
+
+.PHONY: help setup install test lint
 
 test-cluster:  ## multi-node checks through a Slurm cluster of network namespaces on this machine (root; docs/cluster.md)
 	bash scripts/cluster/test.sh

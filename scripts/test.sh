@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# `make test`: prerequisites, then the whole pytest suite.  Tests whose real part
+# `make test`: prerequisites, lint (ruff, shellcheck: scripts/lint.sh; a finding
+# fails the run before any test), then the whole pytest suite.  Tests whose real part
 # is absent (Spack, a source mirror, a GPU, root for the Slurm cluster) SKIP with
 # the reason; pytest's summary (-ra) lists every skip and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/prereqs.sh
+bash scripts/lint.sh
 exec python3 -m pytest -ra "$@"
