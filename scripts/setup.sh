@@ -58,6 +58,24 @@ else
   say "         build it with Spack (spack install lmod); module tests will be skipped"
 fi
 
+# The local shape builds against this machine's Open MPI (docs/spack-env.md): install
+# it like Lmod when it is absent, so that Spack's detection finds it below.
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+  say "system MPI present ($(command -v mpirun))"
+elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+  say "installing Open MPI (apt-get)"
+  if ! { apt-get update -qq &&
+          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; }; then
+    die "apt-get install openmpi-bin libopenmpi-dev failed"
+  fi
+elif [[ $(id -u) -eq 0 ]] && command -v dnf >/dev/null; then
+  say "installing Open MPI (dnf); put /usr/lib64/openmpi/bin on PATH for Spack to find it"
+  dnf install -y -q openmpi openmpi-devel || die "dnf install openmpi openmpi-devel failed"
+else
+  say "WARNING: no mpicc/mpirun on PATH and they cannot be installed here (not root):"
+  say "         the local shape needs this machine's Open MPI (with its headers)"
+fi
+
 # From here on this checkout's ocibench, even if another copy is pip-installed.
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 

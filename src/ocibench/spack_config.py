@@ -395,6 +395,16 @@ def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
         externals = {n: _external_entries(n, v) for n, v in (sw.get("externals") or {}).items()}
     if not compilers:
         raise SpackConfigError(f"{shape.name}: no compiler (none declared, none found on this machine)")
+    if is_machine_described(shape) and "openmpi" in (sw.get("stack") or {}) \
+            and not externals.get("openmpi"):
+        # The local shape builds against this machine's Open MPI (docs/spack-env.md).
+        # Without it Spack would plan Open MPI and some 40 dependencies from source,
+        # which fails offline on a download that never names the missing MPI.
+        raise SpackConfigError(
+            f"{shape.name}: Spack's detection found no Open MPI on this machine, and the "
+            f"{shape.name} shape builds against it: install it (Debian/Ubuntu: apt-get "
+            "install openmpi-bin libopenmpi-dev; EL: dnf install openmpi openmpi-devel, "
+            "with its bin/ on PATH), then run `make setup` again")
     gpus = shape.gpus
     cuda = bool(externals.get("cuda")) and (bool(gpus) or is_machine_described(shape))
     if gpus and not externals.get("cuda"):

@@ -11,7 +11,16 @@ import json
 import sys
 
 import spack.detection
+import spack.detection.path
 from spack.detection.common import _pkg_config_dict
+
+# Spack gives each package's detection 60 s and then drops the package with only a
+# debug message.  A freshly unpacked Spack needs longer than that for Open MPI (70 s
+# measured on 2 cores: it compiles its package repository's Python and runs ompi_info
+# on every candidate), so the first offline `make install` planned Open MPI from
+# source.  Detection runs once per `make setup`; a slow one costs little, a dropped
+# one costs the install.
+spack.detection.path.DETECTION_TIMEOUT = max(spack.detection.path.DETECTION_TIMEOUT, 600)
 
 found = spack.detection.by_path(sys.argv[1:])
 out = {}
