@@ -400,3 +400,19 @@ def test_local_uses_this_machines_mpi_and_cuda(concretizer: ConcretizerPool) -> 
         assert "nccl-tests" in roots
     else:
         assert "nccl-tests" not in roots and "cuda" not in roots
+
+
+def test_local_without_a_detected_open_mpi_stops_naming_it() -> None:
+    """Spack's detection once dropped the machine's Open MPI (a timeout on a cold
+    Spack); the local shape must then stop, not plan Open MPI from source offline."""
+    from ocibench import shapes, spack_config
+
+    detected = json.loads((spack_config.GENERATED_DIR / spack_config.MACHINE_FILE)
+                          .read_text()) if (spack_config.GENERATED_DIR
+                                            / spack_config.MACHINE_FILE).is_file() else None
+    if not detected or "gcc" not in detected:
+        pytest.skip("no machine detection yet (make setup writes it)")
+    without_mpi = spack_config.Machine({k: v for k, v in detected.items() if k != "openmpi"})
+    with pytest.raises(spack_config.SpackConfigError,
+                       match="found no Open MPI on this machine.*apt-get install openmpi-bin"):
+        spack_config.gather(shapes.load("local"), without_mpi)
