@@ -494,3 +494,62 @@ def test_the_installed_reframe_writes_a_known_format(reframe_report, tmp_path):
                                        "-o", str(tmp_path / "out"))
     assert status == 0, stderr
     assert "runs: 2 passed, 0 not passed, 0 skipped" in stdout
+
+
+def _local_run(directory: Path) -> Path:
+    """A run report on the local shape: its plot, local-osu-point-to-point.png, is not
+    among existing_report's files."""
+    run = directory / "local-run.json"
+    run.write_text(_run_report({"shape": "local"}))
+    return run
+
+
+def test_an_error_while_moving_into_place_changes_nothing(tmp_path, existing_report):
+    """A report.html that is a directory is found only once the new report is made,
+    plot included: none of it may reach the output directory."""
+    (existing_report / "report.html").unlink()
+    (existing_report / "report.html").mkdir()
+    before = _files(existing_report)
+    status, _, stderr = _ocibench("report", str(_local_run(tmp_path)), "-o", str(existing_report))
+    assert (status, stderr) == (2, f"ocibench report: {existing_report / 'report.html'} "
+                                   "exists and is not a file: not replaced\n")
+    assert _files(existing_report) == before  # no new plot, no report.json, no staging left
+
+
+@pytest.mark.parametrize("name", ["report.html", "report.json", "local-osu-point-to-point.png"])
+def test_a_symlinked_output_file_is_refused_and_its_target_untouched(
+        tmp_path, existing_report, name):
+    outside = tmp_path / "elsewhere"
+    outside.write_text("not the report\n")
+    link = existing_report / name
+    link.unlink(missing_ok=True)
+    link.symlink_to(outside)
+    before = _files(existing_report)
+    status, _, stderr = _ocibench("report", str(_local_run(tmp_path)), "-o", str(existing_report))
+    assert (status, stderr) == (2, f"ocibench report: {link} is a symbolic link (to {outside}): "
+                                   "not replaced; remove it or choose another directory\n")
+    assert outside.read_text() == "not the report\n"
+    assert _files(existing_report) == before
+
+
+def test_a_symlinked_output_directory_is_refused(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "out").symlink_to(real)
+    status, _, stderr = _ocibench("report", str(_local_run(tmp_path)),
+                                  "-o", str(tmp_path / "out"))
+    assert (status, stderr) == (2, f"ocibench report: {tmp_path / 'out'} is a symbolic link "
+                                   f"(to {real}): give the directory it points to, or another one\n")
+    assert list(real.iterdir()) == []
+
+
+def test_a_new_output_directory_appears_whole(tmp_path):
+    """Made beside its final place and renamed, with the permissions mkdir would give."""
+    out = tmp_path / "reports" / "acceptance"
+    status, _, stderr = _ocibench("report", str(_local_run(tmp_path)), "-o", str(out))
+    assert status == 0, stderr
+    assert sorted(_files(out)) == ["local-osu-point-to-point.png", "report.html", "report.json"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["acceptance"]  # no staging left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~umask

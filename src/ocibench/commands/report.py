@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         summary = report.build(args.inputs, args.output, args.provenance)
-    except report.InputError as err:
+    except (report.InputError, report.OutputError) as err:
         print(f"ocibench report: {err}", file=sys.stderr)
         return 2
     except OSError as err:
