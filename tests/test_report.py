@@ -553,3 +553,27 @@ def test_a_new_output_directory_appears_whole(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_dollar_signs_in_names_are_drawn_as_text(tmp_path):
+    """Two runs of the same parameters are told apart by their names, here the output
+    files' names; "$\\nope{$" would be mathtext, which cannot parse it."""
+    plain = _evaluation(tmp_path, "bw.txt")
+    dollars = _evaluation(tmp_path, "bw$\\nope{$.txt")
+    out = tmp_path / "out"
+    status, _, stderr = _ocibench("report", str(plain), str(dollars), "-o", str(out))
+    assert status == 0, stderr
+    assert (out / "bm.optimized3.36-osu-point-to-point.png").stat().st_size > 0
+    assert "osu_bw: evaluation of bw$\\nope{$.txt" in (out / "report.html").read_text()
+
+
+def test_a_usetex_matplotlibrc_does_not_reach_the_plots(tmp_path, monkeypatch):
+    """A user's matplotlibrc may hand every text to LaTeX; the plots' labels are text."""
+    import matplotlib
+
+    monkeypatch.setitem(matplotlib.rcParams, "text.usetex", True)
+    out = tmp_path / "out"
+    status, _, stderr = _ocibench("report", str(_evaluation(tmp_path, "bw_50%_#1.txt")),
+                                  "-o", str(out))
+    assert status == 0, stderr
+    assert (out / "bm.optimized3.36-osu-point-to-point.png").stat().st_size > 0
