@@ -295,8 +295,8 @@ def test_chromium_renders_the_report(report_dir):
     ("not json at all", "not JSON"),
     ("[1, 2, 3]", "neither a ReFrame run report nor"),
     ('{"check": "osu_foo", "rows": []}', "unknown check 'osu_foo'"),
-    ('{"session_info": {"data_version": "4.2"}, "runs": [{"testcases": '
-     '[{"name": "x", "check_name": "hpl"}]}]}', "unknown check 'hpl'"),
+    (('{"session_info": {"data_version": "4.2"}, "runs": [{"testcases": '
+      '[{"name": "x", "check_name": "hpl"}]}]}'), "unknown check 'hpl'"),
     ('{"session_info": {"data_version": "4.2"}, "runs": []}', "no benchmark results"),
     ('{"check": "osu_bw", "shape": "BM.Nope", "rows": []}', "unknown shape 'BM.Nope'"),
     ('{"check": "osu_bw", "rows": [{"key": 1}]}', "bad.json: rows[0].metric: missing"),
@@ -466,8 +466,9 @@ def test_malformed_provenance_is_named(tmp_path):
     evaluation = _evaluation(tmp_path)
     (tmp_path / "provenance.json").write_text('{"modules": "openmpi/5.0.8", "mpi": null}')
     status, _, stderr = _ocibench("report", str(evaluation), "-o", str(tmp_path / "out"))
-    assert (status, stderr) == (2, f"ocibench report: {tmp_path / 'provenance.json'}: "
-                                'modules: a string ("openmpi/5.0.8") where a list is expected\n')
+    assert status == 2
+    assert stderr == (f"ocibench report: {tmp_path / 'provenance.json'}: "
+                      'modules: a string ("openmpi/5.0.8") where a list is expected\n')
     assert not (tmp_path / "out").exists()
 
 
@@ -478,10 +479,10 @@ def test_run_report_of_an_unknown_format_is_refused(tmp_path, version):
     report = tmp_path / "run.json"
     report.write_text(_run_report({}, version))
     status, _, stderr = _ocibench("report", str(report), "-o", str(tmp_path / "out"))
-    assert (status, stderr) == (
-        2, f"ocibench report: {report}: session_info.data_version {version!r}: a ReFrame "
-           "run report format this report cannot read; it reads 4.0, 4.1, 4.2 "
-           "(ReFrame 4.7 to 4.10)\n")
+    assert status == 2
+    assert stderr == (f"ocibench report: {report}: session_info.data_version {version!r}: "
+                      "a ReFrame run report format this report cannot read; it reads "
+                      "4.0, 4.1, 4.2 (ReFrame 4.7 to 4.10)\n")
     assert not (tmp_path / "out").exists()
 
 
@@ -511,8 +512,9 @@ def test_an_error_while_moving_into_place_changes_nothing(tmp_path, existing_rep
     (existing_report / "report.html").mkdir()
     before = _files(existing_report)
     status, _, stderr = _ocibench("report", str(_local_run(tmp_path)), "-o", str(existing_report))
-    assert (status, stderr) == (2, f"ocibench report: {existing_report / 'report.html'} "
-                                   "exists and is not a file: not replaced\n")
+    assert status == 2
+    assert stderr == (f"ocibench report: {existing_report / 'report.html'} "
+                      "exists and is not a file: not replaced\n")
     assert _files(existing_report) == before  # no new plot, no report.json, no staging left
 
 
@@ -526,8 +528,9 @@ def test_a_symlinked_output_file_is_refused_and_its_target_untouched(
     link.symlink_to(outside)
     before = _files(existing_report)
     status, _, stderr = _ocibench("report", str(_local_run(tmp_path)), "-o", str(existing_report))
-    assert (status, stderr) == (2, f"ocibench report: {link} is a symbolic link (to {outside}): "
-                                   "not replaced; remove it or choose another directory\n")
+    assert status == 2
+    assert stderr == (f"ocibench report: {link} is a symbolic link (to {outside}): "
+                      "not replaced; remove it or choose another directory\n")
     assert outside.read_text() == "not the report\n"
     assert _files(existing_report) == before
 
@@ -538,8 +541,9 @@ def test_a_symlinked_output_directory_is_refused(tmp_path):
     (tmp_path / "out").symlink_to(real)
     status, _, stderr = _ocibench("report", str(_local_run(tmp_path)),
                                   "-o", str(tmp_path / "out"))
-    assert (status, stderr) == (2, f"ocibench report: {tmp_path / 'out'} is a symbolic link "
-                                   f"(to {real}): give the directory it points to, or another one\n")
+    assert status == 2
+    assert stderr == (f"ocibench report: {tmp_path / 'out'} is a symbolic link "
+                      f"(to {real}): give the directory it points to, or another one\n")
     assert list(real.iterdir()) == []
 
 
@@ -577,3 +581,4 @@ def test_a_usetex_matplotlibrc_does_not_reach_the_plots(tmp_path, monkeypatch):
                                   "-o", str(out))
     assert status == 0, stderr
     assert (out / "bm.optimized3.36-osu-point-to-point.png").stat().st_size > 0
+

@@ -11,8 +11,9 @@ directory; the stage directory is left in place only when a test fails).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ocibench import checkspec, metrics, outputs, shapes
 from ocibench.report import compare

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 #: Prefix of the temporary directory, hidden, so a listing of the output directory does
 #: not show a half-made report (nor one left behind by a killed run).
