@@ -582,3 +582,16 @@ def test_a_usetex_matplotlibrc_does_not_reach_the_plots(tmp_path, monkeypatch):
     assert status == 0, stderr
     assert (out / "bm.optimized3.36-osu-point-to-point.png").stat().st_size > 0
 
+
+def test_the_page_escapes_every_text_from_the_inputs(tmp_path):
+    run = tmp_path / "run.json"
+    run.write_text(_run_report({"display_name": "<script>alert(1)</script>", "result": "fail",
+                                "fail_reason": 'sanity: "<marquee>" & more'}))
+    out = tmp_path / "out"
+    status, _, stderr = _ocibench("report", str(run), "-o", str(out))
+    assert status == 0, stderr
+    page = (out / "report.html").read_text()
+    assert "<script>alert" not in page and "<marquee>" not in page
+    assert "<h4>&lt;script&gt;alert(1)&lt;/script&gt;</h4>" in page
+    assert "did not pass: sanity: &#34;&lt;marquee&gt;&#34; &amp; more." in page
+    assert page.count("<script>") == 1  # the page's own check of its plots
