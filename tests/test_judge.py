@@ -226,8 +226,8 @@ def test_report_rejudges_an_edited_evaluation(tmp_path):
 
 
 @pytest.mark.parametrize("measured, message", [
-    ("abc", "field rows[0].measured: 'abc' is not a number"),
-    (True, "field rows[0].measured: True is not a number"),
+    ("abc", "rows[0].measured: 'abc' is not a finite number"),
+    (True, "rows[0].measured: True is not a finite number"),
 ])
 def test_report_refuses_a_malformed_value(tmp_path, measured, message):
     pytest.importorskip("matplotlib")
@@ -237,6 +237,7 @@ def test_report_refuses_a_malformed_value(tmp_path, measured, message):
 
 
 def test_report_never_passes_nan(tmp_path):
+    """JSON allows NaN; a NaN measurement is a malformed input, never a pass."""
     pytest.importorskip("matplotlib")
     forged = _forged(1.0)
     text = json.dumps(forged).replace('"measured": 1.0', '"measured": NaN')
@@ -245,7 +246,14 @@ def test_report_never_passes_nan(tmp_path):
     done = subprocess.run([sys.executable, "-m", "ocibench.cli", "report", str(path), "-o",
                            str(tmp_path / "out")], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")})
-    assert done.returncode == 0, done.stderr
-    summary = json.loads((tmp_path / "out" / "report.json").read_text())
-    row = summary["shapes"]["BM.Optimized3.36"]["results"][0]["rows"][0]
-    assert row["verdict"] == "fail" and "not a finite number" in row["implausible"]
+    assert done.returncode == 2
+    assert "rows[0].measured: nan is not a finite number" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_refuses_a_unit_of_another_metric(tmp_path):
+    pytest.importorskip("matplotlib")
+    forged = _forged(12000.0)
+    forged["rows"][0]["unit"] = "us"
+    done, _ = _report(tmp_path, forged)
+    assert done.returncode == 2 and "rows[0].unit: 'us' is no unit of bandwidth" in done.stderr

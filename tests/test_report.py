@@ -295,12 +295,13 @@ def test_chromium_renders_the_report(report_dir):
     ("not json at all", "not JSON"),
     ("[1, 2, 3]", "neither a ReFrame run report nor"),
     ('{"check": "osu_foo", "rows": []}', "unknown check 'osu_foo'"),
-    ('{"session_info": {}, "runs": [{"testcases": [{"name": "x", "check_name": "hpl"}]}]}',
-     "unknown check 'hpl'"),
-    ('{"session_info": {}, "runs": []}', "no benchmark results"),
+    (('{"session_info": {"data_version": "4.2"}, "runs": [{"testcases": '
+      '[{"name": "x", "check_name": "hpl"}]}]}'), "unknown check 'hpl'"),
+    ('{"session_info": {"data_version": "4.2"}, "runs": []}', "no benchmark results"),
     ('{"check": "osu_bw", "shape": "BM.Nope", "rows": []}', "unknown shape 'BM.Nope'"),
-    ('{"check": "osu_bw", "rows": [{"key": 1}]}', "field rows[0].metric: unknown metric None"),
-    ('{"session_info": {}, "runs": [{"testcases": [{"name": "x", "check_name": "osu_bw", '
+    ('{"check": "osu_bw", "rows": [{"key": 1}]}', "bad.json: rows[0].metric: missing"),
+    ('{"session_info": {"data_version": "4.2"}, "runs": [{"testcases": [{"name": "x", '
+     '"check_name": "osu_bw", '
      '"nodes": 7, "perfvalues": {"s:p:bandwidth_1": [1.0, 0, null, null, "MB/s", "pass"]}}]}]}',
      "nodes must be one of 1, 2"),
 ])
@@ -321,3 +322,276 @@ def test_bad_input_exit_status_of_the_command(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")})
     assert done.returncode == 2
     assert done.stderr == f"ocibench report: {missing}: cannot read: No such file or directory\n"
+
+
+# --- Malformed inputs, output safety, ReFrame formats, plot labels (issue 11, item 4) ---
+
+#: An osu_bw output as on BM.Optimized3.36 (seed 002 sec 3-3 documents 12,254.16 MB/s).
+OSU_BW = """# OSU MPI Bandwidth Test v7.5
+# Datatype: MPI_CHAR.
+# Size      Bandwidth (MB/s)
+268435456              12000.00
+"""
+
+
+def _evaluation(directory: Path, output_name: str = "bw.txt") -> Path:
+    """`ocibench evaluate --json` of OSU_BW, written as <output_name>.json."""
+    output = directory / output_name
+    output.write_text(OSU_BW)
+    status, stdout, stderr = _ocibench("evaluate", "osu_bw", str(output), "--shape",
+                                       "BM.Optimized3.36", "--set", "nodes=2", "--json")
+    assert status == 0, stderr
+    found = directory / f"{output_name}.json"
+    found.write_text(stdout)
+    return found
+
+
+def _run_report(case: dict[str, Any], version: Any = "4.2") -> str:
+    """A ReFrame run report (data_version 4.2, as ReFrame 4.10 writes it) of one case."""
+    testcase = {"name": "osu_bw_check", "result": "pass", "check_name": "osu_bw",
+                "shape": "BM.Optimized3.36", "buffers": "H-H", "nodes": 2,
+                "sizes": "268435456:268435456", "job_nodelist": ["node1", "node2"],
+                "perfvalues": {"generic:default:bandwidth_268435456":
+                               [12000.0, 0, None, None, "MB/s", "pass"]}, **case}
+    return json.dumps({"session_info": {"data_version": version},
+                       "runs": [{"testcases": [testcase]}]})
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    """Every entry of a directory and its content (links as their target's name)."""
+    return {p.name: (os.readlink(p).encode() if p.is_symlink() else
+                     p.read_bytes() if p.is_file() else b"<dir>")
+            for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture
+def existing_report(tmp_path) -> Path:
+    """An output directory holding the report of one valid evaluation."""
+    out = tmp_path / "out"
+    status, _, stderr = _ocibench("report", str(_evaluation(tmp_path)), "-o", str(out))
+    assert status == 0, stderr
+    assert sorted(_files(out)) == ["bm.optimized3.36-osu-point-to-point.png",
+                                   "report.html", "report.json"]
+    return out
+
+
+def _mutated_evaluation(row: dict[str, Any] | None = None, **top: Any):
+    def mutate(data: dict[str, Any]) -> None:
+        data.update(top)
+        if row is not None:
+            data["rows"][0].update(row)
+    return mutate
+
+
+@pytest.mark.parametrize("mutate, field, shown", [
+    (_mutated_evaluation({"measured": "abc"}), "rows[0].measured", "'abc' is not a finite number"),
+    (_mutated_evaluation({"measured": float("nan")}), "rows[0].measured", "nan is not a finite"),
+    (_mutated_evaluation({"measured": float("inf")}), "rows[0].measured", "inf is not a finite"),
+    (_mutated_evaluation({"measured": True}), "rows[0].measured", "True is not a finite number"),
+    (_mutated_evaluation({"reference": float("nan")}), "rows[0].reference", "nan is not"),
+    (_mutated_evaluation({"verdict": "great"}), "rows[0].verdict",
+     "'great' is not one of pass, fail, suspicious, no reference"),
+    (_mutated_evaluation({"unit": "furlongs"}), "rows[0].unit", "'furlongs' is not one of"),
+    (_mutated_evaluation({"metric": "speed"}), "rows[0].metric", "'speed' is not one of"),
+    (_mutated_evaluation({"key": [1]}), "rows[0].key", "[1] is neither a message size nor"),
+    (_mutated_evaluation({"source": 7}), "rows[0].source", "7 is not a string"),
+    (_mutated_evaluation(rows=[5]), "rows[0]", "a number (5) where an object is expected"),
+    (_mutated_evaluation(rows={}), "rows", "an object ({}) where a list is expected"),
+    (_mutated_evaluation(ok="yes"), "ok", "'yes' is not true or false"),
+    (_mutated_evaluation(params={"nodes": float("nan")}), "params.nodes", "nan is not"),
+    (_mutated_evaluation(notes=[1]), "notes[0]", "1 is not a string"),
+])
+def test_malformed_evaluation_is_named_and_leaves_the_report_as_it_was(
+        tmp_path, existing_report, mutate, field, shown):
+    before = _files(existing_report)
+    data = json.loads(_evaluation(tmp_path, "other.txt").read_text())
+    mutate(data)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))  # NaN and Infinity as Python's json writes them
+    good = tmp_path / "bw.txt.json"  # the valid input of existing_report, first
+    status, _, stderr = _ocibench("report", str(good), str(bad), "-o", str(existing_report))
+    assert status == 2
+    assert stderr.startswith(f"ocibench report: {bad}: {field}: {shown}")
+    assert stderr.count("\n") == 1 and stderr.endswith("\n")
+    assert _files(existing_report) == before
+
+
+@pytest.mark.parametrize("case, field, shown", [
+    ({"perfvalues": {"generic:default:bandwidth_268435456":
+                     ["12000", 0, None, None, "MB/s", "pass"]}},
+     "runs[0].testcases[0].perfvalues['generic:default:bandwidth_268435456'][0]",
+     "'12000' is not a finite number"),
+    ({"perfvalues": {"generic:default:bandwidth_268435456":
+                     [float("nan"), 0, None, None, "MB/s", "pass"]}},
+     "runs[0].testcases[0].perfvalues['generic:default:bandwidth_268435456'][0]",
+     "nan is not a finite number"),
+    ({"perfvalues": {"generic:default:bandwidth_268435456":
+                     [12000.0, 0, None, None, "MB/s/s", "pass"]}},
+     "runs[0].testcases[0].perfvalues['generic:default:bandwidth_268435456'][4]",
+     "'MB/s/s' is not one of"),
+    ({"perfvalues": {"generic:default:bandwidth_268435456": 12000.0}},
+     "runs[0].testcases[0].perfvalues['generic:default:bandwidth_268435456']",
+     "a number (12000.0) where a list is expected"),
+    ({"perfvalues": [1]}, "runs[0].testcases[0].perfvalues",
+     "a list ([1]) where an object is expected"),
+    ({"job_nodelist": "node1"}, "runs[0].testcases[0].job_nodelist",
+     'a string ("node1") where a list is expected'),
+    ({"result": 1}, "runs[0].testcases[0].result", "1 is not a string"),
+])
+def test_malformed_run_report_is_named_and_leaves_the_report_as_it_was(
+        tmp_path, existing_report, case, field, shown):
+    before = _files(existing_report)
+    bad = tmp_path / "run.json"
+    bad.write_text(_run_report(case))
+    status, _, stderr = _ocibench("report", str(tmp_path / "bw.txt.json"), str(bad),
+                                  "-o", str(existing_report))
+    assert status == 2
+    assert stderr.startswith(f"ocibench report: {bad}: {field}: {shown}")
+    assert stderr.count("\n") == 1 and stderr.endswith("\n")
+    assert _files(existing_report) == before
+
+
+def test_a_well_formed_run_report_is_read(tmp_path):
+    """The inline run report of the tests above, unmutated, is a valid input."""
+    good = tmp_path / "run.json"
+    good.write_text(_run_report({}))
+    status, _, stderr = _ocibench("report", str(good), "-o", str(tmp_path / "out"))
+    assert status == 0, stderr
+    [result] = _results(tmp_path / "out")
+    assert [(r["measured"], r["verdict"]) for r in result["rows"]] == [(12000.0, "pass")]
+    assert result["provenance"]["hosts"] == ["node1", "node2"]
+
+
+def test_malformed_provenance_is_named(tmp_path):
+    evaluation = _evaluation(tmp_path)
+    (tmp_path / "provenance.json").write_text('{"modules": "openmpi/5.0.8", "mpi": null}')
+    status, _, stderr = _ocibench("report", str(evaluation), "-o", str(tmp_path / "out"))
+    assert status == 2
+    assert stderr == (f"ocibench report: {tmp_path / 'provenance.json'}: "
+                      'modules: a string ("openmpi/5.0.8") where a list is expected\n')
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("version", ["3.1", "3.0", "5.0", 4.2, None])
+def test_run_report_of_an_unknown_format_is_refused(tmp_path, version):
+    """ReFrame 4.0 to 4.6 write data_version 3.x: read as 4.x, their results were all
+    "not passed"; a later major version may move fields again."""
+    report = tmp_path / "run.json"
+    report.write_text(_run_report({}, version))
+    status, _, stderr = _ocibench("report", str(report), "-o", str(tmp_path / "out"))
+    assert status == 2
+    assert stderr == (f"ocibench report: {report}: session_info.data_version {version!r}: "
+                      "a ReFrame run report format this report cannot read; it reads "
+                      "4.0, 4.1, 4.2 (ReFrame 4.7 to 4.10)\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_installed_reframe_writes_a_known_format(reframe_report, tmp_path):
+    from ocibench.report.load import REFRAME_DATA_VERSIONS
+
+    version = json.loads(reframe_report.read_text())["session_info"]["data_version"]
+    assert version in REFRAME_DATA_VERSIONS
+    status, stdout, stderr = _ocibench("report", str(reframe_report),
+                                       "-o", str(tmp_path / "out"))
+    assert status == 0, stderr
+    assert "runs: 2 passed, 0 not passed, 0 skipped" in stdout
+
+
+def _local_run(directory: Path) -> Path:
+    """A run report on the local shape: its plot, local-osu-point-to-point.png, is not
+    among existing_report's files."""
+    run = directory / "local-run.json"
+    run.write_text(_run_report({"shape": "local"}))
+    return run
+
+
+def test_an_error_while_moving_into_place_changes_nothing(tmp_path, existing_report):
+    """A report.html that is a directory is found only once the new report is made,
+    plot included: none of it may reach the output directory."""
+    (existing_report / "report.html").unlink()
+    (existing_report / "report.html").mkdir()
+    before = _files(existing_report)
+    status, _, stderr = _ocibench("report", str(_local_run(tmp_path)), "-o", str(existing_report))
+    assert status == 2
+    assert stderr == (f"ocibench report: {existing_report / 'report.html'} "
+                      "exists and is not a file: not replaced\n")
+    assert _files(existing_report) == before  # no new plot, no report.json, no staging left
+
+
+@pytest.mark.parametrize("name", ["report.html", "report.json", "local-osu-point-to-point.png"])
+def test_a_symlinked_output_file_is_refused_and_its_target_untouched(
+        tmp_path, existing_report, name):
+    outside = tmp_path / "elsewhere"
+    outside.write_text("not the report\n")
+    link = existing_report / name
+    link.unlink(missing_ok=True)
+    link.symlink_to(outside)
+    before = _files(existing_report)
+    status, _, stderr = _ocibench("report", str(_local_run(tmp_path)), "-o", str(existing_report))
+    assert status == 2
+    assert stderr == (f"ocibench report: {link} is a symbolic link (to {outside}): "
+                      "not replaced; remove it or choose another directory\n")
+    assert outside.read_text() == "not the report\n"
+    assert _files(existing_report) == before
+
+
+def test_a_symlinked_output_directory_is_refused(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "out").symlink_to(real)
+    status, _, stderr = _ocibench("report", str(_local_run(tmp_path)),
+                                  "-o", str(tmp_path / "out"))
+    assert status == 2
+    assert stderr == (f"ocibench report: {tmp_path / 'out'} is a symbolic link "
+                      f"(to {real}): give the directory it points to, or another one\n")
+    assert list(real.iterdir()) == []
+
+
+def test_a_new_output_directory_appears_whole(tmp_path):
+    """Made beside its final place and renamed, with the permissions mkdir would give."""
+    out = tmp_path / "reports" / "acceptance"
+    status, _, stderr = _ocibench("report", str(_local_run(tmp_path)), "-o", str(out))
+    assert status == 0, stderr
+    assert sorted(_files(out)) == ["local-osu-point-to-point.png", "report.html", "report.json"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["acceptance"]  # no staging left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_dollar_signs_in_names_are_drawn_as_text(tmp_path):
+    """Two runs of the same parameters are told apart by their names, here the output
+    files' names; "$\\nope{$" would be mathtext, which cannot parse it."""
+    plain = _evaluation(tmp_path, "bw.txt")
+    dollars = _evaluation(tmp_path, "bw$\\nope{$.txt")
+    out = tmp_path / "out"
+    status, _, stderr = _ocibench("report", str(plain), str(dollars), "-o", str(out))
+    assert status == 0, stderr
+    assert (out / "bm.optimized3.36-osu-point-to-point.png").stat().st_size > 0
+    assert "osu_bw: evaluation of bw$\\nope{$.txt" in (out / "report.html").read_text()
+
+
+def test_a_usetex_matplotlibrc_does_not_reach_the_plots(tmp_path, monkeypatch):
+    """A user's matplotlibrc may hand every text to LaTeX; the plots' labels are text."""
+    import matplotlib
+
+    monkeypatch.setitem(matplotlib.rcParams, "text.usetex", True)
+    out = tmp_path / "out"
+    status, _, stderr = _ocibench("report", str(_evaluation(tmp_path, "bw_50%_#1.txt")),
+                                  "-o", str(out))
+    assert status == 0, stderr
+    assert (out / "bm.optimized3.36-osu-point-to-point.png").stat().st_size > 0
+
+
+def test_the_page_escapes_every_text_from_the_inputs(tmp_path):
+    run = tmp_path / "run.json"
+    run.write_text(_run_report({"display_name": "<script>alert(1)</script>", "result": "fail",
+                                "fail_reason": 'sanity: "<marquee>" & more'}))
+    out = tmp_path / "out"
+    status, _, stderr = _ocibench("report", str(run), "-o", str(out))
+    assert status == 0, stderr
+    page = (out / "report.html").read_text()
+    assert "<script>alert" not in page and "<marquee>" not in page
+    assert "<h4>&lt;script&gt;alert(1)&lt;/script&gt;</h4>" in page
+    assert "did not pass: sanity: &#34;&lt;marquee&gt;&#34; &amp; more." in page
+    assert page.count("<script>") == 1  # the page's own check of its plots

@@ -35,14 +35,14 @@ def run(args: argparse.Namespace) -> int:
     try:  # here, not at the top: every ocibench command imports this module
         from ocibench import report
     except ModuleNotFoundError as err:
-        if err.name != "matplotlib":
+        if err.name not in ("matplotlib", "jinja2"):
             raise
-        print("ocibench report: the plots need matplotlib: pip install 'ocibench[report]'",
-              file=sys.stderr)
+        print(f"ocibench report: the plots and the page need {err.name}: "
+              "pip install 'ocibench[report]'", file=sys.stderr)
         return 2
     try:
         summary = report.build(args.inputs, args.output, args.provenance)
-    except report.InputError as err:
+    except (report.InputError, report.OutputError) as err:
         print(f"ocibench report: {err}", file=sys.stderr)
         return 2
     except OSError as err:

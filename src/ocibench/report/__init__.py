@@ -2,7 +2,8 @@
 the document it comes from) and the physical limit of the link or memory involved.
 
 Inputs are ReFrame JSON run reports and ``ocibench evaluate --json`` outputs; see
-docs/report.md.  :func:`build` writes ``report.html``, ``report.json`` and the PNG plots.
+docs/report.md.  :func:`build` writes ``report.html``, ``report.json`` and the PNG plots,
+all of them or none (:mod:`ocibench.report.output`).
 """
 
 from __future__ import annotations
@@ -15,24 +16,30 @@ from typing import Any
 from ocibench.report import html, plots
 from ocibench.report.load import InputError, load, shape_of
 from ocibench.report.model import Result, status_counts, verdict_counts
+from ocibench.report.output import OutputError, staged
 
-__all__ = ["InputError", "build"]
+__all__ = ["InputError", "OutputError", "build"]
 
 
 def build(inputs: list[Path], outdir: Path, provenance: Path | None = None) -> dict[str, Any]:
-    """Write the report into ``outdir`` and return what report.json holds."""
+    """Write the report into ``outdir`` and return what report.json holds.
+
+    Every input is read and checked before anything is written; the files are then
+    made in a temporary directory and moved into ``outdir`` only once all of them are.
+    """
     results = load(inputs, provenance)
-    outdir.mkdir(parents=True, exist_ok=True)
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     measured = [r for r in results if r.rows]
-    written = {
-        (shape, family): plots.plot_family(
-            [r for r in measured if (r.shape, r.family) == (shape, family)], shape, family, outdir)
-        for shape, family in dict.fromkeys((r.shape, r.family) for r in measured)
-    }
-    summary = _summary(results, written, inputs, generated)
-    (outdir / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (outdir / "report.html").write_text(html.render(results, written, inputs, generated))
+    with staged(outdir) as stage:
+        written = {
+            (shape, family): plots.plot_family(
+                [r for r in measured if (r.shape, r.family) == (shape, family)],
+                shape, family, stage)
+            for shape, family in dict.fromkeys((r.shape, r.family) for r in measured)
+        }
+        summary = _summary(results, written, inputs, generated)
+        (stage / "report.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (stage / "report.html").write_text(html.render(results, written, inputs, generated))
     return summary
 
 

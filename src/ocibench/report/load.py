@@ -16,6 +16,7 @@ differs from that, the result keeps the re-judged one and says so in ``disagreem
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ class InputError(ValueError):
 
 def load(paths: list[Path], provenance: Path | None = None) -> list[Result]:
     """Every benchmark result in the inputs, in input order."""
-    given = _read_json(provenance) if provenance else None
+    given = _read_provenance(provenance) if provenance else None
     results: list[Result] = []
     for path in paths:
         try:
@@ -52,10 +53,13 @@ def load(paths: list[Path], provenance: Path | None = None) -> list[Result]:
 
 def _results(path: Path, data: Any, provenance: dict[str, Any] | None) -> list[Result]:
     if isinstance(data, dict) and "runs" in data and "session_info" in data:
+        check_run_report(path, data)
         return _reframe_results(path, data)
     if isinstance(data, dict) and "check" in data and "rows" in data:
+        check_evaluation(path, data)
         sidecar = path.parent / PROVENANCE_FILE
-        found = provenance if provenance is not None else _optional_json(sidecar)
+        found = provenance if provenance is not None else (
+            _read_provenance(sidecar) if sidecar.is_file() else None)
         return [_evaluation_result(path, data, found)]
     raise InputError(f"{path}: neither a ReFrame run report nor an "
                      "`ocibench evaluate --json` output")
@@ -70,8 +74,8 @@ def _read_json(path: Path) -> Any:
         raise InputError(f"{path}: not JSON ({err})".replace("\n", " ")) from err
 
 
-def _optional_json(path: Path) -> dict[str, Any] | None:
-    return _read_json(path) if path.is_file() else None
+def _read_provenance(path: Path) -> dict[str, Any]:
+    return check_provenance(path, _read_json(path))
 
 
 def _known_check(path: Path, check: Any) -> str:
@@ -86,16 +90,11 @@ def _evaluation_result(path: Path, data: dict[str, Any],
     shape = shape_of(data.get("shape") or shapes.LOCAL)
     params = checkspec.resolve(check, dict(data.get("params") or {}))
     figures = references.matching(shape, check, params)
-    if not isinstance(data["rows"], list):
-        raise InputError(f"{path}: field 'rows' must be a list")
     rows, disagreements = [], []
-    for index, raw in enumerate(data["rows"]):
+    for index, raw in enumerate(data["rows"]):   # checked by check_evaluation
         where = f"rows[{index}]"
-        if not isinstance(raw, dict):
-            raise InputError(f"{path}: field {where} must be a mapping")
-        metric, unit = _metric(path, where, raw.get("metric"), raw.get("unit"))
-        row = judge.judge(shape, figures, metric, _key(raw.get("key")),
-                          _measured(path, f"{where}.measured", raw.get("measured")), unit)
+        metric, unit = _metric_unit(path, where, raw["metric"], raw["unit"])
+        row = judge.judge(shape, figures, metric, _key(raw["key"]), float(raw["measured"]), unit)
         rows.append(row)
         stored = raw.get("verdict")
         if stored is not None and str(stored) != str(row.verdict):
@@ -124,13 +123,14 @@ def shape_of(name: str) -> shapes.Shape:
     return shapes.load(name)
 
 
-def _metric(path: Path, where: str, metric: Any, unit: Any) -> tuple[str, str]:
+def _metric_unit(path: Path, where: str, metric: str, unit: str) -> tuple[str, str]:
+    """A metric and a unit it may be stated in (both already known words)."""
     if metric not in metrics.METRICS:
-        raise InputError(f"{path}: field {where}.metric: unknown metric {metric!r}; "
+        raise InputError(f"{path}: {where}.metric: unknown metric {metric!r}; "
                          f"known: {', '.join(metrics.METRICS)}")
     units = metrics.METRICS[metric].units
     if unit not in units:
-        raise InputError(f"{path}: field {where}.unit: {unit!r} is no unit of {metric} "
+        raise InputError(f"{path}: {where}.unit: {unit!r} is no unit of {metric} "
                          f"({', '.join(units)})")
     return metric, unit
 
@@ -139,16 +139,6 @@ def _key(raw: Any) -> int | str:
     """A message size as an int, a STREAM kernel or nccl column as its name."""
     text = str(raw)
     return int(text) if text.isascii() and text.isdigit() else text
-
-
-def _measured(path: Path, where: str, value: Any) -> float | None:
-    """A measured value as a float; None where the run recorded none.  NaN and inf are
-    kept, so that the judgement fails them; anything else is a malformed input."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{path}: field {where}: {value!r} is not a number")
-    return float(value)
 
 
 def _reframe_results(path: Path, report: dict[str, Any]) -> list[Result]:
@@ -162,9 +152,9 @@ def _reframe_results(path: Path, report: dict[str, Any]) -> list[Result]:
 
 
 def case_variables(case: dict[str, Any]) -> dict[str, Any]:
-    """The check's variables and parameters: ReFrame 4.10 writes them into the test
-    case itself, other 4.x releases under check_vars and check_params."""
-    return {**case, **case.get("check_vars", {}), **case.get("check_params", {})}
+    """The check's variables and parameters: the run reports this module reads
+    (REFRAME_DATA_VERSIONS) write them into the test case itself."""
+    return case
 
 
 def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
@@ -187,14 +177,12 @@ def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
     for target, entry in perfvalues.items():
         # [value, reference, lower, upper, unit, result]; only value and unit are used:
         # the value is judged again, with its figure's source, floor and limit.
-        where = f"{name}: perfvalues {target!r}"
-        if not isinstance(entry, list) or len(entry) < 5:
-            raise InputError(f"{path}: {where}: expected [value, ref, lower, upper, unit, ...]")
+        where = f"{name}: perfvalues[{target!r}]"
+        value, unit = perfvalue(path, where, entry)
         metric, _, key = target.rsplit(":", 1)[-1].partition("_")
         if metric in metrics.METRICS and key:  # not the bare functions a failed case lists
-            metric, unit = _metric(path, where, metric, entry[4])
-            rows.append(judge.judge(shape, figures, metric, _key(key),
-                                    _measured(path, where, entry[0]), unit))
+            metric, unit = _metric_unit(path, where, metric, unit)
+            rows.append(judge.judge(shape, figures, metric, _key(key), value, unit))
     skipped = case.get("result") == "skip"
     passed = case.get("result") == "pass"
     ok = passed and all(row.verdict is not judge.Verdict.FAIL for row in rows)
@@ -216,7 +204,7 @@ def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
 def _testcase_provenance(case: dict[str, Any]) -> dict[str, Any] | None:
     for directory in (case.get("outputdir"), case.get("stagedir")):
         if directory and (Path(directory) / PROVENANCE_FILE).is_file():
-            return _read_json(Path(directory) / PROVENANCE_FILE)
+            return _read_provenance(Path(directory) / PROVENANCE_FILE)
     return None
 
 
@@ -243,3 +231,172 @@ def _provenance(raw: dict[str, Any] | None, **known: Any) -> dict[str, Any]:
         merged["hosts"] = [raw["hostname"]]
     merged["recorded"] = bool(raw)
     return merged
+
+
+# --- Input format checks -------------------------------------------------------------
+# Every field the report reads is checked for its type here, before anything is judged,
+# plotted or written: a wrong one is an InputError naming the file and the field (as a
+# path into the JSON document: rows[0].measured), never a traceback from the plots or
+# the page.  These checks say nothing about whether a value is right: the values are
+# judged again from the shape files.
+
+#: ``session_info.data_version`` of the ReFrame JSON run reports this reader knows
+#: (DATA_VERSION in ReFrame's reframe/frontend/reporting): 4.0 is ReFrame 4.7, 4.1 is
+#: 4.8, 4.2 is 4.9 and 4.10.  All three write a test's variables into the test case and
+#: its performance as ``perfvalues``: {target: [value, reference, lower, upper, unit,
+#: (result, from 4.1)]}.  The 3.x reports of ReFrame 4.0 to 4.6 keep variables under
+#: check_vars and performance as a perfvars list, and say "success" where 4.x says
+#: "pass": read as these, every one of their results would be "not passed".
+REFRAME_DATA_VERSIONS = ("4.0", "4.1", "4.2")
+
+#: Provenance fields that are text, and those that are lists of text (ocibench.provenance).
+_PROVENANCE_TEXT = ("shape", "hostname", "date", "mpi", "ucx", "nccl", "cuda", "driver")
+_PROVENANCE_LISTS = ("hosts", "modules")
+
+
+def check_run_report(path: Path, report: dict[str, Any]) -> None:
+    """A ReFrame run report of a known format, whose benchmark test cases (those with
+    ``check_name``) have every field the report reads of the right type."""
+    session = _mapping(path, "session_info", report["session_info"])
+    version = session.get("data_version")
+    if version not in REFRAME_DATA_VERSIONS:
+        raise InputError(
+            f"{path}: session_info.data_version {version!r}: a ReFrame run report format "
+            f"this report cannot read; it reads {', '.join(REFRAME_DATA_VERSIONS)} "
+            "(ReFrame 4.7 to 4.10)")
+    for r, run in enumerate(_sequence(path, "runs", report["runs"])):
+        where = f"runs[{r}]"
+        run = _mapping(path, where, run)
+        for c, case in enumerate(_sequence(path, f"{where}.testcases", run.get("testcases", []))):
+            case = _mapping(path, f"{where}.testcases[{c}]", case)
+            if "check_name" in case_variables(case):
+                _check_testcase(path, f"{where}.testcases[{c}]", case)
+
+
+def _check_testcase(path: Path, where: str, case: dict[str, Any]) -> None:
+    _known_check(path, case["check_name"])
+    _text(path, f"{where}.name", case.get("name"))
+    for name in ("result", "display_name", "fail_reason", "system", "partition", "environ",
+                 "outputdir", "stagedir", "job_completion_time", "shape", "skip_reason"):
+        _optional_text(path, f"{where}.{name}", case.get(name))
+    _text_list(path, f"{where}.job_nodelist", case.get("job_nodelist"))
+    perfvalues = case.get("perfvalues")
+    perfvalues = _mapping(path, f"{where}.perfvalues", {} if perfvalues is None else perfvalues)
+    for target, entry in perfvalues.items():
+        perfvalue(path, f"{where}.perfvalues[{target!r}]", entry)
+
+
+def perfvalue(path: Path, where: str, entry: Any) -> tuple[float | None, str]:
+    """(value, unit) of a ReFrame performance value; the value is None where the test
+    failed before measuring it (ReFrame writes null)."""
+    entry = _sequence(path, where, entry)
+    if len(entry) < 5:
+        raise InputError(f"{path}: {where}: {entry!r} is not "
+                         "[value, reference, lower, upper, unit, ...]")
+    value = None if entry[0] is None else _number(path, f"{where}[0]", entry[0])
+    return value, _choice(path, f"{where}[4]", entry[4], metrics.UNITS)
+
+
+def check_evaluation(path: Path, data: dict[str, Any]) -> None:
+    """An ``ocibench evaluate --json`` output with every field of the right type."""
+    _known_check(path, data["check"])
+    _optional_text(path, "shape", data.get("shape"))
+    params = data.get("params")
+    params = _mapping(path, "params", {} if params is None else params)
+    for name, value in params.items():
+        if value is not None and not isinstance(value, (str, bool)):
+            _number(path, f"params.{name}", value)
+    if data.get("ok") is not None and not isinstance(data["ok"], bool):
+        raise InputError(f"{path}: ok: {data['ok']!r} is not true or false")
+    _optional_text(path, "reason", data.get("reason"))
+    _optional_text(path, "sanity", data.get("sanity"))
+    _text_list(path, "notes", data.get("notes"))
+    _optional_text(path, "file", data.get("file"))
+    for index, row in enumerate(_sequence(path, "rows", data["rows"])):
+        evaluation_row(path, f"rows[{index}]", row)
+
+
+def evaluation_row(path: Path, where: str, row: Any) -> dict[str, Any]:
+    """A row of ``ocibench evaluate --json`` (ocibench.evaluate.Row.to_dict), checked."""
+    row = _mapping(path, where, row)
+    for name in ("key", "metric", "measured", "unit", "verdict"):
+        if name not in row:
+            raise InputError(f"{path}: {where}.{name}: missing")
+    key = row["key"]
+    if not (isinstance(key, str) and key.strip()) and \
+            not (isinstance(key, int) and not isinstance(key, bool) and key >= 0):
+        raise InputError(f"{path}: {where}.key: {key!r} is neither a message size nor a name")
+    _choice(path, f"{where}.metric", row["metric"], metrics.METRICS)
+    _number(path, f"{where}.measured", row["measured"])
+    _choice(path, f"{where}.unit", row["unit"], metrics.UNITS)
+    _choice(path, f"{where}.verdict", row["verdict"], [v.value for v in metrics.VERDICTS])
+    for name in ("reference", "lower", "upper", "limit_fraction"):
+        if row.get(name) is not None:
+            _number(path, f"{where}.{name}", row[name])
+    for name in ("source", "figure", "limit"):
+        _optional_text(path, f"{where}.{name}", row.get(name))
+    return row
+
+
+def check_provenance(path: Path, data: Any) -> dict[str, Any]:
+    """A provenance.json (ocibench.provenance) with every field of the right type."""
+    data = _mapping(path, "provenance", data)
+    for name in _PROVENANCE_TEXT:
+        _optional_text(path, name, data.get(name))
+    for name in _PROVENANCE_LISTS:
+        _text_list(path, name, data.get(name))
+    for index, spec in enumerate(_sequence(path, "specs", data.get("specs") or [])):
+        spec = _mapping(path, f"specs[{index}]", spec)
+        for name in ("spec", "module"):
+            _optional_text(path, f"specs[{index}].{name}", spec.get(name))
+    return data
+
+
+def _number(path: Path, where: str, value: Any) -> float:
+    """A finite number: NaN, infinities, booleans and strings are input errors."""
+    if not metrics.is_number(value):
+        raise InputError(f"{path}: {where}: {value!r} is not a finite number")
+    return float(value)
+
+
+def _text(path: Path, where: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{path}: {where}: {value!r} is not a string")
+    return value
+
+
+def _optional_text(path: Path, where: str, value: Any) -> str | None:
+    return None if value is None else _text(path, where, value)
+
+
+def _text_list(path: Path, where: str, value: Any) -> list[str]:
+    """A list of strings, or nothing (None)."""
+    items = _sequence(path, where, value if value is not None else [])
+    return [_text(path, f"{where}[{index}]", item) for index, item in enumerate(items)]
+
+
+def _choice(path: Path, where: str, value: Any, choices: Iterable[str]) -> str:
+    choices = list(choices)
+    if not isinstance(value, str) or value not in choices:
+        raise InputError(f"{path}: {where}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def _mapping(path: Path, where: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: {where}: {_json_type(value)} where an object is expected")
+    return value
+
+
+def _sequence(path: Path, where: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise InputError(f"{path}: {where}: {_json_type(value)} where a list is expected")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    """How JSON calls the value's type, with the value where it is short."""
+    kind = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")
+    text = json.dumps(value)
+    return f"{kind} ({text})" if kind != "null" and len(text) <= 40 else kind

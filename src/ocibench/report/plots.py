@@ -35,11 +35,23 @@ VERDICT_COLOURS = {"pass": "#3a9a3a", "fail": "#d62728", "suspicious": "#f0a000"
 #: Most size ticks on a log2 axis (every power of two would overlap).
 MAX_SIZE_TICKS = 8
 
+#: Every text of a plot is drawn as written.  Run names, file names and parameter
+#: values come from the inputs: two "$" in one would start matplotlib's mathtext, which
+#: raises while drawing what is not TeX (a file run$\x$.txt), and a user's matplotlibrc
+#: with text.usetex would hand every label to LaTeX.  Set for the whole figure, ticks
+#: and legends included, rather than escaped label by label, so that no text is missed.
+PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+
 Series = list[tuple[str, list[Row]]]   # (label, one run's rows of one metric)
 
 
 def plot_family(results: list[Result], shape: str, family: str, outdir: Path) -> Path:
     """Write the family's PNG and return its path."""
+    with matplotlib.rc_context(PLAIN_TEXT):
+        return _plot_family(results, shape, family, outdir)
+
+
+def _plot_family(results: list[Result], shape: str, family: str, outdir: Path) -> Path:
     metrics = [m for m in METRIC_TITLES if any(r.metric == m for res in results for r in res.rows)]
     panels = [_series(results, metric) for metric in metrics]
     height = max([3.0] + [5.0 if _is_sweep(series) else 1.6 + 0.45 * sum(len(r) for _, r in series)
