@@ -304,7 +304,7 @@ BREAKAGES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
     "figure without values": (lambda d: _figure(d, "osu_bw_d_d").pop("values"),
                               "missing field 'values'"),
     "figure without section": (lambda d: _figure(d, "osu_bw_d_d")["source"].pop("section"),
-                               "source needs"),
+                               "missing field 'source.section'"),
     "unknown limit": (lambda d: _figure(d, "osu_bw_d_d").update(limit="infiniband_gbs"),
                       "limit 'infiniband_gbs'"),
     "duplicate id": (lambda d: _figure(d, "osu_bw_d_d").update(id="osu_latency_d_d"),

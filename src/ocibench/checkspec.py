@@ -98,6 +98,13 @@ class CheckSpec:
     #: For values keyed by name (nccl-tests' busbw columns): the message size that the
     #: documented figures are taken at; other sizes have no reference.
     reference_size: int | None = None
+    #: Metrics the same output also gives, besides ``metric`` (IMB PingPong's
+    #: Mbytes/sec column): a figure may document any of :attr:`metrics`.
+    extra_metrics: tuple[str, ...] = ()
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return (self.metric, *self.extra_metrics)
 
     def param(self, name: str) -> Param:
         for param in self.params:
@@ -160,7 +167,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                      default="1M", kind="SIZE")),
               reference_size=10 * 2**30),
     CheckSpec("imb_pingpong", "IMB-MPI1 -msglog 3:28 PingPong (one rank per node)", "latency",
-              (_MPI, _nodes(2), _MSGLOG)),
+              (_MPI, _nodes(2), _MSGLOG), extra_metrics=("bandwidth",)),
     CheckSpec("imb_allreduce", "IMB-MPI1 -msglog 3:28 -npmin N allreduce", "latency",
               (_MPI, _nodes(4), _ranks_per_node(36), _MSGLOG)),
     CheckSpec("stream", "STREAM with OMP_NUM_THREADS=threads on a node in NPS nps mode",

@@ -185,6 +185,8 @@ _NCCL_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+
 _NCCL_ROW = re.compile(r"^\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(\s+\S+){8}$")
 _NCCL_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)\s+(\S+)")
 _OUT_OF_PLACE, _IN_PLACE = (7, 8), (11, 12)   # (busbw, #wrong) columns
+#: The names nccl-tests' values are keyed by (its out-of-place and in-place busbw).
+NCCL_COLUMNS = ("out_of_place", "in_place")
 
 
 def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
@@ -206,7 +208,7 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     out_of_place = _size_table(check, rows, _OUT_OF_PLACE[0], sizes)
     in_place = _size_table(check, rows, _IN_PLACE[0], sizes)
     last = sizes[-1]
-    values: Values = {"out_of_place": out_of_place[last], "in_place": in_place[last]}
+    values: Values = dict(zip(NCCL_COLUMNS, (out_of_place[last], in_place[last])))
     return Measurement(check, "busbw", UNITS["busbw"], values, size=last)
 
 

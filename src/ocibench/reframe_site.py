@@ -11,7 +11,10 @@ Systems
     shape :func:`ocibench.shapes.detect` finds is listed first with hostnames
     ``['.*']``; every other system has a host name pattern that never matches, so
     ReFrame picks the detected shape unless ``--system`` names another.  Partitions
-    are chosen by features, never by host name.
+    are chosen by features, never by host name.  A shape file that does not validate
+    leaves out its own system only, with a warning on stderr naming the file and the
+    fault (:func:`load_shapes`); the shape files are read from
+    :func:`ocibench.shapes.shapes_dir` (``$OCIBENCH_SHAPES_DIR``).
 
 Partitions
     ``local``: one partition ``default`` (local scheduler, one node).  Every other
@@ -353,7 +356,7 @@ def _requested_system(argv: list[str]) -> str | None:
     return os.environ.get("RFM_SYSTEM") or None
 
 
-def _check_requested(names: list[str], argv: list[str]) -> None:
+def _check_requested(names: list[str], broken: dict[str, str], argv: list[str]) -> None:
     from reframe.core.exceptions import ConfigError
 
     requested = _requested_system(argv)
@@ -362,12 +365,32 @@ def _check_requested(names: list[str], argv: list[str]) -> None:
     system = requested.split(":", 1)[0]
     if system in names:
         return
+    if system in broken:
+        raise ConfigError(f"ocibench: system {system} is left out: {broken[system]}")
     hint = ""
     if system_name(system) in names:
         hint = (f" (ReFrame system names cannot hold '.': shape {system} is "
                 f"--system {system_name(system)})")
     raise ConfigError(f"unknown system {system!r}{hint}; known systems, one per shape "
-                      f"file in {shapes.SHAPES_DIR}: {', '.join(names)}")
+                      f"file in {shapes.shapes_dir()}: {', '.join(names)}")
+
+
+def load_shapes() -> tuple[dict[str, shapes.Shape], dict[str, str]]:
+    """Every shape file: (shape name -> Shape, ReFrame system -> why it is left out).
+
+    A broken shape file stops only its own system: the others still load, and the
+    broken one is named on stderr each time ReFrame reads this configuration.
+    """
+    loaded: dict[str, shapes.Shape] = {}
+    broken: dict[str, str] = {}
+    for name in shapes.known_shapes():
+        try:
+            loaded[name] = shapes.load(name)
+        except shapes.ShapeError as err:
+            broken[system_name(name)] = str(err)
+            print(f"ocibench: warning: system {system_name(name)} left out: {err}",
+                  file=sys.stderr)
+    return loaded, broken
 
 
 # --------------------------------------------------------------------------- build
@@ -378,11 +401,17 @@ def build(argv: list[str] | None = None) -> dict[str, Any]:
 
     try:
         detected = shapes.detect()
-        loaded = {name: shapes.load(name) for name in shapes.known_shapes()}
     except shapes.ShapeError as err:
         raise ConfigError(f"ocibench: {err}") from None
-    order = [detected] + [n for n in sorted(loaded) if n != detected]
-    _check_requested([system_name(n) for n in order], sys.argv[1:] if argv is None else argv)
+    loaded, broken = load_shapes()
+    argv = sys.argv[1:] if argv is None else argv
+    order = ([detected] if detected in loaded else []) + \
+        [n for n in sorted(loaded) if n != detected]
+    _check_requested([system_name(n) for n in order], broken, argv)
+    if detected not in loaded and not _requested_system(argv):
+        # No system would match this host: say why instead of ReFrame's "no system".
+        raise ConfigError(f"ocibench: this machine's shape {detected} cannot be used: "
+                          f"{broken[system_name(detected)]} (--system names another)")
 
     lmod_cmd, init = find_lmod()
     lmod_ok = bool(lmod_cmd and init)

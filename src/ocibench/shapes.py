@@ -10,53 +10,20 @@ files; nothing else states a hardware fact.
 The ``local`` shape file holds only software defaults: its hardware is read
 from the machine itself (see :mod:`ocibench.probe`).
 
-Field reference (``required`` unless marked optional)::
-
-    shape: BM.GPU4.8                 # the OCI shape name; equals the file stem
-    summary: one line for humans
-    sources: [where the hardware facts come from]
-    cpu:
-      model: AMD EPYC 7542
-      spack_target: zen2             # archspec microarchitecture name
-      sockets: 2
-      cores: 64                      # physical cores, whole node
-      smt: false
-      numa_nodes:                    # every NUMA node of the node
-        - {id: 0, socket: 0, cores: [0, 7]}     # first and last core, inclusive
-      nps_modes: [1, 4]              # optional: AMD NUMA-per-socket BIOS settings the
-                                     # shape offers; numa_nodes describes the first
-    memory:
-      type: DDR4-3200
-      size_gib: 2048
-      bandwidth_gbs: 409.6           # theoretical peak, GB/s (1e9 B/s)
-    gpus:                            # optional: absent or null on CPU shapes
-      model: NVIDIA A100-SXM4-40GB
-      cuda_arch: 80
-      devices: [{index: 0, numa_node: 3}, ...]
-    links:                           # physical limits, GB/s per direction
-      nvlink_gbs: 300                # optional
-      pcie_gbs: 32                   # optional; host<->GPU
-      rdma_port_gbs: 12.5            # optional; one RDMA port
-      rdma_node_gbs: 200             # optional; all RDMA ports of a node together
-    network:                         # optional on single-node shapes
-      rdma: RoCEv2
-      ports: 16
-      port_gbps: 100
-      ucx_net_devices: {mpi: mlx5_6:1, nccl: mlx5_4:1}
-    scheduler: slurm                 # or "none"
-    software:
-      compilers: [{spec: gcc@8.5.0, prefix: /usr}]   # externals; first is default
-      externals: {cuda: {spec: cuda@12.9.0, prefix: /usr/local/cuda-12.9}, ...}
-      stack: {openmpi: 5.0.8, osu-micro-benchmarks: 7.5.1, ...}  # versions built
-      build: {stream: {compiler: aocc@5.0.0, variants: "..."}}    # optional: how a seed
-                                     # builds a stack package here (ocibench.spack_config)
-    figures: [see FIGURE_FIELDS]      # documented figures; [] when none
+Fields: ``site/shapes/schema.json`` states every field, its type and its allowed
+values (editors complete from it), and docs/shapes.md explains them.  A file is
+valid when it passes that schema and the rules across fields of
+:mod:`ocibench.shape_rules` (a figure's params, value keys and limit against its
+check and the shape); ``ocibench shape --check`` runs both on every file.  A
+broken file fails with one line naming the file, the figure and the field, and
+stops only what uses that shape.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -66,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from ocibench import metrics
+from ocibench import shape_rules
 from ocibench.paths import SITE_DIR
 
 #: The shape used on any machine that is not a documented OCI shape.
@@ -83,39 +50,41 @@ METADATA_TIMEOUT_S = 1.0
 
 SHAPES_DIR = SITE_DIR / "shapes"
 
-FIGURE_FIELDS = {
-    "id": "unique name of the figure within the shape",
-    "check": "the evaluator/check family that produces it (see ocibench.evaluate)",
-    "params": "the check parameters that select the variant (mapping)",
-    "metric": "latency | bandwidth | busbw",
-    "unit": "us | MB/s | GB/s",
-    "source": "{doc: <seed file name>, section: <section number>}",
-    "values": "mapping of message size in bytes (or STREAM kernel name) to the value",
-}
-FIGURE_OPTIONAL = {"limit": "key of `links` (or 'memory') giving the physical limit"}
-
-#: metric -> the units a figure of it may be stated in (ocibench.metrics).
-METRIC_UNITS = {name: set(m.units) for name, m in metrics.METRICS.items()}
-
-_REQUIRED = {
-    "shape": str,
-    "summary": str,
-    "sources": list,
-    "cpu": dict,
-    "memory": dict,
-    "links": dict,
-    "scheduler": str,
-    "software": dict,
-    "figures": list,
-}
-_CPU_REQUIRED = ("model", "spack_target", "sockets", "cores", "smt", "numa_nodes")
+#: Environment variable: the directory of the shape files (default: site/shapes).
+SHAPES_DIR_ENV = "OCIBENCH_SHAPES_DIR"
 
 #: The NUMA-nodes-per-socket settings an AMD EPYC BIOS offers (cpu.nps_modes).
 NPS_SETTINGS = (0, 1, 2, 4)
 
+#: The schedulers ocibench.reframe_site builds partitions for (scheduler:).
+SCHEDULERS = ("slurm", "none")
+
 
 class ShapeError(ValueError):
     """A shape name or shape file that cannot be used, with the reason."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key written twice in a mapping is an error.
+
+    PyYAML keeps the last of two equal keys silently: a figure with ``nodes`` twice
+    would lose one without a word.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # unhashable: the base class reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"key {key!r} appears twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 @dataclass(frozen=True)
@@ -169,14 +138,24 @@ class Shape:
         raise ShapeError(f"{self.name}: no NUMA node {numa_id}")
 
 
+def shapes_dir() -> Path:
+    """$OCIBENCH_SHAPES_DIR, else the repository's ``site/shapes``.
+
+    A site may keep its shape files elsewhere (and tests use a copy); every reader
+    of shape files (ReFrame's configuration included) follows this one setting.
+    """
+    override = os.environ.get(SHAPES_DIR_ENV)
+    return Path(override) if override else SHAPES_DIR
+
+
 def known_shapes() -> list[str]:
-    """Every shape with a file in ``site/shapes``, sorted, ``local`` included."""
-    return sorted(p.stem for p in SHAPES_DIR.glob("*.yaml"))
+    """Every shape with a file in :func:`shapes_dir`, sorted, ``local`` included."""
+    return sorted(p.stem for p in shapes_dir().glob("*.yaml"))
 
 
 def shape_path(name: str) -> Path:
-    path = SHAPES_DIR / f"{name}.yaml"
-    if not path.is_file():
+    path = shapes_dir() / f"{name}.yaml"
+    if not name or not path.is_file():
         raise ShapeError(
             f"unknown shape {name!r}; known shapes: {', '.join(known_shapes())}"
         )
@@ -185,85 +164,59 @@ def shape_path(name: str) -> Path:
 
 def load(name: str) -> Shape:
     """Load and validate one shape; ``local`` is completed from the machine."""
-    path = shape_path(name)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ShapeError(f"{path.name}: not valid YAML: {err}") from err
-    if name == LOCAL:
-        from ocibench import probe  # local import: probing runs commands
+    return load_file(shape_path(name))
 
-        data = probe.complete_local(data)
-    validate(data, path.name)
+
+def load_file(path: Path) -> Shape:
+    """Load and validate the shape file at ``path``; its stem is the shape's name.
+
+    Every fault is a ShapeError whose one line names the file, the figure and the
+    field (:mod:`ocibench.shape_rules`).
+    """
+    path = Path(path)
+    name = path.stem
+    where = path.name
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ShapeError(f"{where}: not valid YAML{at}: {err.problem}") from None
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
+        raise ShapeError(f"{where}: cannot read: {' '.join(str(err).split())}") from None
+    if name == LOCAL:
+        _fail(where, shape_rules.schema_problem(data))  # before probing: the file as written
+        data = _probe_local(data, where)
+    validate(data, where)
     if data["shape"] != name:
-        raise ShapeError(f"{path.name}: 'shape' is {data['shape']!r}, expected {name!r}")
+        raise ShapeError(f"{where}: 'shape' is {data['shape']!r}, expected {name!r} "
+                         "(the file's name without .yaml)")
     return Shape(name=name, data=data, path=path)
 
 
+def _probe_local(data: dict[str, Any], where: str) -> dict[str, Any]:
+    from ocibench import probe  # local import: probing runs commands
+
+    try:
+        return probe.complete_local(data)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise ShapeError(f"{where}: cannot probe this machine's hardware: "
+                         f"{' '.join(str(err).split())}") from None
+
+
 def validate(data: Any, where: str) -> None:
-    """Raise ShapeError naming the first missing or malformed field."""
-    if not isinstance(data, dict):
-        raise ShapeError(f"{where}: a shape file must be a mapping")
-    for key, kind in _REQUIRED.items():
-        if key not in data:
-            raise ShapeError(f"{where}: missing field {key!r}")
-        if not isinstance(data[key], kind):
-            raise ShapeError(f"{where}: field {key!r} must be a {kind.__name__}")
-    for key in _CPU_REQUIRED:
-        if key not in data["cpu"]:
-            raise ShapeError(f"{where}: missing field cpu.{key}")
-    nps_modes = data["cpu"].get("nps_modes")
-    if nps_modes is not None and (
-        not isinstance(nps_modes, list) or not nps_modes
-        or any(mode not in NPS_SETTINGS for mode in nps_modes)
-    ):
-        raise ShapeError(f"{where}: cpu.nps_modes must be a list of NPS settings from {NPS_SETTINGS}")
-    covered: list[int] = []
-    for node in data["cpu"]["numa_nodes"]:
-        first, last = node["cores"]
-        covered.extend(range(first, last + 1))
-    if sorted(covered) != list(range(data["cpu"]["cores"])):
-        raise ShapeError(f"{where}: cpu.numa_nodes must cover cores 0..cores-1 once each")
-    gpus = data.get("gpus")
-    if gpus:
-        for key in ("model", "cuda_arch", "devices"):
-            if key not in gpus:
-                raise ShapeError(f"{where}: missing field gpus.{key}")
-        numa_ids = {n["id"] for n in data["cpu"]["numa_nodes"]}
-        for dev in gpus["devices"]:
-            if dev.get("numa_node") not in numa_ids:
-                raise ShapeError(f"{where}: GPU {dev.get('index')} names an unknown NUMA node")
-    for key in ("compilers", "externals", "stack"):
-        if key not in data["software"]:
-            raise ShapeError(f"{where}: missing field software.{key}")
-    seen: set[str] = set()
-    for fig in data["figures"]:
-        _validate_figure(fig, where, data)
-        if fig["id"] in seen:
-            raise ShapeError(f"{where}: figure id {fig['id']!r} appears twice")
-        seen.add(fig["id"])
+    """Raise ShapeError naming the file, the figure and the field of the first fault."""
+    try:
+        found = shape_rules.problem(data)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        # A rule that the schema should have made safe: still one line, never a traceback.
+        found = f"cannot validate ({type(err).__name__}: {err}); please report this"
+    _fail(where, found)
 
 
-def _validate_figure(fig: Any, where: str, data: dict[str, Any]) -> None:
-    if not isinstance(fig, dict):
-        raise ShapeError(f"{where}: every figure must be a mapping")
-    label = f"{where}: figure {fig.get('id', '?')!r}"
-    for key in FIGURE_FIELDS:
-        if key not in fig:
-            raise ShapeError(f"{label}: missing field {key!r}")
-    if fig["unit"] not in METRIC_UNITS.get(fig["metric"], set()):
-        raise ShapeError(f"{label}: unit {fig['unit']!r} does not fit metric {fig['metric']!r}")
-    src = fig["source"]
-    if not isinstance(src, dict) or not src.get("doc") or not src.get("section"):
-        raise ShapeError(f"{label}: source needs 'doc' and 'section'")
-    if not fig["values"] or not isinstance(fig["values"], dict):
-        raise ShapeError(f"{label}: values must be a non-empty mapping")
-    for key, value in fig["values"].items():
-        if not isinstance(value, (int, float)) or value <= 0:
-            raise ShapeError(f"{label}: value for {key!r} must be a positive number")
-    limit = fig.get("limit")
-    if limit is not None and limit != "memory" and limit not in data["links"]:
-        raise ShapeError(f"{label}: limit {limit!r} is not a key of links")
+def _fail(where: str, problem: str | None) -> None:
+    if problem:
+        raise ShapeError(f"{where}: {problem}")
 
 
 def detect() -> str:
@@ -278,7 +231,7 @@ def detect() -> str:
         shape_path(override)  # raises with the list of known shapes
         return override
     shape = oci_metadata_shape()
-    if shape and (SHAPES_DIR / f"{shape}.yaml").is_file():
+    if shape and (shapes_dir() / f"{shape}.yaml").is_file():
         return shape
     return LOCAL
 

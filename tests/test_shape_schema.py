@@ -1,0 +1,363 @@
+"""Shape files are validated by site/shapes/schema.json and the rules across fields:
+every shipped file passes, and every fault a careless admin or a hostile user makes
+fails with one line naming the file, the figure and the field, never a traceback.
+A broken file stops only what uses that shape."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from ocibench import capabilities, checkspec, metrics, paths, shape_rules, shapes
+
+SITE_SHAPES = shapes.SHAPES_DIR
+SHIPPED = sorted(p.name for p in SITE_SHAPES.glob("*.yaml"))
+
+
+def needs_lscpu() -> None:
+    if not shutil.which("lscpu"):
+        pytest.skip("lscpu (util-linux) is not installed: the local shape cannot probe")
+
+
+def ocibench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The real command line, run from this checkout's sources."""
+    environ = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(paths.REPO_ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "ocibench.cli", *args], capture_output=True,
+                          text=True, env=environ, timeout=60, check=False)
+
+
+def broken_copy(tmp_path: Path, shape: str, old: str, new: str, count: int = 1) -> Path:
+    """A copy of a shipped shape file in tmp_path with one edit; site/ is never touched."""
+    text = (SITE_SHAPES / f"{shape}.yaml").read_text()
+    edited = re.sub(old, new, text, count=count, flags=re.MULTILINE)
+    assert edited != text, f"{old!r} not found in {shape}.yaml"
+    path = tmp_path / f"{shape}.yaml"
+    path.write_text(edited)
+    return path
+
+
+def load_error(path: Path) -> str:
+    with pytest.raises(shapes.ShapeError) as err:
+        shapes.load_file(path)
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
+
+
+# --------------------------------------------------------------------------- shipped files
+
+def test_every_shipped_shape_file_passes_check() -> None:
+    needs_lscpu()
+    done = ocibench("shape", "--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [f"{name}: ok" for name in SHIPPED]
+    assert done.stderr == ""
+
+
+def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
+    schema = shape_rules.schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def test_the_schema_states_the_python_vocabulary() -> None:
+    """The schema lists names for editors; Python holds each once: they must agree."""
+    schema = shape_rules.schema()
+    figure = schema["$defs"]["figure"]["properties"]
+    assert figure["check"]["enum"] == list(checkspec.CHECKS)
+    assert figure["metric"]["enum"] == list(metrics.METRICS)
+    assert figure["unit"]["enum"] == list(metrics.UNITS)
+    assert figure["requires"]["items"]["enum"] == list(capabilities.CAPABILITIES)
+    assert schema["properties"]["scheduler"]["enum"] == list(shapes.SCHEDULERS)
+    assert schema["properties"]["cpu"]["properties"]["nps_modes"]["items"]["enum"] == \
+        list(shapes.NPS_SETTINGS)
+    declared = schema["properties"]["capabilities"]["properties"]
+    assert list(declared) == list(capabilities.CAPABILITIES)
+    kind_type = {capabilities.FLAG: "boolean", capabilities.COUNT: "integer",
+                 capabilities.PCIE: "object"}
+    for name, cap in capabilities.CAPABILITIES.items():
+        assert declared[name]["type"] == kind_type[cap.kind], name
+
+
+def test_documented_gpu_figures_say_what_they_require() -> None:
+    shape = shapes.load("BM.GPU4.8")
+    by_id = {f["id"]: f for f in shape.figures}
+    assert by_id["osu_latency_d_d"]["requires"] == ["gdrdrv"]
+    assert "nvidia_peermem" in by_id["osu_bw_d_d_2nodes"]["requires"]
+    assert by_id["osu_bw_h_d_same_numa"]["requires"] == ["xpmem"]
+    assert by_id["osu_bw_d_d"]["requires"] == ["nvlink"]
+    for figure in shape.figures:
+        for name in figure.get("requires", []):
+            assert capabilities.present(shape.data["capabilities"][name]), (figure["id"], name)
+            assert figure["why"].strip()
+
+
+# --------------------------------------------------------------------------- faults
+
+# name -> (shape, regex, replacement, pieces the one-line message must hold)
+FAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
+    "parameter typo thread": (
+        "BM.Standard.E5.192", r"threads: 96", "thread: 96",
+        ("figure 'stream_nps1'", "params: unknown parameter 'thread' of stream",
+         "known: nps, threads")),
+    "check typo osu_bww": (
+        "BM.GPU4.8", r"check: osu_bw$", "check: osu_bww",
+        ("figure 'osu_bw_d_d'", "check: 'osu_bww' is not one of")),
+    "parameter typo nodez": (
+        "BM.GPU4.8", r"buffers: D-D, nodes: 2", "buffers: D-D, nodez: 2",
+        ("figure 'osu_latency_d_d_2nodes'", "params: unknown parameter 'nodez' of osu_latency")),
+    "value typo HH": (
+        "BM.Optimized3.36", r"buffers: H-H", "buffers: HH",
+        ("figure 'osu_latency_h_h_2nodes'", "params.buffers: 'HH' is not one of H-H")),
+    "size key 268435465": (
+        "BM.GPU4.8", r"values: \{268435456: 279573.25\}", "values: {268435465: 279573.25}",
+        ("figure 'osu_bw_d_d'", "values: key 268435465 is not a message size osu_bw prints")),
+    "cores: thirty-six": (
+        "BM.Optimized3.36", r"^  cores: 36$", "  cores: thirty-six",
+        ("cpu.cores: 'thirty-six' is not an integer",)),
+    "numa cores: [0]": (
+        "BM.Optimized3.36", r"cores: \[0, 17\]", "cores: [0]",
+        ("cpu.numa_nodes[0].cores: [0] must have at least 2 items",)),
+    "devices: eight": (
+        "BM.GPU4.8", r"^  devices:\n(    - \{index.*\n)+", "  devices: eight\n",
+        ("gpus.devices: 'eight' is not a list",)),
+    "sockets: two": (
+        "BM.Optimized3.36", r"^  sockets: 2$", "  sockets: two",
+        ("cpu.sockets: 'two' is not an integer",)),
+    "cluster: {nodes: four}": (
+        "loopback-cluster", r"^cluster:$", "cluster:\n  nodes: four",
+        ("cluster.nodes: 'four' is not an integer",)),
+    "scheduler: pbs": (
+        "BM.Optimized3.36", r"^scheduler: slurm$", "scheduler: pbs",
+        ("scheduler: 'pbs' is not one of slurm, none",)),
+    "rdma_port_gbs: fast": (
+        "BM.Optimized3.36", r"rdma_port_gbs: 12.5", "rdma_port_gbs: fast",
+        ("links.rdma_port_gbs: 'fast' is not a finite number",)),
+    "unknown requires": (
+        "BM.GPU4.8", r"requires: \[nvlink\]", "requires: [nvswitch]",
+        ("figure 'osu_bw_d_d'", "requires[0]: 'nvswitch' is not one of gdrdrv")),
+    "floor key not a size": (
+        "BM.GPU4.8", r"^    limit: nvlink_gbs$",
+        "    limit: nvlink_gbs\n    floor: {values: {268435457: 250000}, source: x}",
+        ("figure 'osu_bw_d_d'", "floor.values: key 268435457 is not a message size")),
+    # --- beyond issue 11's list ---
+    "unknown top-level field": (
+        "BM.Optimized3.36", r"^scheduler: slurm$", "sheduler: slurm",
+        ("unknown field 'sheduler'",)),
+    "key written twice": (
+        "BM.GPU4.8", r"buffers: D-D, nodes: 2\}", "buffers: D-D, nodes: 2, nodes: 1}",
+        ("not valid YAML at line", "key 'nodes' appears twice")),
+    "STREAM kernel typo": (
+        "BM.Standard.E5.192", r"Triad: 715650.4", "Traid: 715650.4",
+        ("figure 'stream_nps1'", "values: key 'Traid' is not a STREAM kernel")),
+    "nccl column typo": (
+        "BM.GPU4.8", r"out_of_place: 232.20", "out_of_plce: 232.20",
+        ("figure 'nccl_all_reduce_8gpus'",
+         "values: key 'out_of_plce' is not a nccl_all_reduce_perf column")),
+    "nps not a BIOS setting": (
+        "BM.Standard.E5.192", r"nps: 4, threads", "nps: 3, threads",
+        ("figure 'stream_nps4'", "params.nps: 3 is not one of 1, 2, 4")),
+    "nodes not an integer": (
+        "BM.GPU4.8", r"buffers: D-D, nodes: 1\}", "buffers: D-D, nodes: one}",
+        ("figure 'osu_latency_d_d'", "params.nodes: 'one' is not an integer")),
+    "placement without H-D": (
+        "BM.GPU4.8", r"buffers: D-D, nodes: 1\}", "buffers: D-D, nodes: 1, placement: same-numa}",
+        ("figure 'osu_latency_d_d'", "placement applies only to H-D and D-H")),
+    "metric the check does not give": (
+        "BM.GPU4.8", r"metric: latency", "metric: bandwidth",
+        ("figure 'osu_latency_d_d'", "metric: osu_latency gives latency, not 'bandwidth'")),
+    "limit on a latency": (
+        "BM.GPU4.8", r"values: \{1: 2.46\}", "values: {1: 2.46}\n    limit: pcie_gbs",
+        ("figure 'osu_latency_d_d'", "limit 'pcie_gbs': a latency in us has no GB/s limit")),
+    "limit not a link": (
+        "BM.GPU4.8", r"limit: nvlink_gbs", "limit: infiniband_gbs",
+        ("figure 'osu_bw_d_d'", "limit 'infiniband_gbs' is not a key of links")),
+    "value not finite": (
+        "BM.GPU4.8", r"values: \{1: 2.46\}", "values: {1: .nan}",
+        ("figure 'osu_latency_d_d'", "values.1: nan is not a finite number")),
+    "value zero": (
+        "BM.GPU4.8", r"values: \{1: 2.46\}", "values: {1: 0}",
+        ("figure 'osu_latency_d_d'", "values.1: 0 must be > 0")),
+    "requires without why": (
+        "BM.GPU4.8", r"^    why: \*why_gdrcopy\n", "",
+        ("figure 'osu_latency_h_d_same_numa'", "'requires' needs 'why'")),
+    "GPU capability on a CPU shape": (
+        "BM.Optimized3.36", r"^  xpmem: true$", "  xpmem: true\n  gdrdrv: true",
+        ("capabilities.gdrdrv: a GPU capability, but the shape has no gpus",)),
+    "rdma ports disagree": (
+        "BM.GPU4.8", r"^  rdma: 16 ", "  rdma: 8 ",
+        ("capabilities.rdma: 8 RDMA ports", "ports 16")),
+    "core count a float": (
+        "BM.GPU4.8", r"^  cores: 64$", "  cores: 64.0",
+        ("cpu.cores: 64.0 is not an integer",)),
+    "version unquoted": (
+        "BM.GPU4.8", r'stream: "5.10"', "stream: 5.10",
+        ("software.stack.stream: 5.1 is not a string", '"5.10"')),
+    "GPU on no NUMA node": (
+        "BM.GPU4.8", r"\{index: 2, numa_node: 1\}", "{index: 2, numa_node: 9}",
+        ("gpus.devices[2].numa_node: GPU 2 is on NUMA node 9",)),
+    "core in two NUMA nodes": (
+        "BM.GPU4.8", r"cores: \[8, 15\]", "cores: [7, 15]",
+        ("cpu.numa_nodes: core 7 is in NUMA node 0 and in NUMA node 1",)),
+    "figure id twice": (
+        "BM.GPU4.8", r"id: osu_bw_d_d$", "id: osu_latency_d_d",
+        ("figure id 'osu_latency_d_d' appears twice",)),
+    "not YAML": (
+        "BM.GPU4.8", r"^shape: BM.GPU4.8$", "shape: [BM.GPU4.8",
+        ("not valid YAML at line",)),
+    "alias that contains itself": (
+        "BM.Optimized3.36", r"^summary: .*$", "summary: &s [*s]",
+        ("summary[0]: a YAML alias refers to the mapping or list that contains it",)),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_fault_is_one_line_naming_file_figure_and_field(fault: str, tmp_path: Path) -> None:
+    shape, old, new, pieces = FAULTS[fault]
+    message = load_error(broken_copy(tmp_path, shape, old, new))
+    assert message.startswith(f"{shape}.yaml: "), message
+    for piece in pieces:
+        assert piece in message, message
+
+
+def test_a_figure_known_only_by_its_floor_is_valid(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "BM.GPU4.8", r"^    values: \{268435456: 11962.21\}$",
+                       "    floor: {values: {268435456: 11000}, source: OCI's health check}")
+    figure = next(f for f in shapes.load_file(path).figures if f["id"] == "osu_bw_d_d_2nodes")
+    assert "values" not in figure and figure["floor"]["values"] == {268435456: 11000}
+
+
+def test_a_figure_with_neither_values_nor_floor_is_refused(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "BM.GPU4.8", r"^    values: \{268435456: 11962.21\}\n", "")
+    assert load_error(path) == \
+        "BM.GPU4.8.yaml: figure 'osu_bw_d_d_2nodes': missing field 'values'"
+
+
+def test_an_empty_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "BM.Empty.yaml"
+    path.write_text("# nothing yet\n")
+    assert load_error(path) == "BM.Empty.yaml: a shape file must be a mapping, not an empty file"
+
+
+def test_the_file_name_must_be_the_shape(tmp_path: Path) -> None:
+    path = tmp_path / "BM.Other.yaml"
+    path.write_text((SITE_SHAPES / "BM.Optimized3.36.yaml").read_text())
+    assert "BM.Other.yaml: 'shape' is 'BM.Optimized3.36', expected 'BM.Other'" in load_error(path)
+
+
+def test_a_broken_local_file_is_named_before_probing(tmp_path: Path) -> None:
+    path = broken_copy(tmp_path, "local", r"^scheduler: none$", "scheduler: pbs")
+    assert load_error(path) == "local.yaml: scheduler: 'pbs' is not one of slurm, none"
+
+
+# --------------------------------------------------------------------------- the command
+
+def test_check_prints_one_line_per_file_and_exits_1(tmp_path: Path) -> None:
+    good = tmp_path / "good"
+    good.mkdir()
+    shutil.copy(SITE_SHAPES / "BM.Optimized3.36.yaml", good)
+    files = [broken_copy(tmp_path, *FAULTS["parameter typo thread"][:3]),
+             broken_copy(tmp_path, *FAULTS["devices: eight"][:3]),
+             broken_copy(tmp_path, *FAULTS["cluster: {nodes: four}"][:3]),
+             good / "BM.Optimized3.36.yaml"]
+    done = ocibench("shape", "--check", *map(str, files))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 4, lines
+    assert lines[0].startswith("BM.Standard.E5.192.yaml: figure 'stream_nps1': params: ")
+    assert lines[1].startswith("BM.GPU4.8.yaml: gpus.devices: 'eight' is not a list")
+    assert lines[2].startswith("loopback-cluster.yaml: cluster.nodes: 'four'")
+    assert lines[3] == "BM.Optimized3.36.yaml: ok"
+
+
+def test_check_of_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    missing = tmp_path / "BM.Nothing.yaml"
+    done = ocibench("shape", "--check", str(missing))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.strip() == f"ocibench: shape --check: no such file: {missing}"
+
+
+def shapes_copy(tmp_path: Path, broken: str, old: str, new: str) -> Path:
+    """A copy of site/shapes with one file broken."""
+    directory = tmp_path / "shapes"
+    shutil.copytree(SITE_SHAPES, directory)
+    fixed = broken_copy(tmp_path, broken, old, new)
+    shutil.move(str(fixed), directory / fixed.name)
+    return directory
+
+
+def test_a_broken_file_in_the_shapes_dir_is_still_listed_and_checked(tmp_path: Path) -> None:
+    needs_lscpu()
+    directory = shapes_copy(tmp_path, *FAULTS["cores: thirty-six"][:3])
+    env = {shapes.SHAPES_DIR_ENV: str(directory)}
+    listed = ocibench("shape", "--list", env=env)
+    assert listed.returncode == 0 and "BM.Optimized3.36" in listed.stdout.split()
+    checked = ocibench("shape", "--check", env=env)
+    assert checked.returncode == 1
+    assert "BM.Optimized3.36.yaml: cpu.cores: 'thirty-six' is not an integer" in checked.stdout
+    assert checked.stdout.count(": ok\n") == len(SHIPPED) - 1
+    shown = ocibench("shape", "--show", "BM.Optimized3.36", env=env)
+    assert shown.returncode == 2 and "Traceback" not in shown.stderr
+    assert shown.stderr.startswith("ocibench: BM.Optimized3.36.yaml: cpu.cores:")
+
+
+# --------------------------------------------------------------------------- ReFrame
+
+@pytest.fixture
+def broken_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    needs_lscpu()
+    pytest.importorskip("reframe", reason="ReFrame is not installed (pip install -e '.[test]')")
+    directory = shapes_copy(tmp_path, *FAULTS["cores: thirty-six"][:3])
+    monkeypatch.setenv(shapes.SHAPES_DIR_ENV, str(directory))
+    monkeypatch.setenv(shapes.SHAPE_ENV, shapes.LOCAL)
+    return directory
+
+
+def test_a_broken_shape_leaves_out_only_its_own_system(broken_site: Path, capsys) -> None:
+    from ocibench import reframe_site
+
+    config = reframe_site.build([])
+    systems = [s["name"] for s in config["systems"]]
+    assert "BM_Optimized3_36" not in systems
+    assert set(systems) == {reframe_site.system_name(p.stem) for p in broken_site.glob("*.yaml")
+                            if p.stem != "BM.Optimized3.36"}
+    assert systems[0] == "local"
+    assert ("ocibench: warning: system BM_Optimized3_36 left out: BM.Optimized3.36.yaml: "
+            "cpu.cores: 'thirty-six' is not an integer") in capsys.readouterr().err
+
+
+def test_asking_for_the_broken_system_names_its_fault(broken_site: Path) -> None:
+    from reframe.core.exceptions import ConfigError
+
+    from ocibench import reframe_site
+
+    with pytest.raises(ConfigError, match=re.escape(
+            "system BM_Optimized3_36 is left out: BM.Optimized3.36.yaml: cpu.cores:")):
+        reframe_site.build(["--system", "BM_Optimized3_36"])
+
+
+def test_reframe_lists_the_other_systems_checks(broken_site: Path, tmp_path: Path) -> None:
+    exe = shutil.which("reframe")
+    if not exe:
+        pytest.skip("reframe is not on PATH (pip install -e '.[test]')")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RFM_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.REPO_ROOT / "src"),
+                                                     os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [exe, "-C", str(paths.SITE_DIR / "reframe_config.py"), "-c", str(paths.CHECKS_DIR),
+         "--nocolor", "--prefix", str(tmp_path / "rfm"), "-l", "--system", "BM_GPU4_8"],
+        capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^Found \d+ check\(s\)$", done.stdout, re.MULTILINE), done.stdout
+    assert "system BM_Optimized3_36 left out: BM.Optimized3.36.yaml: cpu.cores" in done.stderr
+
