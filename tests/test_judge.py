@@ -257,3 +257,39 @@ def test_report_refuses_a_unit_of_another_metric(tmp_path):
     forged["rows"][0]["unit"] = "us"
     done, _ = _report(tmp_path, forged)
     assert done.returncode == 2 and "rows[0].unit: 'us' is no unit of bandwidth" in done.stderr
+
+
+# --- named causes ----------------------------------------------------------------------
+
+OMB_LAT = """# OSU MPI-CUDA Latency Test v7.4
+# Send Buffer on DEVICE (D) and Receive Buffer on DEVICE (D)
+# Size          Avg Latency(us)
+1                      {value}
+"""
+
+
+def _d_d_latency(gpu, value: str, lacking=()):
+    params = checkspec.resolve("osu_latency", {"buffers": "D-D", "nodes": 1})
+    figures = references.matching(gpu, "osu_latency", params)
+    return judge.judge(gpu, figures, "latency", 1, float(value), "us", lacking)
+
+
+def test_a_missed_figure_names_what_it_requires(gpu):
+    row = _d_d_latency(gpu, "15.90")
+    assert row.verdict is Verdict.FAIL and row.requires == ("gdrdrv",)
+    reason = row.failure()
+    assert reason.startswith("latency at size 1: 15.90 us > ceiling 2.83 us (documented 2.46 us")
+    assert "the documented figure needs gdrdrv (The seed's 1-byte GPU latencies are " \
+           "gdrcopy figures" in reason
+    assert "`ocibench preflight` says which this node lacks" in reason
+
+
+def test_a_missed_figure_names_what_this_node_lacks(gpu):
+    reason = _d_d_latency(gpu, "15.90", lacking=("gdrdrv", "xpmem")).failure()
+    assert "the documented figure needs gdrdrv; this node lacks gdrdrv (" in reason
+    assert "xpmem" not in reason   # not required by this figure
+
+
+def test_a_passing_figure_is_never_given_a_cause(gpu):
+    row = _d_d_latency(gpu, "2.50", lacking=("gdrdrv",))
+    assert row.verdict is Verdict.PASS and row.failure() is None and row.cause() == ""

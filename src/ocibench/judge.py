@@ -21,7 +21,7 @@ A value is judged in three steps, each stated once here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -64,6 +64,12 @@ class Row:
     limit_fraction: float | None = None   # measured / physical limit
     #: Why the value cannot be a measurement, when step 1 failed it.
     implausible: str | None = None
+    #: What the documented figure needs of the node (its ``requires``), and why.
+    requires: tuple[str, ...] = ()
+    requires_why: str | None = None
+    #: Of ``requires``, what this node is known to lack (from ``ocibench preflight``
+    #: or the shape file's ``capabilities``); empty where nothing is known.
+    lacking: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -101,7 +107,20 @@ class Row:
                          f"({self.floor_source})")
         elif self.floor_verdict is not None:
             parts.append(f"meets OCI's acceptance floor {_num(self.floor)} {self.unit}")
-        return f"{head} " + "; but ".join(parts) if parts else head
+        text = f"{head} " + "; but ".join(parts) if parts else head
+        return text + self.cause()
+
+    def cause(self) -> str:
+        """What the missed figure needs and the node lacks, as the tail of a reason.
+        Empty for a row that did not fail: a passing figure is never given a cause."""
+        if self.verdict is not Verdict.FAIL or self.implausible or not self.requires:
+            return ""
+        why = self.requires_why or "see the shape file"
+        if self.lacking:
+            return (f": the documented figure needs {', '.join(self.requires)}; this node "
+                    f"lacks {', '.join(self.lacking)} ({why})")
+        return (f": the documented figure needs {', '.join(self.requires)} ({why}); "
+                "`ocibench preflight` says which this node lacks")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -156,8 +175,12 @@ def implausible(metric: str, key: int | str, measured: float | None, unit: str,
 
 
 def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
-          key: int | str, measured: float | None, unit: str | None = None) -> Row:
-    """The verdict on one value of a run whose matching figures are ``figures``."""
+          key: int | str, measured: float | None, unit: str | None = None,
+          lacking: Collection[str] = ()) -> Row:
+    """The verdict on one value of a run whose matching figures are ``figures``.
+
+    ``lacking`` names the capabilities this node is known not to have (``ocibench
+    preflight``); a failed figure that requires one of them says so."""
     unit = unit or metrics.default_unit(metric)
     found = references.lookup(figures, metric, key)
     if found is None:
@@ -191,6 +214,9 @@ def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
         limit=figure.get("limit"), limit_gbs=physical,
         limit_fraction=gbs / physical if gbs is not None and physical else None,
         implausible=why,
+        requires=tuple(figure.get("requires") or ()),
+        requires_why=" ".join(str(figure.get("why") or "").split()) or None,
+        lacking=tuple(n for n in figure.get("requires") or () if n in lacking),
     )
 
 
@@ -204,11 +230,12 @@ def _overall(why: str | None, tolerance: Verdict | None, floor: Verdict | None) 
 
 def judge_run(shape: shapes.Shape, check: str, params: Mapping[str, Any],
               series: Mapping[str, Mapping[int | str, float | None]],
-              units: Mapping[str, str] | None = None) -> list[Row]:
+              units: Mapping[str, str] | None = None,
+              lacking: Collection[str] = ()) -> list[Row]:
     """Every value of one run (metric -> key -> value), judged."""
     figures = references.matching(shape, check, params)
     units = units or {}
-    return [judge(shape, figures, metric, key, value, units.get(metric))
+    return [judge(shape, figures, metric, key, value, units.get(metric), lacking)
             for metric, values in series.items() for key, value in values.items()]
 
 
