@@ -11,9 +11,9 @@ the same way:
 * It records provenance: ``python3 -m ocibench.provenance > provenance.json`` runs in
   the job before the benchmark, with the interpreter that runs ReFrame.
 * Sanity is :func:`ocibench.outputs.parse` (the same code that judges hand-run outputs
-  offline) plus the job's exit code; a job that failed before the benchmark printed
-  anything (a module that does not load, mpirun that cannot start) is reported with the
-  line of its error output that says why.
+  offline) of the job's stderr and stdout, plus the job's exit code; a failed job (a
+  module tree that is unsafe or a modulefile that does not load, mpirun that cannot
+  start, a crash) is reported with the line that says why (:func:`failure_line`).
 * Performance variables are every value the parse returns, named
   ``<metric>_<key>`` by :func:`ocibench.references.perf_var`; their references come
   from :func:`ocibench.references.reframe_reference` (none on a shape that documents
