@@ -178,7 +178,7 @@ def test_collectives_are_host_runs_and_xccl_needs_nccl():
     assert outputs.parse("osu_xccl_allreduce", xccl, params).values == {1073741824: 8955.18}
     with pytest.raises(outputs.SanityError, match="missing '# OSU NCCL Allreduce Latency Test'"):
         outputs.parse("osu_xccl_allreduce", xccl.replace("NCCL-CUDA", "MPI-CUDA"), params)
-    with pytest.raises(outputs.SanityError, match="is not a CUDA run; buffers=D-D needs "
+    with pytest.raises(outputs.SanityError, match="is not a CUDA run; NCCL on GPUs needs "
                        "'# OSU NCCL-CUDA Allreduce Latency Test' \\(OMB run with -d cuda D D\\)"):
         outputs.parse("osu_xccl_allreduce", xccl.replace("NCCL-CUDA", "NCCL"), params)
 

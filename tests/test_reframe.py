@@ -379,9 +379,8 @@ def test_failure_line_names_the_cause():
 
 def _lmod_load(init: Path, tree: Path, *modules: str) -> subprocess.CompletedProcess:
     """`module use TREE; module load MODULES` in a real Lmod shell."""
-    return subprocess.run(["bash", "-c", f'source "{init}"; module use "{tree}"; '
-                           f'module load {" ".join(modules)}'],
-                          capture_output=True, text=True, timeout=60)
+    script = f'source "{init}"; module use "{tree}"; module load {" ".join(modules)}'
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
 
 
 #: A modulefile Lua cannot parse: the ')' of line 2 is missing.
@@ -588,7 +587,7 @@ def test_an_unsafe_module_tree_fails_before_any_module_loads(tmp_path, lmod_init
     """A world-writable copy of a real tree whose modulefile runs os.execute: the check
     fails naming the path, and Lmod never runs the modulefile."""
     marker = tmp_path / "modulefile-ran"
-    core = _local_tree(tmp_path / "modules", {
+    _local_tree(tmp_path / "modules", {
         "openmpi": f'os.execute("touch {marker}")\nwhatis("openmpi")\n',
         "omb": 'whatis("omb")\n'})
     tree = tmp_path / "modules" / "local"

@@ -10,9 +10,9 @@ which size lines must be present.  Every default is the seeds' command line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-import re
 from typing import Any
 
 

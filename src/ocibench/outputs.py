@@ -219,9 +219,10 @@ def _omb_buffers(check: str, title: str, lines: list[str], params: dict[str, Any
         raise SanityError(f"{check}: the title {title!r} is a -d cuda run; host buffers "
                           f"(H-H) are OMB without -d: '# OSU {api} {name}'")
     if buffers != "H-H" and not cuda:
-        how = "-d cuda D D" if api == "NCCL" else f"-d cuda {buffers.replace('-', ' ')}"
-        raise SanityError(f"{check}: the title {title!r} is not a CUDA run; buffers={buffers} "
-                          f"needs '# OSU {api}-CUDA {name}' (OMB run with {how})")
+        what = f"buffers={buffers}" if "buffers" in params else f"{api} on GPUs"
+        raise SanityError(f"{check}: the title {title!r} is not a CUDA run; {what} needs "
+                          f"'# OSU {api}-CUDA {name}' (OMB run with -d cuda "
+                          f"{buffers.replace('-', ' ')})")
 
 
 def _omb_cap(check: str, text_lines: list[str], rows: list[list[str]],
