@@ -11,9 +11,9 @@ the same way:
 * It records provenance: ``python3 -m ocibench.provenance > provenance.json`` runs in
   the job before the benchmark, with the interpreter that runs ReFrame.
 * Sanity is :func:`ocibench.outputs.parse` (the same code that judges hand-run outputs
-  offline) plus the job's exit code; a job that failed before the benchmark printed
-  anything (a module that does not load, mpirun that cannot start) is reported with the
-  line of its error output that says why.
+  offline) of the job's stderr and stdout, plus the job's exit code; a failed job (a
+  module tree that is unsafe or a modulefile that does not load, mpirun that cannot
+  start, a crash) is reported with the line that says why (:func:`failure_line`).
 * Sanity also refuses a value that cannot be a measurement (zero, above the physical
   limit of its link or memory): :func:`ocibench.judge.judge` says so, as it does offline.
 * Performance variables are every value the parse returns, named
@@ -44,28 +44,89 @@ from ocibench.reframe_launchers import INTELMPI
 
 PROVENANCE_FILE = "provenance.json"
 
-#: Lines of a failed job's stderr that say why it failed, most telling first.
+#: Lines of a failed job's output that say why it failed, most telling first, after
+#: our own "ocibench:" lines, Lmod's error and a crash (see failure_line).
 _FAILURE_LINES = (
-    re.compile(r"ocibench: .*"),
     # UCX_NET_DEVICES names a device the node lacks (a wrong mlx5_N:1 in a shape file)
     re.compile(r".*network device '[^']+' is not available.*"),
-    re.compile(r"module\(s\) are unknown"),
     re.compile(r".*(?:command not found|No such file or directory).*"),
     re.compile(r".*(?:not enough slots|There are not enough slots).*"),
-    re.compile(r"(?i).*error.*"),
 )
+#: Looked for in stderr only: STREAM's stdout says "Solution Validates: avg error less
+#: than 1.000000e-13", which is no error.
+_ERROR_LINE = re.compile(r"(?i).*error.*")
+
+_LMOD_ERROR = "Lmod has detected the following error:"
+#: How Lua reports a modulefile it cannot run, once Lmod's wrapped lines are joined:
+#: '<file>: [string "<its first line>..."]:<line>: <why>'.
+_LMOD_LUA = re.compile(r'(\S+): \[string ".*?"\]:(\d+): (.*)')
 
 
-def failure_line(stderr: str) -> str | None:
-    """The line of a failed job's error output that best says why it failed."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+def failure_line(stderr: str, stdout: str = "") -> str | None:
+    """The line of a failed job's output that best says why it failed.
+
+    In order: an ``ocibench:`` line (our own checks in the job script), Lmod's error
+    (with the modulefile and line it names), a crash (the shell's or mpirun's line
+    naming the signal), the specific errors above, then any stderr line with "error".
+    """
+    err = [line.strip() for line in stderr.splitlines() if line.strip()]
+    out = [line.strip() for line in stdout.splitlines() if line.strip()]
+    ours = next((line for line in err + out if line.startswith("ocibench: ")), None)
+    if ours:
+        return ours
+    lmod = lmod_error(err)
+    if lmod:
+        return lmod
+    for lines in (err, out):
+        crash = outputs.first_crash("\n".join(lines))
+        if crash:
+            return "benchmark crashed: " + _paragraph(lines, crash.string, crash.start())
     for pattern in _FAILURE_LINES:
-        for index, line in enumerate(lines):
-            if pattern.search(line):
-                if "module(s) are unknown" in line and index + 1 < len(lines):
-                    return f"{line} {lines[index + 1]}"  # Lmod prints the names next
-                return line
-    return lines[-1] if lines else None
+        found = next((line for line in err + out if pattern.search(line)), None)
+        if found:
+            return found
+    found = next((line for line in err if _ERROR_LINE.search(line)), None)
+    return found or (err or out or [None])[-1]
+
+
+def _paragraph(lines: list[str], text: str, offset: int) -> str:
+    """The line holding ``offset`` of ``text`` (the lines joined), with the lines that
+    continue its sentence: mpirun wraps 'noticed that process ... exited on' / 'signal
+    11 (Segmentation fault).' over two."""
+    index = text.count("\n", 0, offset)
+    found = lines[index]
+    for more in lines[index + 1:index + 3]:
+        if found.endswith((".", ")")) or not found.startswith(("mpirun", "prterun")):
+            break
+        found = f"{found} {more}"
+    return found
+
+
+def lmod_error(lines: list[str]) -> str | None:
+    """Lmod's error in one line, naming the modulefile and line where it names them.
+
+    Lmod wraps its message to the terminal width and lists the module it was loading
+    below it ("While processing the following module(s): ... Module Filename")."""
+    start = next((i for i, line in enumerate(lines) if line.startswith(_LMOD_ERROR)), None)
+    if start is None:
+        return None
+    block, files = [], []
+    rest = iter(lines[start:])
+    for line in rest:
+        if line.startswith(("Please check", "While processing")):
+            break
+        block.append(line)
+    for line in rest:   # the table of "While processing the following module(s):"
+        if line.startswith(_LMOD_ERROR):
+            break
+        if line.split()[-1].startswith("/"):
+            files.append(line.split()[-1])
+    message = " ".join(" ".join(block)[len(_LMOD_ERROR):].split())
+    lua = _LMOD_LUA.search(message)
+    if lua:
+        return f"{_LMOD_ERROR[:-1]} in modulefile {lua.group(1)} line {lua.group(2)}: {lua.group(3)}"
+    where = f" (modulefile {files[0]})" if files else ""
+    return f"{_LMOD_ERROR} {message}{where}"
 
 
 def host_device_cores(extras: dict[str, Any], buffers: str,
@@ -108,6 +169,54 @@ def host_device_cores(extras: dict[str, Any], buffers: str,
         raise ValueError(f"unknown placement {placement!r}")
     order = [device_core, host_core] if device_rank == 0 else [host_core, device_core]
     return order, ""
+
+
+#: The file an Open MPI 4.x job names each rank's core in (see pin_ranks).
+RANKFILE = "ocibench_rankfile"
+#: Shell variable that carries the pinning options when the MPI is chosen in the job.
+PLACEMENT_VAR = "OCIBENCH_PLACEMENT"
+
+
+def pin_ranks(cores: list[int], openmpi: str) -> tuple[list[str], list[str]]:
+    """mpirun options that put rank i on ``cores[i]``, and the job lines they need.
+
+    Open MPI 5.x (PRRTE) takes the seeds' ``--map-by pe-list=24,25:ordered``.  Open MPI
+    4.x (ORTE) does not know pe-list ("The mapping request contains an unrecognized
+    modifier", then "Bad parameter"), and its ``--cpu-list 25,24 --bind-to
+    cpu-list:ordered`` binds in ascending core order whatever the list says (tried with
+    4.1.4: rank 0 went to the lower core), so 4.x gets a rankfile of OS core ids
+    (``rmaps_rank_file_physical``, as the shape file and numactl count them).
+
+    ``openmpi`` is the shape's ``software.stack.openmpi``.  A version there (5.0.8)
+    gives that major's options on the mpirun line, and the job fails, naming both
+    versions, if its mpirun is another major.  Without one (``any``) the job asks its
+    own mpirun (``mpirun --version``) and picks; another major than 4 or 5 fails
+    saying which are needed.
+    """
+    pe_list = f"--map-by pe-list={','.join(map(str, cores))}:ordered"
+    lines = "\\n".join(f"rank {rank}=localhost slot={core}" for rank, core in enumerate(cores))
+    forms = {  # major -> (options, the job line that prepares them)
+        "5": (pe_list, ":"),
+        "4": (f"--rankfile {RANKFILE} --mca rmaps_rank_file_physical 1",
+              f"printf '{lines}\\n' > {RANKFILE}"),
+    }
+    probe = ("ocibench_ompi=$(mpirun --version 2>&1 | "
+             "sed -n 's/^.*(Open MPI) \\([0-9][0-9]*\\)\\..*$/\\1/p' | head -n 1)")
+    major = openmpi.split(".")[0]
+    if major.isdigit():   # the shape names its Open MPI: that major's options, checked
+        options = forms[major][0].split() if major in forms else []
+        branches = {major: forms[major][1]} if major in forms else {}
+        need = (f"is written for Open MPI {major}.x (software.stack.openmpi: {openmpi})"
+                if major in forms else
+                f"needs Open MPI 4.x or 5.x, not {openmpi} (software.stack.openmpi)")
+    else:                 # chosen in the job by its own mpirun
+        options = [f"${PLACEMENT_VAR}"]
+        branches = {m: f'{setup}; {PLACEMENT_VAR}="{opts}"' for m, (opts, setup) in forms.items()}
+        need = "needs Open MPI 4.x (rankfile) or 5.x (--map-by pe-list)"
+    fail = (f'echo "ocibench: the host<->GPU placement {need}; this job\'s mpirun is '
+            f'Open MPI ${{ocibench_ompi:-(none found)}}" >&2; exit 1')
+    cases = "".join(f"{m}) {line} ;; " for m, line in branches.items())
+    return options, [probe, f'case "$ocibench_ompi" in {cases}*) {fail} ;; esac']
 
 
 class OcibenchCheck(rfm.RunOnlyRegressionTest):
@@ -201,16 +310,14 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
         # says only "job exited with exit code 1": name the line that says why.
         code = self.job.exitcode
         if not self.is_dry_run() and code not in (0, None):
-            why = failure_line(self._error_output()) or "no error output"
-            raise ReframeSanityError(f"job exit code {code}: {why}")
+            raise ReframeSanityError(f"job exit code {code}: {self._why_failed()}")
 
     @sanity_function
     def assert_sane(self):
         """Exit code 0 and an output that ocibench.outputs.parse accepts."""
         code = self.job.exitcode
         if code != 0:
-            why = failure_line(self._error_output()) or "no error output"
-            raise ReframeSanityError(f"job exit code {code}: {why}")
+            raise ReframeSanityError(f"job exit code {code}: {self._why_failed()}")
         measured = self.measurement()
         rows = judge.judge_run(self._shape(), self.check_name, self.run_params(),
                                measured.series(), measured.units())
@@ -241,26 +348,35 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
 
     # ------------------------------------------------------------------ measurement
 
-    def _error_output(self) -> str:
-        """stderr, then stdout: UCX logs its warnings (a UCX_NET_DEVICES device the node
-        does not have) to stdout."""
-        return self._read(self.stderr.evaluate()) + "\n" + self._read(self.stdout.evaluate())
+    def _why_failed(self) -> str:
+        """The line of the job's stderr (or stdout: UCX logs its warnings there)
+        that says why the job failed."""
+        try:
+            stderr = self._read(self.stderr.evaluate())
+            stdout = self._read(self.stdout.evaluate())
+        except outputs.OutputTooLarge as err:
+            return str(err)
+        return failure_line(stderr, stdout) or "no error output"
 
     def _read(self, name: str) -> str:
-        path = os.path.join(self.stagedir, name)
+        """A file of the stage directory ('' if absent), read up to
+        outputs.MAX_OUTPUT_BYTES (OutputTooLarge beyond)."""
         try:
-            with open(path, errors="replace") as handle:
-                return handle.read()
+            with open(os.path.join(self.stagedir, name), "rb") as stream:
+                return outputs.read_output(stream, name)
         except OSError:
             return ""
 
     def measurement(self) -> outputs.Measurement:
+        """The parse of stderr, then stdout: as a hand run saved with 2>&1, so that a
+        crash or OMB's size cap printed on stderr is judged as offline."""
         cached = getattr(self, "_ocibench_measurement", None)
         if cached is None:
-            text = self._read(self.stdout.evaluate())
             try:
+                text = self._read(self.stderr.evaluate()) + "\n" + \
+                    self._read(self.stdout.evaluate())
                 cached = outputs.parse(self.check_name, text, self.run_params())
-            except outputs.SanityError as err:
+            except (outputs.SanityError, outputs.OutputTooLarge) as err:
                 raise ReframeSanityError(str(err)) from None
             self._ocibench_measurement = cached
         return cached

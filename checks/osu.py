@@ -15,7 +15,7 @@ from typing import Any
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, variable
 
-from .base import EveryGpuCheck, OcibenchCheck, host_device_cores
+from .base import EveryGpuCheck, OcibenchCheck, host_device_cores, pin_ranks
 
 #: OMB options per benchmark, as the seeds give them (seed 000 sec 2-1/2-2, 002 sec 3-x).
 LATENCY_OPTS = ["-x", "1000", "-i", "10000", "-m", "1:1"]
@@ -106,8 +106,11 @@ class _Pt2PtHostDevice(_Pt2Pt):
                                     f"{extras['shape']}: {why}")
         # seed 000 sec 2-1: mpirun -n 2 --map-by pe-list=24,25:ordered --report-bindings
         #                   numactl -l osu_latency ... -d cuda H D
-        self.job.launcher.options = ["--map-by", f"pe-list={cores[0]},{cores[1]}:ordered",
-                                     "--report-bindings"]
+        # (Open MPI 5.x; 4.x gets a rankfile: base.pin_ranks)
+        openmpi = str(self.current_environ.extras.get("mpi_version") or "any")
+        options, prepare = pin_ranks(cores, openmpi)
+        self.job.launcher.options = options + ["--report-bindings"]
+        self.prerun_cmds = list(self.prerun_cmds) + prepare
         self.executable = "numactl"
         self.executable_opts = ["-l", self.check_name] + self.executable_opts
 

@@ -377,6 +377,97 @@ def test_failure_line_names_the_cause():
         "ocibench: no Lmod module tree for shape local"
 
 
+def _lmod_load(init: Path, tree: Path, *modules: str) -> subprocess.CompletedProcess:
+    """`module use TREE; module load MODULES` in a real Lmod shell."""
+    script = f'source "{init}"; module use "{tree}"; module load {" ".join(modules)}'
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+
+
+#: A modulefile Lua cannot parse: the ')' of line 2 is missing.
+BROKEN_LUA = 'whatis("omb")\nsetenv("OMB_HOME", "/opt/omb"\nprepend_path("PATH", "/opt/omb")\n'
+
+
+def test_failure_line_names_the_modulefile_and_line_lmod_prints(tmp_path, lmod_init):
+    """Lmod wraps its message to the terminal and names the file in a table below; the
+    reason joins them: the modulefile and the line Lua stopped at."""
+    base = _checks_base()
+    deep = tmp_path / ("shared-storage-" * 4) / "modules" / "BM.GPU4.8" / "Core"
+    (deep / "omb").mkdir(parents=True)
+    (deep / "omb" / "7.5.lua").write_text(BROKEN_LUA)
+    done = _lmod_load(lmod_init, deep, "omb")
+    assert done.returncode != 0
+    assert base.failure_line(done.stderr) == (
+        f"Lmod has detected the following error in modulefile {deep}/omb/7.5.lua line 3: "
+        "')' expected (to close '(' at line 2) near 'prepend_path'")
+    (deep / "omb" / "7.5.lua").write_text('LmodError("omb is retired here")\n')
+    assert base.failure_line(_lmod_load(lmod_init, deep, "omb").stderr) == (
+        "Lmod has detected the following error: omb is retired here "
+        f"(modulefile {deep}/omb/7.5.lua)")
+
+
+STREAM_OUT = """Number of Threads counted = 1
+Function    Best Rate MB/s  Avg time     Min time     Max time
+Copy:           20000.1     0.008100     0.008000     0.008200
+Scale:          19000.2     0.008500     0.008400     0.008600
+Add:            21000.3     0.011500     0.011400     0.011600
+Triad:          21000.4     0.011500     0.011400     0.011600
+Solution Validates: avg error less than 1.000000e-13 on all three arrays
+"""
+
+
+def test_failure_line_prefers_the_crash_to_an_error_word():
+    """A crashed STREAM's stdout says "avg error less than": the crash is the reason."""
+    base = _checks_base()
+    stderr = "/stage/rfm_job.sh: line 21: 4242 Segmentation fault (core dumped) stream_c.exe\n"
+    assert base.failure_line(stderr, STREAM_OUT) == (
+        "benchmark crashed: /stage/rfm_job.sh: line 21: 4242 Segmentation fault "
+        "(core dumped) stream_c.exe")
+    mpirun = ("-" * 74 + "\nmpirun noticed that process rank 1 with PID 0 on node gpu-a "
+              "exited on\nsignal 11 (Segmentation fault).\n" + "-" * 74 + "\n")
+    assert base.failure_line(mpirun) == (
+        "benchmark crashed: mpirun noticed that process rank 1 with PID 0 on node gpu-a "
+        "exited on signal 11 (Segmentation fault).")
+
+
+def _open_mpi_major(mpirun: str) -> str:
+    first = subprocess.run([mpirun, "--version"], capture_output=True, text=True).stdout
+    found = re.search(r"\(Open MPI\) (\d+)\.", first)
+    if not found:
+        pytest.skip(f"{mpirun} is not Open MPI: {first.splitlines()[:1]}")
+    return found.group(1)
+
+
+def test_host_device_pinning_on_this_open_mpi(tmp_path, mpirun):
+    """base.pin_ranks with the real mpirun: rank 0 on core 1, rank 1 on core 0 (the
+    order matters: D-H puts the device rank first), chosen in the job or named by the
+    shape; a shape naming the other major fails, saying which version is needed."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs 2 cores")
+    base = _checks_base()
+    major = _open_mpi_major(mpirun)
+    other = "4.1.6" if major == "5" else "5.0.8"
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    rank_cpus = "echo rank $OMPI_COMM_WORLD_RANK cpus $(taskset -pc $$ | cut -d: -f2)"
+    for version in ("any", f"{major}.0.0", other):
+        options, prepare = base.pin_ranks([1, 0], version)
+        script = "\n".join(["trap 'exit 1' ERR", *prepare,
+                            f"mpirun -n 2 {' '.join(options)} sh -c '{rank_cpus}'"])
+        work = tmp_path / version
+        work.mkdir()
+        done = subprocess.run(["bash", "-c", script], cwd=work, capture_output=True,
+                              text=True, timeout=120, env=env)
+        if version == other:
+            assert done.returncode == 1
+            assert done.stderr == (
+                f"ocibench: the host<->GPU placement is written for Open MPI "
+                f"{other[0]}.x (software.stack.openmpi: {other}); this job's mpirun is "
+                f"Open MPI {major}\n")
+            continue
+        assert done.returncode == 0, done.stderr
+        assert sorted(done.stdout.split("\n")[:2]) == ["rank 0 cpus 1", "rank 1 cpus 0"], \
+            done.stdout
+
+
 def test_every_job_records_provenance(dry_runs):
     for case in dry_runs["BM_Optimized3_36"]["cases"]:
         if case["result"] == "skip":
@@ -457,6 +548,66 @@ def test_missing_module_tree_fails_the_check_clearly(tmp_path, lmod_init):
     assert result.returncode != 0 and case["result"] == "fail"
     assert f"no Lmod module tree for shape local: nothing matches {empty}/local/Core" \
         in case["fail_reason"]
+
+
+def _local_tree(root: Path, modulefiles: dict[str, str]) -> Path:
+    """A real Lmod tree of the local shape under ``root``: {name: Lua} as
+    <root>/local/linux-test-x86_64/Core/<name>/1.0.lua; returns the Core directory."""
+    core = root / "local" / "linux-test-x86_64" / "Core"
+    for name, lua in modulefiles.items():
+        (core / name).mkdir(parents=True)
+        (core / name / "1.0.lua").write_text(lua)
+    return core
+
+
+def test_failed_jobs_name_the_modulefile_line_and_the_crash(tmp_path, lmod_init):
+    """A malformed omb modulefile: the reason names its file and line (not rfm_job.err).
+    A STREAM that crashes after printing its table: the reason is the crash, not the
+    'Solution Validates: avg error ...' line of its stdout."""
+    bench = tmp_path / "bin"
+    bench.mkdir()
+    stream = bench / "stream_c.exe"   # prints a whole STREAM table, then segfaults
+    stream.write_text(f"#!/bin/sh\ncat <<'EOF'\n{STREAM_OUT}EOF\nkill -SEGV $$\n")
+    stream.chmod(0o755)
+    core = _local_tree(tmp_path / "modules", {
+        "openmpi": 'whatis("openmpi")\n', "omb": BROKEN_LUA,
+        "stream": f'prepend_path("PATH", "{bench}")\n'})
+    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1", "stream"],
+                               OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
+    omb = cases["osu_latency %buffers=H-H %nodes=1"]
+    assert result.returncode != 0 and omb["result"] == "fail"
+    assert f"error in modulefile {core}/omb/1.0.lua line 3: ')' expected" in omb["fail_reason"]
+    ran = [c for name, c in cases.items() if name.startswith("stream") and c["result"] != "skip"]
+    assert len(ran) == 1 and ran[0]["result"] == "fail"
+    assert "job exit code 139: benchmark crashed: " in ran[0]["fail_reason"]
+    assert "Segmentation fault" in ran[0]["fail_reason"]
+
+
+def test_an_unsafe_module_tree_fails_before_any_module_loads(tmp_path, lmod_init):
+    """A world-writable copy of a real tree whose modulefile runs os.execute: the check
+    fails naming the path, and Lmod never runs the modulefile."""
+    marker = tmp_path / "modulefile-ran"
+    _local_tree(tmp_path / "modules", {
+        "openmpi": f'os.execute("touch {marker}")\nwhatis("openmpi")\n',
+        "omb": 'whatis("omb")\n'})
+    tree = tmp_path / "modules" / "local"
+    everything = [tree, *tree.rglob("*")]
+    for path in everything:   # chmod -R go+w, as a careless admin would
+        path.chmod(path.stat().st_mode | 0o022)
+    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1"],
+                               OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
+    case = cases["osu_latency %buffers=H-H %nodes=1"]
+    assert result.returncode != 0 and case["result"] == "fail"
+    assert case["fail_reason"] == (
+        f"sanity error: job exit code 1: ocibench: unsafe module tree: {tree}: directory "
+        "writable by group and others (mode 0777; chmod go-w)")
+    assert not marker.exists(), "Lmod ran a modulefile of the unsafe tree"
+    # the same tree made safe: the modulefile loads (and runs)
+    for path in everything:
+        path.chmod(path.stat().st_mode & ~0o022)
+    _run_local(tmp_path / "again", ["osu_latency%buffers=H-H%nodes=1"],
+               OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
+    assert marker.exists()
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ which size lines must be present.  Every default is the seeds' command line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,26 @@ class ParamError(ValueError):
     """An unknown check, an unknown parameter or a bad parameter value; one line."""
 
 
+#: The digits a number may be written with.  Python's int() also takes other scripts'
+#: digits ("١" is 1) and underscores ("1_0"); a benchmark's command line takes neither.
+_ASCII_NUMBER = re.compile(r"[0-9]+")
+#: More digits than any size or count has (2**64 has 20); int() of a longer string
+#: costs time quadratic in its length.
+_MAX_DIGITS = 20
+
+
+def _ascii_int(text: Any) -> int:
+    """A non-negative integer written in ASCII digits (an int passes as it is)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    raw = str(text).strip()
+    if not _ASCII_NUMBER.fullmatch(raw) or len(raw) > _MAX_DIGITS:
+        raise ValueError(f"{text!r} is not an integer")
+    return int(raw)
+
+
 def _positive_int(text: Any) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"{text!r} is not an integer") from None
+    value = _ascii_int(text)
     if value < 1:
         raise ValueError(f"{text!r} is not a positive integer")
     return value
@@ -32,9 +48,13 @@ def _positive_int(text: Any) -> int:
 def _int_range(text: Any) -> tuple[int, int]:
     """'MIN:MAX' as two integers, MIN <= MAX."""
     first, sep, last = str(text).partition(":")
-    if not sep or not first.isdigit() or not last.isdigit() or int(first) > int(last):
+    try:
+        low, high = _ascii_int(first), _ascii_int(last)
+    except ValueError:
+        low = high = None
+    if not sep or low is None or high is None or low > high:
         raise ValueError(f"{text!r} is not MIN:MAX with integers MIN <= MAX")
-    return int(first), int(last)
+    return low, high
 
 
 def _range_text(text: Any) -> str:
@@ -44,15 +64,15 @@ def _range_text(text: Any) -> str:
 
 #: nccl-tests' size suffixes (its parsesize(): powers of 1024).
 _NCCL_SUFFIXES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+_NCCL_SIZE = re.compile(r"([0-9]{1,20})([KMG]?)")
 
 
 def nccl_bytes(text: Any) -> int:
     """A size as nccl-tests' -b/-e/-i read it: 10G = 10 * 2**30 bytes."""
-    raw = str(text).strip().upper()
-    digits, suffix = (raw[:-1], raw[-1]) if raw[-1:] in "KMG" else (raw, "")
-    if not digits.isdigit():
+    found = _NCCL_SIZE.fullmatch(str(text).strip().upper())
+    if not found:
         raise ValueError(f"{text!r} is not a size like 10G, 512M, 8K or 1024")
-    return int(digits) * _NCCL_SUFFIXES[suffix]
+    return int(found.group(1)) * _NCCL_SUFFIXES[found.group(2)]
 
 
 def _nccl_size_text(text: Any) -> str:
@@ -72,6 +92,11 @@ class Param:
     kind: str = "N"          # how --list shows a value without choices
 
     def value(self, check: str, raw: Any) -> Any:
+        if isinstance(raw, str) and not raw.strip():
+            raise ParamError(f"{check}: {self.name}: empty value ({self.describe()})")
+        if isinstance(raw, str) and not raw.isascii():
+            raise ParamError(f"{check}: {self.name}: {raw!r} has non-ASCII characters "
+                             "(write it as on the benchmark's command line)")
         try:
             value = self.convert(raw)
         except ValueError as err:
@@ -210,7 +235,11 @@ def _check_placement(check: str, params: dict[str, Any]) -> None:
 
 
 def expected_sizes(check: str, params: Mapping[str, Any]) -> list[int]:
-    """Every message size the run prints a line for; [] for STREAM (no sizes)."""
+    """Every message size the run prints a line for; [] for STREAM (no sizes).
+
+    The sizes are counted before any list is built: a range of a million sizes
+    (``msglog=3:1000000``) is refused at once instead of filling the memory.
+    """
     names = {p.name: p for p in spec(check).params}
 
     def get(name: str) -> Any:
@@ -218,26 +247,59 @@ def expected_sizes(check: str, params: Mapping[str, Any]) -> list[int]:
 
     if "sizes" in names:
         first, last = _int_range(get("sizes"))
-        sizes = _series(first, last, lambda s: s * 2 if s else 1)
-    elif "msglog" in names:
+        _at_most(check, "sizes", _doublings(first, last))
+        return _series(first, last, lambda s: s * 2 if s else 1)
+    if "msglog" in names:
         first, last = _int_range(get("msglog"))
-        sizes = [0] + [2**k for k in range(first, last + 1)]
-    elif "end" in names:
-        factor, step = get("factor"), nccl_bytes(get("step"))
-        first, last = nccl_bytes(get("begin")), nccl_bytes(get("end"))
-        if first > last:
-            raise ParamError(f"{check}: begin {get('begin')} is larger than end {get('end')}")
-        sizes = _series(first, last, lambda s: s * factor if factor > 1 else s + step)
-    else:
-        sizes = []
-    if len(sizes) > MAX_SIZES:
-        raise ParamError(f"{check}: the size range gives {len(sizes)} sizes (at most {MAX_SIZES})")
-    return sizes
+        _at_most(check, "msglog", last - first + 2)   # 0, then 2^first .. 2^last
+        return [0] + [2**k for k in range(first, last + 1)]
+    if "end" in names:
+        return _nccl_sizes(check, get)
+    return []
+
+
+def _at_most(check: str, name: str, count: int) -> None:
+    if count > MAX_SIZES:
+        raise ParamError(f"{check}: {name}: the range gives {count} message sizes "
+                         f"(at most {MAX_SIZES})")
+
+
+def _doublings(first: int, last: int) -> int:
+    """How many sizes first, 2*first, 4*first, ... <= last there are (OMB's -m);
+    OMB starts a range at 0 with 0, 1, 2, ..."""
+    if first == 0:
+        return 1 + _doublings(1, last) if last >= 1 else 1
+    return (last // first).bit_length()
+
+
+def _nccl_sizes(check: str, get: Callable[[str], Any]) -> list[int]:
+    """nccl-tests' sizes: from -b to -e, times -f, or plus -i when -f is 1."""
+    factor, step = get("factor"), nccl_bytes(get("step"))
+    first, last = nccl_bytes(get("begin")), nccl_bytes(get("end"))
+    if first > last:
+        raise ParamError(f"{check}: begin {get('begin')} is larger than end {get('end')}")
+    if factor > 1:
+        if first == 0:
+            raise ParamError(f"{check}: begin 0 never grows by factor {factor}")
+        count, size = 1, first
+        while size * factor <= last and count <= MAX_SIZES:   # at most log2(last) turns
+            size *= factor
+            count += 1
+        _at_most(check, "begin/end/factor", count)
+        return _series(first, last, lambda s: s * factor)
+    if step == 0:
+        raise ParamError(f"{check}: step 0 with factor 1 never advances")
+    count = (last - first) // step + 1
+    _at_most(check, "begin/end/step", count)
+    return _series(first, last, lambda s: s + step)
 
 
 def _series(first: int, last: int, advance: Callable[[int], int]) -> list[int]:
+    """first, advance(first), ... up to last; the caller has counted them."""
     sizes, size = [], first
-    while size <= last and len(sizes) <= MAX_SIZES:
+    while size <= last:
         sizes.append(size)
+        if len(sizes) > MAX_SIZES:   # the callers counted; a slip must not hang
+            raise ParamError(f"more than {MAX_SIZES} message sizes from {first} to {last}")
         size = advance(size)
     return sizes

@@ -28,7 +28,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from ocibench import checkspec, metrics
 
@@ -37,6 +37,27 @@ Values = dict[int | str, float]
 
 class SanityError(ValueError):
     """The output is not that of a complete, correct run; the message is one line."""
+
+
+#: The largest output read.  A benchmark prints a few KiB (IMB's whole -msglog 3:28
+#: table with one Allreduce table per process count stays under 100 KiB); 16 MiB is
+#: more than a hundred times any of them with mpirun's noise, and small enough that a
+#: wrong file (a core dump, a tarball) is refused at once, never read into memory.
+MAX_OUTPUT_BYTES = 16 * 2**20
+
+
+class OutputTooLarge(ValueError):
+    """A file is larger than MAX_OUTPUT_BYTES: not a benchmark's output."""
+
+
+def read_output(stream: BinaryIO, name: str) -> str:
+    """At most MAX_OUTPUT_BYTES of ``stream`` as text; reading stops there, so a
+    100 MB file costs 16 MiB, not 100 MB."""
+    data = stream.read(MAX_OUTPUT_BYTES + 1)
+    if len(data) > MAX_OUTPUT_BYTES:
+        raise OutputTooLarge(f"{name} is larger than {MAX_OUTPUT_BYTES // 2**20} MiB: "
+                             "not a benchmark's output (those are a few KiB)")
+    return data.decode(errors="replace")
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,10 @@ CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
     r"Segmentation fault",
     r"core dumped",
     r"Bus error",
+    # the shell's words for the other signals that end a program (bash's siglist)
+    r"Illegal instruction",
+    r"Floating point exception",
+    r"\bAborted\b",
     r"\bKilled\b",
     r"exited on signal \d+",
     r"(?:mpirun|prterun) noticed that process",
@@ -101,10 +126,15 @@ def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
     return _PARSERS[check](check, lines, params)
 
 
-def _no_crash(text: str) -> None:
+def first_crash(text: str) -> re.Match | None:
+    """The first crash marker in ``text`` (what went wrong first), or None."""
     found = [m for m in (marker.search(text) for marker in CRASH_MARKERS) if m]
-    if found:
-        first = min(found, key=lambda m: m.start())   # what went wrong first
+    return min(found, key=lambda m: m.start()) if found else None
+
+
+def _no_crash(text: str) -> None:
+    first = first_crash(text)
+    if first:
         raise SanityError(f"benchmark crashed: {first.group(0).strip()[:80]!r} in output")
 
 
@@ -145,26 +175,83 @@ def _expect_count(check: str, what: str, expected: int, seen: int) -> None:
 
 # --- OSU Micro-Benchmarks ---------------------------------------------------------
 
-#: The title line OMB prints first, per check; "-CUDA"/"-ROCM" follow MPI or NCCL.
+#: OMB's title line, per check: "# OSU <API><ACCEL> <name> v7.5".  <ACCEL> is what
+#: -d asked for: "-CUDA" with -d cuda, nothing without -d (c/util/osu_util_mpi.c,
+#: print_preamble / print_version_message: printf(benchmark_header, "-CUDA") or "").
 _OMB_TITLES = {
-    "osu_latency": r"# OSU MPI(?:-\w+)? Latency Test",
-    "osu_bw": r"# OSU MPI(?:-\w+)? Bandwidth Test",
-    "osu_alltoall": r"# OSU MPI(?:-\w+)? All-to-All Personalized Exchange Latency Test",
-    "osu_allreduce": r"# OSU MPI(?:-\w+)? Allreduce Latency Test",
-    "osu_xccl_allreduce": r"# OSU NCCL(?:-\w+)? Allreduce Latency Test",
+    "osu_latency": ("MPI", "Latency Test"),
+    "osu_bw": ("MPI", "Bandwidth Test"),
+    "osu_alltoall": ("MPI", "All-to-All Personalized Exchange Latency Test"),
+    "osu_allreduce": ("MPI", "Allreduce Latency Test"),
+    "osu_xccl_allreduce": ("NCCL", "Allreduce Latency Test"),
 }
 _ROW = re.compile(r"^\d+\s+\S+")
+#: OMB 7.4 and older print the buffers of a -d run under the title (7.5 does not):
+#: "# Send Buffer on DEVICE (D) and Receive Buffer on HOST (H)".
+_OMB_BUFFERS = re.compile(r"^# Send Buffer on .*\((\w+)\) and Receive Buffer on .*\((\w+)\)")
+#: OMB's own cap on the message size (its -M, --mem-limit; c/util/osu_util_mpi.c
+#: check_mem_limit, c/xccl/collective/osu_xccl_*.c).  The first is printed without a
+#: newline, so it may run into the next line.
+_OMB_CAPS = (re.compile(r"Limiting max message size to: (\d+)"),
+             re.compile(r"Continuing with max message size of (\d+) bytes"))
+
+
+def _omb_title(check: str, lines: list[str]) -> str:
+    """OMB's title line of the one run in ``lines``, whatever its accelerator."""
+    api, name = _OMB_TITLES[check]
+    title = re.compile(rf"# OSU {api}(?:-[A-Z]+(?: MANAGED)?)? {re.escape(name)}\b")
+    found = [line for line in lines if title.match(line)]
+    if not found:
+        raise SanityError(f"output truncated or not {check}: missing '# OSU {api} {name}'")
+    if len(found) > 1:
+        raise SanityError(f"{check}: {len(found)} runs in one output; give one run")
+    return found[0]
+
+
+def _omb_buffers(check: str, title: str, lines: list[str], params: dict[str, Any]) -> None:
+    """The title (and OMB 7.4's buffer line) must show the buffers the run claims:
+    -CUDA for D-D, H-D, D-H and NCCL; none for host buffers.  A host-buffer output
+    judged as a D-D figure would otherwise pass as a device measurement."""
+    api, name = _OMB_TITLES[check]
+    buffers = params.get("buffers", "D-D" if api == "NCCL" else "H-H")
+    shown = next((m for m in map(_OMB_BUFFERS.match, lines) if m), None)
+    if shown and "-".join(shown.groups()) != buffers:
+        raise SanityError(f"{check}: the output says {shown.string!r}; "
+                          f"buffers={buffers} is -d cuda {buffers.replace('-', ' ')}")
+    cuda = title.startswith(f"# OSU {api}-CUDA {name}")
+    if buffers == "H-H" and cuda and shown is None:
+        raise SanityError(f"{check}: the title {title!r} is a -d cuda run; host buffers "
+                          f"(H-H) are OMB without -d: '# OSU {api} {name}'")
+    if buffers != "H-H" and not cuda:
+        what = f"buffers={buffers}" if "buffers" in params else f"{api} on GPUs"
+        raise SanityError(f"{check}: the title {title!r} is not a CUDA run; {what} needs "
+                          f"'# OSU {api}-CUDA {name}' (OMB run with -d cuda "
+                          f"{buffers.replace('-', ' ')})")
+
+
+def _omb_cap(check: str, text_lines: list[str], rows: list[list[str]],
+             sizes: list[int], params: dict[str, Any]) -> None:
+    """Name OMB's own size cap when it is why sizes are missing."""
+    seen = {int(row[0]) for row in rows}
+    missing = [size for size in sizes if size not in seen]
+    for line in text_lines:
+        for cap in _OMB_CAPS:
+            found = cap.search(line)
+            if found and missing and missing[0] > int(found.group(1)):
+                largest = sizes[-1]
+                # alltoall's buffers hold a message per rank (check_mem_limit)
+                ranks = params.get("nodes", 1) * params.get("ranks_per_node", 1)
+                needed = largest * ranks if check == "osu_alltoall" else largest
+                raise SanityError(
+                    f"{check}: no line for message size {missing[0]}: OMB capped the "
+                    f"messages at {found.group(1)} bytes ({found.group(0)!r}); "
+                    f"run it with -M {needed} (--mem-limit) or more")
 
 
 def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
-    title = re.compile(_OMB_TITLES[check])
-    starts = [i for i, line in enumerate(lines) if title.match(line)]
-    readable = title.pattern.replace("(?:-\\w+)?", "")
-    if not starts:
-        raise SanityError(f"output truncated or not {check}: missing {readable!r}")
-    if len(starts) > 1:
-        raise SanityError(f"{check}: {len(starts)} runs in one output; give one run")
-    body = lines[starts[0] + 1:]
+    title = _omb_title(check, lines)
+    _omb_buffers(check, title, lines, params)
+    body = lines[lines.index(title) + 1:]
     header = next((i for i, line in enumerate(body) if line.startswith("# Size")), None)
     if header is None:
         raise SanityError(f"output truncated: missing the '# Size' header of {check}")
@@ -173,14 +260,20 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         ranks = sum(1 for line in lines if line == "#Using NCCL")
         _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
     rows = [line.split() for line in body[header + 1:] if _ROW.match(line)]
-    values = _size_table(check, rows, 1, checkspec.expected_sizes(check, params))
+    sizes = checkspec.expected_sizes(check, params)
+    _omb_cap(check, lines, rows, sizes, params)
+    values = _size_table(check, rows, 1, sizes)
     metric = checkspec.CHECKS[check].metric
     return Measurement(check, metric, UNITS[metric], values)
 
 
 # --- nccl-tests -------------------------------------------------------------------
 
-_NCCL_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+")
+#: One line per GPU (src/util.cu): "#  Rank %2d Group %2d Pid %6d on %10s device %2d [...]".
+#: "Rank" is the NCCL rank, one per GPU; a process driving k GPUs (-g k or -t k) prints
+#: k lines with its one Pid, so MPI ranks are the distinct (host, Pid) pairs.
+_NCCL_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+(\d+)\s+on\s+(\S+)"
+                        r"\s+device\s+(\d+)")
 #: size count type redop root | time algbw busbw #wrong (out-of-place) | same (in-place)
 _NCCL_ROW = re.compile(r"^\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(\s+\S+){8}$")
 _NCCL_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)\s+(\S+)")
@@ -195,8 +288,7 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         raise SanityError("output truncated: missing '# Out of bounds values'")
     if not any(line.startswith("# Avg bus bandwidth") for line in lines):
         raise SanityError("output truncated: missing '# Avg bus bandwidth'")
-    ranks = {m.group(1) for m in map(_NCCL_RANK.match, lines) if m}
-    _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], len(ranks))
+    _nccl_ranks(check, [m for m in map(_NCCL_RANK.match, lines) if m], params)
     rows = [line.split() for line in lines if _NCCL_ROW.match(line)]
     for row in rows:
         for _busbw, wrong in (_OUT_OF_PLACE, _IN_PLACE):
@@ -210,6 +302,30 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     last = sizes[-1]
     values: Values = dict(zip(NCCL_COLUMNS, (out_of_place[last], in_place[last])))
     return Measurement(check, "busbw", UNITS["busbw"], values, size=last)
+
+
+def _nccl_ranks(check: str, devices: list[re.Match], params: dict[str, Any]) -> None:
+    """The device lines must show nodes x gpus_per_node GPUs, one MPI rank (one Pid)
+    each, gpus_per_node on each of ``nodes`` hosts, as the seeds run it (-g 1 -t 1)."""
+    nodes, per_node = params["nodes"], params["gpus_per_node"]
+    _expect_count(check, "ranks", nodes * per_node, len({m.group(1) for m in devices}))
+    processes: dict[tuple[str, str], list[str]] = {}
+    for m in devices:
+        processes.setdefault((m.group(3), m.group(2)), []).append(m.group(4))
+    if len(processes) != nodes * per_node:
+        (host, pid), gpus = max(processes.items(), key=lambda item: len(item[1]))
+        raise SanityError(
+            f"{check}: {len(devices)} GPUs in {len(processes)} MPI rank(s): Pid {pid} on "
+            f"{host} drives devices {', '.join(gpus)} (-g or -t above 1); expected "
+            f"{nodes * per_node} ranks of one GPU each (nodes {nodes} x gpus_per_node "
+            f"{per_node})")
+    hosts: dict[str, int] = {}
+    for host, _pid in processes:
+        hosts[host] = hosts.get(host, 0) + 1
+    if len(hosts) != nodes or set(hosts.values()) != {per_node}:
+        shown = ", ".join(f"{n} on {h}" for h, n in hosts.items())
+        raise SanityError(f"{check}: expected {per_node} ranks on each of {nodes} node(s), "
+                          f"saw {shown}")
 
 
 # --- Intel MPI Benchmarks ---------------------------------------------------------

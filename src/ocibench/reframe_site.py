@@ -39,11 +39,14 @@ Extras (partition)
 Environments (features)
     ``omb`` (+omb +openmpi), ``nccl-tests`` (+nccl-tests +openmpi), ``imb-openmpi``
     (+imb +openmpi), ``imb-intelmpi`` (+imb +intel-mpi), ``stream`` (+stream).  Each
-    ``module use``-s the shape's Lmod tree (:func:`ocibench.paths.module_root`) and
+    audits the shape's Lmod tree (:func:`ocibench.paths.module_root`) and
+    ``$MODULEPATH`` (:mod:`ocibench.module_audit`), ``module use``-s the tree and
     loads the modules the tutorials load (``module load openmpi omb``; on GPU shapes
-    ``cuda nccl`` first).  An environment that the shape cannot offer (Intel MPI not in
-    ``software.stack``) still exists, with ``extras.unavailable`` giving the reason, so
-    that its checks are listed and then skipped with that reason.
+    ``cuda nccl`` first).  ``extras.mpi_version`` is the shape's
+    ``software.stack.openmpi`` (``any`` when it names no version).  An environment
+    that the shape cannot offer (Intel MPI not in ``software.stack``) still exists,
+    with ``extras.unavailable`` giving the reason, so that its checks are listed and
+    then skipped with that reason.
 
 Optional shape fields read here (all under ``cluster:``; absent on most shapes)::
 
@@ -66,6 +69,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -295,11 +299,18 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
                f'nothing matches {root}/Core or {root}/*/Core (run make install)" >&2',
                "exit 1"]
     else:
-        use = [f"module use {d}" for d in dirs]
+        # Before Lmod runs any modulefile: the tree and $MODULEPATH must be writable
+        # by their owner only (ocibench.module_audit); else the job stops here,
+        # printing "ocibench: unsafe module tree: <path>: ...", the check's reason.
+        audit = f"{shlex.quote(sys.executable)} -m ocibench.module_audit {shlex.quote(str(root))}"
+        use = [audit] + [f"module use {d}" for d in dirs]
+    stack = shape.data["software"].get("stack") or {}
     envs = []
     for name, (features, mpi, bench, gpu) in ENVIRONMENTS.items():
         extras: dict[str, Any] = {"mpi": mpi or "none",
                                   "launcher": INTELMPI if mpi == "intel-mpi" else OPENMPI}
+        if mpi == "openmpi":   # the checks write options that differ by major version
+            extras["mpi_version"] = str(stack.get("openmpi") or "any")
         modules = (GPU_MODULES if gpu and shape.gpu_count else []) + \
             ([MPI_MODULE[mpi]] if mpi else []) + [bench]
         prepare = list(use)

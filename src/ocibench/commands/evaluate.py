@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from ocibench import checkspec, outputs, shapes
 from ocibench import evaluate as evaluation
@@ -40,9 +39,10 @@ def run(args: argparse.Namespace) -> int:
             raise ParamError("give CHECK and FILE (or --list)")
         checkspec.spec(args.check)
         params = _settings(args.set)
+        shape = _shape(args.shape)
         text = _read(args.file)
-        result = evaluation.evaluate(args.check, text, args.shape or shapes.detect(), params)
-    except (ParamError, shapes.ShapeError) as err:
+        result = evaluation.evaluate(args.check, text, shape, params)
+    except (ParamError, shapes.ShapeError, outputs.OutputTooLarge) as err:
         print(f"ocibench evaluate: {err}", file=sys.stderr)
         return 2
     if args.json:
@@ -67,11 +67,23 @@ def _settings(settings: list[str]) -> dict[str, str]:
     return params
 
 
+def _shape(name: str | None) -> str:
+    """--shape as given; without it, this machine's.  An empty name is a mistake (an
+    unset variable in a script), not a request for the detected shape."""
+    if name is None:
+        return shapes.detect()
+    if not name.strip():
+        raise ParamError("--shape is empty: give a shape name (ocibench shape --list) "
+                         "or leave --shape out for this machine's")
+    return name
+
+
 def _read(file: str) -> str:
     if file == "-":
-        return sys.stdin.read()
+        return outputs.read_output(sys.stdin.buffer, "standard input")
     try:
-        return Path(file).read_text(errors="replace")
+        with open(file, "rb") as stream:
+            return outputs.read_output(stream, file)
     except OSError as err:
         raise ParamError(f"cannot read {file}: {err.strerror}") from None
 

@@ -1,0 +1,46 @@
+"""Audit Lmod module trees: only their owner may change them (ocibench.module_audit).
+
+Exit status: 0 every tree is safe; 1 a file or directory is writable by group or
+others, or owned by another user than the tree's owner (each printed, naming its path);
+2 a usage error (a PATH that does not exist, an empty or unknown --shape).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ocibench import module_audit, paths, shapes
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="trees to audit (default: the shape's tree and $MODULEPATH)")
+    parser.add_argument("--shape", help="whose tree is the default (default: this machine's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.paths:
+        missing = [p for p in args.paths if not Path(p).exists()]
+        if missing:
+            print(f"ocibench audit-modules: no such file or directory: {missing[0]}",
+                  file=sys.stderr)
+            return 2
+        trees = [Path(p) for p in args.paths]
+    else:
+        if args.shape is not None and not args.shape.strip():
+            print("ocibench audit-modules: --shape is empty: give a shape name "
+                  "(ocibench shape --list)", file=sys.stderr)
+            return 2
+        shape = args.shape or shapes.detect()
+        shapes.shape_path(shape)   # an unknown name: ShapeError, exit 2 (ocibench.cli)
+        trees = [paths.module_root(shape)] + module_audit.modulepath_entries()
+        if not trees[0].exists():
+            print(f"note: {trees[0]} (the tree of {shape}) does not exist yet")
+    problems = module_audit.audit(trees)
+    for problem in problems:
+        print(problem)
+    print(f"{len(problems)} problem(s) in " + ", ".join(str(t) for t in trees)
+          if problems else "safe: " + ", ".join(str(t) for t in trees))
+    return 1 if problems else 0

@@ -1,0 +1,283 @@
+"""Bad input is refused early and by name, and outputs must show the run they claim.
+
+* Size ranges are counted before any list is built (``msglog=3:1000000`` is refused
+  under a 1 GiB memory limit), and empty, blank or non-ASCII values are named errors.
+* ``--shape ""`` is an error, and an input file over outputs.MAX_OUTPUT_BYTES is
+  refused without being read into memory.
+* OMB's title must match the buffers; nccl-tests' device lines must show one MPI rank
+  (one Pid) per GPU on each node; OMB's own size cap is named, with -M.
+
+The outputs below are written here in the benchmarks' formats (OMB 7.4/7.5 and
+nccl-tests print them so: c/util/osu_util_mpi.c, src/util.cu), with numbers of our own.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ocibench import checkspec, outputs
+
+GIB = 2**30
+
+
+def _cli(*args: str, memory: int | None = None, stdin: bytes | None = None):
+    """A real `ocibench evaluate` process, its address space limited to ``memory``."""
+    def limit():
+        if memory:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    return subprocess.run([sys.executable, "-m", "ocibench.cli", "evaluate", *args],
+                          capture_output=True, timeout=60, preexec_fn=limit, input=stdin)
+
+
+# --------------------------------------------------------------------------- bounds
+
+def test_a_million_imb_sizes_are_refused_at_once_under_1_gib(tmp_path):
+    """The size list used to be built before the guard: 22 GB in 10 minutes."""
+    out = tmp_path / "pingpong.out"
+    out.write_text("# All processes entering MPI_Finalize\n")
+    start = time.monotonic()
+    done = _cli("imb_pingpong", str(out), "--shape", "local", "--set", "msglog=3:1000000",
+                memory=GIB)
+    assert time.monotonic() - start < 30   # a process start; the refusal itself is instant
+    assert done.returncode == 2, done.stderr.decode()[-2000:]
+    assert done.stderr.decode() == ("ocibench evaluate: imb_pingpong: msglog: the range "
+                                    "gives 999999 message sizes (at most 4096)\n")
+
+
+@pytest.mark.parametrize("check, params, message", [
+    ("imb_allreduce", {"msglog": "0:5000"}, "msglog: the range gives 5002 message sizes"),
+    # 21 digits: more than any size has (2**64 has 20); int() of a long one is slow
+    ("osu_bw", {"sizes": "1:" + "9" * 21}, "is not MIN:MAX"),
+    ("nccl_all_reduce_perf", {"begin": "1", "end": "10G", "step": "1"},
+     "begin/end/step: the range gives 10737418240 message sizes"),
+    ("nccl_all_reduce_perf", {"begin": "1", "end": "1G", "step": "0"},
+     "step 0 with factor 1 never advances"),
+    ("nccl_all_reduce_perf", {"begin": "0", "end": "1G", "factor": "2"},
+     "begin 0 never grows by factor 2"),
+])
+def test_size_ranges_are_counted_not_listed(check, params, message):
+    start = time.monotonic()
+    with pytest.raises(checkspec.ParamError) as caught:
+        checkspec.expected_sizes(check, params)
+    assert message in str(caught.value)
+    assert time.monotonic() - start < 1
+
+
+@pytest.mark.parametrize("check, params, message", [
+    ("nccl_all_reduce_perf", {"begin": ""}, "nccl_all_reduce_perf: begin: empty value"),
+    ("nccl_all_reduce_perf", {"end": "   "}, "nccl_all_reduce_perf: end: empty value"),
+    ("osu_bw", {"buffers": ""}, "osu_bw: buffers: empty value"),
+    ("osu_bw", {"nodes": "\u0661"}, "osu_bw: nodes: '\u0661' has non-ASCII characters"),
+    ("stream", {"threads": "\uff19\uff16"}, "stream: threads: '\uff19\uff16' has non-ASCII"),
+    ("imb_pingpong", {"msglog": "3:\u0662\u0668"},
+     "imb_pingpong: msglog: '3:\u0662\u0668' has non-ASCII"),
+    ("nccl_all_reduce_perf", {"begin": "\u0661G"},
+     "nccl_all_reduce_perf: begin: '\u0661G' has non-ASCII"),
+    ("osu_bw", {"nodes": "1_0"}, "osu_bw: nodes: '1_0' is not an integer"),
+    ("osu_bw", {"nodes": "+2"}, "osu_bw: nodes: '+2' is not an integer"),
+])
+def test_empty_blank_and_non_ascii_values_are_named(check, params, message):
+    with pytest.raises(checkspec.ParamError) as caught:
+        checkspec.resolve(check, params)
+    assert str(caught.value).startswith(message), caught.value
+
+
+def test_cli_names_an_empty_value_and_an_empty_shape(tmp_path):
+    out = tmp_path / "nccl.out"
+    out.write_text("x\n")
+    done = _cli("nccl_all_reduce_perf", str(out), "--shape", "local", "--set", "begin=")
+    assert done.returncode == 2
+    err = done.stderr.decode()
+    assert err.count("\n") == 1 and "begin: empty value" in err, err
+    done = _cli("osu_bw", str(out), "--shape", "", "--set", "nodes=1")
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
+        "ocibench evaluate: --shape is empty: give a shape name (ocibench shape --list) "
+        "or leave --shape out for this machine's\n")
+
+
+def test_a_100_mb_file_is_refused_without_reading_it(tmp_path):
+    big = tmp_path / "garbage.out"
+    with open(big, "wb") as handle:
+        handle.truncate(100 * 2**20)   # sparse: no disk, 100 MB to read
+    done = _cli("osu_bw", str(big), "--shape", "local", memory=256 * 2**20)
+    assert done.returncode == 2, done.stderr.decode()[-2000:]
+    assert done.stderr.decode() == (
+        f"ocibench evaluate: {big} is larger than 16 MiB: not a benchmark's output "
+        "(those are a few KiB)\n")
+    done = _cli("osu_bw", "-", "--shape", "local", stdin=b"\n" * (16 * 2**20 + 1))
+    assert done.returncode == 2 and b"standard input is larger than 16 MiB" in done.stderr
+
+
+# --------------------------------------------------------------------------- OMB titles
+
+def _omb_bw(title: str, extra: str = "") -> str:
+    return (f"[inst-a:101] SET UCX_NET_DEVICES=mlx5_6:1\n\n{title}\n{extra}"
+            "# Datatype: MPI_CHAR.\n# Size      Bandwidth (MB/s)\n268435456          12245.67\n")
+
+
+HOST_BW = _omb_bw("# OSU MPI Bandwidth Test v7.5")
+CUDA_BW = _omb_bw("# OSU MPI-CUDA Bandwidth Test v7.5")
+
+
+@pytest.mark.parametrize("buffers", ["D-D", "H-D", "D-H"])
+def test_a_host_buffer_output_is_no_device_run(buffers):
+    params = {"buffers": buffers, "nodes": 1}
+    if buffers != "D-D":
+        params["placement"] = "same-numa"
+    with pytest.raises(outputs.SanityError) as caught:
+        outputs.parse("osu_bw", HOST_BW, params)
+    assert str(caught.value) == (
+        "osu_bw: the title '# OSU MPI Bandwidth Test v7.5' is not a CUDA run; "
+        f"buffers={buffers} needs '# OSU MPI-CUDA Bandwidth Test' (OMB run with "
+        f"-d cuda {buffers.replace('-', ' ')})")
+    assert outputs.parse("osu_bw", CUDA_BW, params).values == {268435456: 12245.67}
+
+
+def test_the_issues_mislabelled_run_fails_on_the_cli(tmp_path):
+    """`ocibench evaluate osu_bw out.txt --shape BM.GPU4.8 --set buffers=D-D --set
+    nodes=2` passed a one-node host-buffer run at 110 % of the RDMA port."""
+    out = tmp_path / "out.txt"
+    out.write_text(_omb_bw("# OSU MPI Bandwidth Test v7.5").replace("12245.67", "27500.00"))
+    done = _cli("osu_bw", str(out), "--shape", "BM.GPU4.8", "--set", "buffers=D-D",
+                "--set", "nodes=2")
+    assert done.returncode == 1
+    assert "is not a CUDA run; buffers=D-D needs '# OSU MPI-CUDA Bandwidth Test'" \
+        in done.stderr.decode()
+
+
+def test_host_buffers_need_a_host_title():
+    assert outputs.parse("osu_bw", HOST_BW, {"buffers": "H-H", "nodes": 2}).values
+    with pytest.raises(outputs.SanityError, match=r"is a -d cuda run; host buffers \(H-H\) "
+                       r"are OMB without -d: '# OSU MPI Bandwidth Test'"):
+        outputs.parse("osu_bw", CUDA_BW, {"buffers": "H-H", "nodes": 2})
+    # OMB 7.4 says where the buffers are: -d cuda H H is a host-buffer run.
+    host_host = _omb_bw("# OSU MPI-CUDA Bandwidth Test v7.4",
+                        "# Send Buffer on HOST (H) and Receive Buffer on HOST (H)\n")
+    assert outputs.parse("osu_bw", host_host, {"buffers": "H-H", "nodes": 2}).values
+    with pytest.raises(outputs.SanityError, match="the output says '# Send Buffer on HOST "
+                       r"\(H\) and Receive Buffer on HOST \(H\)'; buffers=D-D is -d cuda D D"):
+        outputs.parse("osu_bw", host_host, {"buffers": "D-D", "nodes": 2})
+
+
+def test_collectives_are_host_runs_and_xccl_needs_nccl():
+    alltoall = ("# OSU MPI-CUDA All-to-All Personalized Exchange Latency Test v7.5\n"
+                "# Size       Avg Latency(us)\n1   1.00\n2   1.10\n")
+    with pytest.raises(outputs.SanityError, match="is a -d cuda run"):
+        outputs.parse("osu_alltoall", alltoall, {"sizes": "1:2", "ranks_per_node": 2})
+    assert outputs.parse("osu_alltoall", alltoall.replace("MPI-CUDA", "MPI"),
+                         {"sizes": "1:2", "ranks_per_node": 2}).values == {1: 1.0, 2: 1.1}
+    xccl = ("#Using NCCL\n#Using NCCL\n\n# OSU NCCL-CUDA Allreduce Latency Test v7.5\n"
+            "# Size       Avg Latency(us)\n1073741824           8955.18\n")
+    params = {"nodes": 1, "gpus_per_node": 2}
+    assert outputs.parse("osu_xccl_allreduce", xccl, params).values == {1073741824: 8955.18}
+    with pytest.raises(outputs.SanityError, match="missing '# OSU NCCL Allreduce Latency Test'"):
+        outputs.parse("osu_xccl_allreduce", xccl.replace("NCCL-CUDA", "MPI-CUDA"), params)
+    with pytest.raises(outputs.SanityError, match="is not a CUDA run; NCCL on GPUs needs "
+                       "'# OSU NCCL-CUDA Allreduce Latency Test' \\(OMB run with -d cuda D D\\)"):
+        outputs.parse("osu_xccl_allreduce", xccl.replace("NCCL-CUDA", "NCCL"), params)
+
+
+# --------------------------------------------------------------------------- OMB's cap
+
+def test_omb_size_cap_is_named_with_minus_m():
+    """OMB 7.4 on 16 ranks caps alltoall at 512 MiB / 16 = 32 MiB, on stderr, without
+    a newline (c/util/osu_util_mpi.c check_mem_limit)."""
+    sizes = [2**k for k in range(26)]   # 1 .. 32 MiB
+    text = ("Warning! Limiting max message size to: 33554432. Increase -M, --mem-limit "
+            "for higher message sizes.\n# OSU MPI All-to-All Personalized Exchange Latency "
+            "Test v7.4\n# Datatype: MPI_CHAR.\n# Size       Avg Latency(us)\n"
+            + "".join(f"{size}   {1 + size / 1e6:.2f}\n" for size in sizes))
+    params = {"nodes": 1, "ranks_per_node": 16, "sizes": "1:67108864"}
+    with pytest.raises(outputs.SanityError) as caught:
+        outputs.parse("osu_alltoall", text, params)
+    assert str(caught.value) == (
+        "osu_alltoall: no line for message size 67108864: OMB capped the messages at "
+        "33554432 bytes ('Limiting max message size to: 33554432'); run it with "
+        "-M 1073741824 (--mem-limit) or more")
+    assert outputs.parse("osu_alltoall", text, {**params, "sizes": "1:33554432"}).values
+    xccl = ("Warning! Increase the Max Memory Limit to be able to run up to 1073741824 "
+            "bytes.\nContinuing with max message size of 536870912 bytes\n#Using NCCL\n"
+            "#Using NCCL\n\n# OSU NCCL-CUDA Allreduce Latency Test v7.4\n"
+            "# Size       Avg Latency(us)\n")
+    with pytest.raises(outputs.SanityError, match=r"OMB capped the messages at 536870912 "
+                       r"bytes \('Continuing with max message size of 536870912 bytes'\); "
+                       r"run it with -M 1073741824"):
+        outputs.parse("osu_xccl_allreduce", xccl, {"nodes": 1, "gpus_per_node": 2})
+
+
+# --------------------------------------------------------------------------- nccl-tests
+
+def _nccl(devices: list[tuple[int, str]], gpus_per_process: int = 1) -> str:
+    """all_reduce_perf -b 10G -e 10G output; one device line per (Pid, host)."""
+    head = (f"# nThread 1 nGpus {gpus_per_process} minBytes 10737418240 maxBytes 10737418240 "
+            "step: 1048576(bytes) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 "
+            "graph: 0\n#\n# Using devices\n")
+    lines = "".join(f"#  Rank {rank:2d} Group  0 Pid {pid:6d} on {host:>10s} device "
+                    f"{rank % 8:2d} [0000:{16 + rank:02x}:00] NVIDIA H200\n"
+                    for rank, (pid, host) in enumerate(devices))
+    return head + lines + (
+        "#\n#       size         count      type   redop    root     time   algbw   busbw "
+        "#wrong     time   algbw   busbw #wrong\n"
+        " 10737418240    2684354560     float     sum      -1    30000  357.91  357.91      0"
+        "    30010  357.79  357.79      0\n# Out of bounds values : 0 OK\n"
+        "# Avg bus bandwidth    : 357.85\n#\n# Collective test concluded: all_reduce_perf\n")
+
+
+def test_one_process_driving_two_gpus_is_not_two_ranks():
+    params = {"nodes": 1, "gpus_per_node": 2}
+    two_ranks = _nccl([(4101, "gpu-a"), (4102, "gpu-a")])
+    assert outputs.parse("nccl_all_reduce_perf", two_ranks, params).values["in_place"] == 357.79
+    one_process = _nccl([(4101, "gpu-a"), (4101, "gpu-a")], gpus_per_process=2)   # -g 2
+    with pytest.raises(outputs.SanityError) as caught:
+        outputs.parse("nccl_all_reduce_perf", one_process, params)
+    assert str(caught.value) == (
+        "nccl_all_reduce_perf: 2 GPUs in 1 MPI rank(s): Pid 4101 on gpu-a drives devices "
+        "0, 1 (-g or -t above 1); expected 2 ranks of one GPU each (nodes 1 x "
+        "gpus_per_node 2)")
+
+
+def test_ranks_must_sit_on_the_nodes_the_parameters_say():
+    two_nodes = {"nodes": 2, "gpus_per_node": 1}
+    assert outputs.parse("nccl_all_reduce_perf", _nccl([(7, "gpu-a"), (7, "gpu-b")]),
+                         two_nodes).values
+    with pytest.raises(outputs.SanityError, match=r"expected 1 ranks on each of 2 node\(s\), "
+                       "saw 2 on gpu-a"):
+        outputs.parse("nccl_all_reduce_perf", _nccl([(7, "gpu-a"), (8, "gpu-a")]), two_nodes)
+    uneven = _nccl([(1, "a"), (2, "a"), (3, "a"), (4, "b")])
+    with pytest.raises(outputs.SanityError, match=r"expected 2 ranks on each of 2 node\(s\), "
+                       "saw 3 on a, 1 on b"):
+        outputs.parse("nccl_all_reduce_perf", uneven, {"nodes": 2, "gpus_per_node": 2})
+
+
+# --------------------------------------------------------------------------- crashes
+
+STREAM_OUT = """-------------------------------------------------------------
+Number of Threads counted = 1
+-------------------------------------------------------------
+Function    Best Rate MB/s  Avg time     Min time     Max time
+Copy:           20000.1     0.008100     0.008000     0.008200
+Scale:          19000.2     0.008500     0.008400     0.008600
+Add:            21000.3     0.011500     0.011400     0.011600
+Triad:          21000.4     0.011500     0.011400     0.011600
+-------------------------------------------------------------
+Solution Validates: avg error less than 1.000000e-13 on all three arrays
+-------------------------------------------------------------
+"""
+
+
+@pytest.mark.parametrize("crash", [
+    "Segmentation fault (core dumped)", "Illegal instruction (core dumped)",
+    "Floating point exception", "Aborted", "Killed"])
+def test_a_crashed_stream_is_reported_with_the_crash(crash):
+    assert outputs.parse("stream", STREAM_OUT, {"threads": 1}).values["Triad"] == 21000.4
+    with pytest.raises(outputs.SanityError) as caught:
+        outputs.parse("stream", STREAM_OUT + f"bash: line 1: 4242 {crash} ./a.out\n",
+                      {"threads": 1})
+    assert str(caught.value).startswith("benchmark crashed: ")
+    assert crash.split(" (")[0] in str(caught.value)
