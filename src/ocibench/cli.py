@@ -14,6 +14,7 @@ COMMANDS = {
     "spack-config": "spack_config",
     "evaluate": "evaluate",
     "report": "report",
+    "preflight": "preflight",
 }
 
 
