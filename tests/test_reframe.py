@@ -33,6 +33,7 @@ CONFIG = paths.SITE_DIR / "reframe_config.py"
 
 #: Test cases by where they run: (display name, environment).
 HOST_SINGLE = [
+    ("preflight", "omb"),  # the node against its shape, on every system
     ("osu_latency %buffers=H-H %nodes=1", "omb"),
     ("osu_bw %buffers=H-H %nodes=1", "omb"),
     ("osu_alltoall", "omb"),
@@ -95,8 +96,8 @@ EXPECTED = {
     # skipped with the reason (below), never left out silently.
     "local": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI, "default", "default"),
 }
-COUNTS = {"BM_GPU4_8": 36, "BM_GPU_A100-v2_8": 36, "BM_Optimized3_36": 16,
-          "BM_Standard_E5_192": 16, "loopback-cluster": 16, "local": 36}
+COUNTS = {"BM_GPU4_8": 37, "BM_GPU_A100-v2_8": 37, "BM_Optimized3_36": 17,
+          "BM_Standard_E5_192": 17, "loopback-cluster": 17, "local": 37}
 
 NO_INTEL = "has no Intel MPI in software.stack"
 
@@ -198,7 +199,7 @@ def test_list_option_agrees_with_the_dry_run(dry_runs, tmp_path):
     listed = set(re.findall(r"^- (.+?) /[0-9a-f]{8} @BM_GPU4_8:(\w+)\+(\S+)$",
                             result.stdout, re.MULTILINE))
     assert listed == EXPECTED["BM_GPU4_8"]
-    assert "Concretized 36 test case(s)" in result.stdout
+    assert "Concretized 37 test case(s)" in result.stdout
 
 
 @pytest.mark.parametrize("system", list(EXPECTED))
@@ -513,7 +514,7 @@ def test_ocibench_shape_selects_the_system(tmp_path):
     result = reframe(["-l"], tmp_path, OCIBENCH_SHAPE="BM.Optimized3.36")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "selected system:   'BM_Optimized3_36'" in result.stdout
-    assert "Found 16 check(s)" in result.stdout
+    assert "Found 17 check(s)" in result.stdout
 
 
 # --------------------------------------------------------------------------- real runs
@@ -647,6 +648,24 @@ def test_host_checks_run_and_pass_on_local(local_tree, tmp_path):
         if case["result"] == "pass":
             assert (Path(case["outputdir"]) / "provenance.json").is_file()
     assert list((tmp_path / "perflogs" / "local" / "default").glob("*.log"))
+
+
+def test_preflight_runs_and_passes_on_local(tmp_path, lmod_init):
+    """checks/preflight.py for real: `ocibench preflight --json` in the omb environment
+    (here a tree of empty openmpi and omb modules: the machine's own tools), its JSON
+    kept; local requires nothing, so it passes whatever this machine lacks."""
+    core = tmp_path / "modules" / "local" / "linux-test-x86_64" / "Core"
+    for name in ("openmpi", "omb"):
+        (core / name).mkdir(parents=True)
+        (core / name / "1.0.lua").write_text("")
+    result, cases = _run_local(tmp_path, ["preflight"],
+                               OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
+    case = cases["preflight"]
+    assert case["result"] == "pass", case["fail_reason"] or result.stdout[-3000:]
+    kept = json.loads((Path(case["outputdir"]) / "preflight.json").read_text())
+    assert kept["shape"] == "local" and kept["ok"] and kept["missing"] == []
+    assert {"gpus", "cma", "memlock", "ucx built", "openmpi pml"} <= {
+        i["name"] for i in kept["items"]}
 
 
 def _forged_tree(tmp: Path, bandwidth: str) -> Path:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ocibench import paths, shapes, spack_config
+from ocibench import machine, paths, shapes, spack_config
 from ocibench.paths import REPO_ROOT
 
 ENV_FILES = ("spack.yaml", "packages.yaml", "modules.yaml")
@@ -183,7 +183,7 @@ def test_cli_unknown_shape_lists_known_ones() -> None:
 def _real_nvcc() -> Path | None:
     for candidate in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
         if candidate and Path(candidate).is_file():
-            toolkit = spack_config.cuda_toolkit_of(Path(candidate))
+            toolkit = machine.cuda_toolkit_of(Path(candidate))
             if toolkit:
                 return toolkit / "bin" / "nvcc"
     return None
@@ -203,14 +203,14 @@ def test_cuda_behind_an_nvcc_wrapper_resolves_to_its_toolkit(tmp_path: Path) -> 
     if nvcc is None:
         pytest.skip("no CUDA toolkit on this machine: nothing for a wrapper to run")
     prefix = _wrapper_prefix(tmp_path, f'exec {nvcc} "$@"')
-    found = spack_config._clean_detected({"cuda": [{"spec": "cuda@13.0.88", "prefix": str(prefix)}]})
+    found = machine._clean_detected({"cuda": [{"spec": "cuda@13.0.88", "prefix": str(prefix)}]})
     assert found["cuda"] == [{"spec": "cuda@13.0.88", "prefix": str(nvcc.parent.parent)}]
 
 
 def test_nvcc_wrapper_that_names_no_toolkit_is_an_error(tmp_path: Path) -> None:
     prefix = _wrapper_prefix(tmp_path, "echo 'nvcc: release 13.0'")
-    with pytest.raises(spack_config.SpackConfigError, match="does not name its toolkit"):
-        spack_config._clean_detected({"cuda": [{"spec": "cuda@13.0.88", "prefix": str(prefix)}]})
+    with pytest.raises(machine.MachineError, match="does not name its toolkit"):
+        machine._clean_detected({"cuda": [{"spec": "cuda@13.0.88", "prefix": str(prefix)}]})
 
 
 # --------------------------------------------------------------------------- Spack
@@ -405,14 +405,13 @@ def test_local_uses_this_machines_mpi_and_cuda(concretizer: ConcretizerPool) -> 
 def test_local_without_a_detected_open_mpi_stops_naming_it() -> None:
     """Spack's detection once dropped the machine's Open MPI (a timeout on a cold
     Spack); the local shape must then stop, not plan Open MPI from source offline."""
-    from ocibench import shapes, spack_config
+    from ocibench import machine, shapes, spack_config
 
-    detected = json.loads((spack_config.GENERATED_DIR / spack_config.MACHINE_FILE)
-                          .read_text()) if (spack_config.GENERATED_DIR
-                                            / spack_config.MACHINE_FILE).is_file() else None
+    cache = spack_config.GENERATED_DIR / machine.MACHINE_FILE
+    detected = json.loads(cache.read_text()) if cache.is_file() else None
     if not detected or "gcc" not in detected:
         pytest.skip("no machine detection yet (make setup writes it)")
-    without_mpi = spack_config.Machine({k: v for k, v in detected.items() if k != "openmpi"})
+    without_mpi = machine.Machine({k: v for k, v in detected.items() if k != "openmpi"})
     with pytest.raises(spack_config.SpackConfigError,
                        match="found no Open MPI on this machine.*apt-get install openmpi-bin"):
         spack_config.gather(shapes.load("local"), without_mpi)

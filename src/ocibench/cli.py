@@ -15,6 +15,7 @@ COMMANDS = {
     "evaluate": "evaluate",
     "report": "report",
     "audit-modules": "audit_modules",
+    "preflight": "preflight",
 }
 
 

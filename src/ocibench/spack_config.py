@@ -27,7 +27,8 @@ The generated layer of a shape holds:
 A shape whose file lists no compilers (``local``, and any shape that describes
 "whatever this machine has") is *machine-described*: its compilers and externals
 are what ``spack compiler find`` / ``spack external find`` report on this machine
-at set-up time (``make setup``), cached in ``site/spack/generated/machine.json``.
+at set-up time (``make setup``), cached in ``site/spack/generated/machine.json``
+(ocibench.machine looks; this module derives and renders).
 
 Optional shape-file field read here (additive to the schema in ocibench.shapes)::
 
@@ -40,21 +41,16 @@ Optional shape-file field read here (additive to the schema in ocibench.shapes):
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-import sysconfig
-import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ocibench import paths, shapes
+from ocibench.machine import (DETECT_COMPILERS, Machine, cuda_driver_stub, detect_machine,
+                              detect_tools, has_cuda_driver)
 from ocibench.paths import REPO_ROOT, SITE_DIR
 
 #: Where `make setup` writes the generated layer (git-ignored).
@@ -63,8 +59,6 @@ GENERATED_DIR = SITE_DIR / "spack" / "generated"
 SHAPES_SUBDIR = "shapes"
 #: The scope spack.yaml includes when OCIBENCH_SHAPE is unset: points at the detected shape.
 DETECTED_FILE = "detected.yaml"
-#: Cached result of machine detection (spack compiler find / external find).
-MACHINE_FILE = "machine.json"
 #: Develop specs per shape (scripts/mirror-from-checkouts.sh); optional.  They live in
 #: the per-user cache beside the sources they name, not in the checkout, so every
 #: clone on this machine (CI's fresh clone too) builds from the same sources.
@@ -79,16 +73,6 @@ MODULES_YAML = REPO_ROOT / "modules.yaml"
 #: (sm_90), and CUDA 13 no longer targets anything older than sm_75.
 DEFAULT_CUDA_ARCH = 90
 
-#: Packages that machine detection looks for on machine-described shapes:
-#: compilers, the MPI and GPU stack the seeds use, and build tools (so that a
-#: 2-core machine does not rebuild perl or cmake).
-DETECT_COMPILERS = ("gcc", "llvm", "aocc", "intel-oneapi-compilers", "nvhpc")
-DETECT_EXTERNALS = (
-    "openmpi", "cuda", "hwloc", "rdma-core", "slurm", "libfabric",
-    # build tools only: a library found without its headers would break builds
-    "cmake", "gmake", "perl", "autoconf", "automake", "libtool", "m4", "pkgconf",
-    "python", "bison", "flex", "gawk", "diffutils", "findutils", "tar", "git",
-)
 #: Detected externals the environment must use, never rebuild (the machine's MPI
 #: is "the image's MPI" of a machine-described shape; CUDA/NCCL come with the driver).
 NOT_BUILDABLE = {"openmpi", "cuda", "nccl", "rdma-core", "slurm", "hwloc"}
@@ -112,213 +96,6 @@ GPU_ONLY = ("nccl-tests",)
 
 class SpackConfigError(shapes.ShapeError):
     """A scope that cannot be derived, with the reason (one line)."""
-
-
-# --------------------------------------------------------------------------- machine
-
-
-@dataclass
-class Machine:
-    """What this machine provides, for machine-described shapes and for tools."""
-
-    #: package name -> list of external entries ({spec, prefix, extra_attributes?})
-    externals: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    @property
-    def compilers(self) -> dict[str, list[dict[str, Any]]]:
-        return {n: e for n, e in self.externals.items() if n in DETECT_COMPILERS}
-
-    def has(self, name: str) -> bool:
-        return bool(self.externals.get(name))
-
-
-def spack_exe() -> Path:
-    return paths.spack_root() / "bin" / "spack"
-
-
-def _spack_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("SPACK_PYTHON", sys.executable)
-    return env
-
-
-def detect_machine(out_dir: Path = GENERATED_DIR, refresh: bool = False) -> Machine:
-    """Run Spack's compiler/external detection once, caching the result in out_dir."""
-    cache = out_dir / MACHINE_FILE
-    if cache.is_file() and not refresh:
-        return Machine(json.loads(cache.read_text()))
-    exe = spack_exe()
-    if not exe.is_file():
-        raise SpackConfigError(
-            f"machine-described shapes need Spack's detection, and there is no Spack at "
-            f"{paths.spack_root()}: run `make setup`")
-    script = Path(__file__).with_name("spack_scripts") / "detect.py"
-    done = subprocess.run(
-        [str(exe), "python", str(script), *DETECT_COMPILERS, *DETECT_EXTERNALS],
-        capture_output=True, text=True, env=_spack_env(), check=False)
-    if done.returncode != 0:
-        raise SpackConfigError(f"spack external detection failed: {done.stderr.strip()[-500:]}")
-    found = json.loads(done.stdout)
-    found = _clean_detected(found)
-    nccl = detect_nccl()
-    if nccl:
-        found["nccl"] = [nccl]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
-    return Machine(found)
-
-
-def _clean_detected(found: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """Drop detection artefacts: pyenv shims as a Python prefix, a CUDA 'prefix' that
-    only holds an nvcc wrapper (/usr/local), duplicate specs."""
-    clean: dict[str, list[dict[str, Any]]] = {}
-    for name, entries in found.items():
-        kept, seen = [], set()
-        if name == "cuda":
-            entries = [_cuda_toolkit_entry(e) for e in entries]
-        for entry in entries:
-            prefix = Path(entry["prefix"])
-            if "shims" in prefix.parts:
-                continue
-            if entry["spec"] in seen:
-                continue
-            seen.add(entry["spec"])
-            kept.append(entry)
-        if kept:
-            clean[name] = kept
-    return clean
-
-
-def _cuda_toolkit_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """The CUDA entry with the toolkit's own prefix.
-
-    Spack names a CUDA prefix after the directory of the first nvcc on PATH.  Some
-    images put shell wrappers (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`) in
-    /usr/local/bin; with the toolkit's bin/ off PATH, Spack then reports the prefix
-    /usr/local, which has neither the toolkit's libraries nor its driver stub, and
-    OMB's configure fails to link -lcuda.  nvcc itself knows its toolkit: its
-    dry run prints `TOP=<toolkit>/bin/..`.
-    """
-    nvcc = Path(entry["prefix"]) / "bin" / "nvcc"
-    if _is_elf(nvcc):
-        return entry
-    toolkit = cuda_toolkit_of(nvcc)
-    if toolkit is None:
-        raise SpackConfigError(
-            f"{nvcc} is not the CUDA compiler itself and does not name its toolkit "
-            f"(`nvcc --dryrun` printed no TOP=): put the toolkit's bin/ on PATH")
-    return {**entry, "prefix": str(toolkit)}
-
-
-def cuda_toolkit_of(nvcc: Path) -> Path | None:
-    """The prefix of the CUDA toolkit that `nvcc` (the compiler or a wrapper of it)
-    runs, from the TOP= line of its dry run; None when it names none."""
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "probe.cu"
-        source.write_text("")
-        try:
-            done = subprocess.run([str(nvcc), "--dryrun", "-c", str(source)], cwd=tmp,
-                                  capture_output=True, text=True, timeout=60, check=False)
-        except OSError:
-            return None
-    match = re.search(r"^#\$ TOP=(\S+)$", done.stdout + done.stderr, re.MULTILINE)
-    if not match:
-        return None
-    toolkit = Path(match.group(1)).resolve()
-    return toolkit if _is_elf(toolkit / "bin" / "nvcc") else None
-
-
-def _is_elf(path: Path) -> bool:
-    try:
-        with path.open("rb") as handle:
-            return handle.read(4) == b"\x7fELF"
-    except OSError:
-        return False
-
-
-def detect_nccl() -> dict[str, Any] | None:
-    """NCCL from the dynamic linker cache (Spack's library detection misses a libnccl
-    that sits in a CUDA toolkit's lib/ directory), with its version from nccl.h."""
-    if not shutil.which("ldconfig") and not Path("/sbin/ldconfig").exists():
-        return None
-    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
-    out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=False).stdout
-    for line in out.splitlines():
-        match = re.search(r"libnccl\.so(\.\d+)?\s.*=>\s*(\S+)", line)
-        if not match:
-            continue
-        libdir = Path(match.group(2)).resolve().parent
-        prefix = libdir.parent
-        header = prefix / "include" / "nccl.h"
-        if not header.is_file():
-            continue
-        text = header.read_text(errors="replace")
-        parts = [re.search(rf"#define NCCL_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
-        if not all(parts):
-            continue
-        version = ".".join(p.group(1) for p in parts)  # type: ignore[union-attr]
-        return {"spec": f"nccl@{version}", "prefix": str(prefix)}
-    return None
-
-
-def has_cuda_driver() -> bool:
-    """True when the NVIDIA driver's libcuda.so.1 is known to the dynamic linker."""
-    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
-    try:
-        out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=False).stdout
-    except OSError:
-        return False
-    return "libcuda.so.1 " in out
-
-
-def cuda_driver_stub(cuda_prefix: str) -> Path | None:
-    """A directory whose libcuda.so.1 is the CUDA toolkit's driver stub, for machines
-    with a CUDA toolkit but no NVIDIA driver (no GPU).
-
-    Binaries built with CUDA (OMB +cuda links libcuda) cannot even start without a
-    libcuda.so.1.  The stub lets them start and run host-buffer benchmarks; every CUDA
-    driver call returns CUDA_ERROR_STUB_LIBRARY, so nothing pretends there is a GPU.
-    Only the `cuda` module of such a machine puts it on LD_LIBRARY_PATH.
-    """
-    for libdir in ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs"):
-        stub = Path(cuda_prefix) / libdir / "libcuda.so"
-        if stub.is_file():
-            break
-    else:
-        return None
-    stub_dir = paths.cache_dir() / "cuda-driver-stub"
-    link = stub_dir / "libcuda.so.1"
-    stub_dir.mkdir(parents=True, exist_ok=True)
-    if not link.is_symlink() or os.readlink(link) != str(stub):
-        link.unlink(missing_ok=True)
-        link.symlink_to(stub)
-    return stub_dir
-
-
-def detect_tools() -> dict[str, list[dict[str, Any]]]:
-    """ReFrame (pip, installed by `make setup`) and Lmod (the OS package), as externals.
-
-    They are what `make setup` installs outside Spack; declaring them external keeps
-    anything in the environment from rebuilding them.
-    """
-    tools: dict[str, list[dict[str, Any]]] = {}
-    try:
-        import reframe  # noqa: PLC0415  (optional: the [test] extra)
-
-        scripts = Path(sysconfig.get_path("scripts"))
-        if (scripts / "reframe").exists():
-            tools["reframe"] = [{"spec": f"reframe@{reframe.VERSION}", "prefix": str(scripts.parent)}]
-    except ImportError:
-        pass
-    lmod_pkg = Path(os.environ.get("LMOD_PKG") or "/usr/share/lmod/lmod")
-    version_lua = lmod_pkg / "libexec" / "Version.lua"
-    if version_lua.is_file():
-        match = re.search(r'M\.tag\(\)\s+return\s+"([\d.]+)"', version_lua.read_text())
-        if match:
-            # Spack's lmod package puts Lmod under <prefix>/lmod/lmod: the same layout.
-            tools["lmod"] = [{"spec": f"lmod@{match.group(1)}",
-                              "prefix": str(lmod_pkg.resolve().parent.parent)}]
-    return tools
 
 
 # --------------------------------------------------------------------------- derivation
@@ -350,15 +127,6 @@ def _external_entries(name: str, value: Any) -> list[dict[str, Any]]:
             raise SpackConfigError(f"software.externals.{name}: each entry needs spec and prefix")
         out.append({k: item[k] for k in ("spec", "prefix", "extra_attributes", "modules") if k in item})
     return out
-
-
-def _spec_name(spec: str) -> str:
-    return re.split(r"[@\s~+%^]", spec.strip(), maxsplit=1)[0]
-
-
-def _spec_version(spec: str) -> str | None:
-    match = re.match(r"[\w-]+@=?([\w.]+)", spec.strip())
-    return match.group(1) if match else None
 
 
 @dataclass

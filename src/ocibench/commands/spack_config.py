@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ocibench import paths, shapes, spack_config
+from ocibench import machine, paths, shapes, spack_config
 
 PRINTABLE = {
     "modulepath": "the directory to `module use` for the shape (its tree's Core level)",
@@ -47,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if str(args.out) == "-":
         shape = shapes.load(args.shape or shapes.detect())
-        machine = (spack_config.detect_machine(refresh=args.detect)
-                   if spack_config.is_machine_described(shape) else None)
-        scope = spack_config.derive(shape, machine, spack_config.detect_tools())
+        found = (machine.detect_machine(spack_config.GENERATED_DIR, refresh=args.detect)
+                 if spack_config.is_machine_described(shape) else None)
+        scope = spack_config.derive(shape, found, machine.detect_tools())
         sys.stdout.write(spack_config.render(shape.name, scope))
         return 0
     if args.shape:

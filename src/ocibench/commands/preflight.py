@@ -1,0 +1,45 @@
+"""Probe this node and compare it with its shape (GPUs, links, kernel modules, UCX, Open MPI).
+
+One line per item: present, absent or unexpected, with the evidence.  Exit status:
+0 when the node has everything the shape requires, 1 (naming each missing item on
+stderr) when it does not, 2 on a usage error.  See docs/preflight.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ocibench import preflight, shapes
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", help="the shape to compare with (default: this machine's)")
+    parser.add_argument("--json", action="store_true", help="print the items as JSON")
+    parser.add_argument("--root", type=Path, default=Path("/"), metavar="DIR",
+                        help="the filesystem root whose sys/, proc/ and dev/ are probed "
+                             "(default: /)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.root.is_dir():
+        print(f"ocibench preflight: --root {args.root}: not a directory", file=sys.stderr)
+        return 2
+    try:
+        shape = shapes.load(args.shape or shapes.detect())
+    except shapes.ShapeError as err:
+        print(f"ocibench preflight: {err}", file=sys.stderr)
+        return 2
+    result = preflight.preflight(shape, args.root)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(f"preflight of this node against {result.shape}")
+        print("\n".join(item.line() for item in result.items))
+    if not result.ok:
+        print(f"ocibench preflight: FAIL: {result.shape} requires what this node lacks: "
+              + ", ".join(f"{i.name} ({i.status})" for i in result.missing), file=sys.stderr)
+        return 1
+    return 0

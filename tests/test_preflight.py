@@ -1,0 +1,330 @@
+"""`ocibench preflight` on fake nodes, and once on this machine.
+
+A fake node is data: a filesystem tree (sys/, proc/, dev/) under tmp_path, given as
+--root, and the node's tools (nvidia-smi, ucx_info, ompi_info, gdrcopy_sanity) as
+scripts that print what the real ones print, alone on PATH.  The healthy node is a
+BM.GPU4.8 as OCI's tech tip "gpu-with-ubuntu" sets it up; each case breaks one thing
+and expects the item that names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from ocibench import cli, preflight, shapes
+
+SHAPE = "BM.GPU4.8"
+#: BM.GPU4.8's PCI bus ids (seed 003 sec 3-1) and NUMA nodes (the shape file).
+BUSES = ["0f", "15", "51", "54", "8d", "92", "d6", "da"]
+NUMA = [3, 3, 1, 1, 7, 7, 5, 5]
+MODEL = "NVIDIA A100-SXM4-40GB"
+
+# The formats of the real tools' output: nvidia-smi's --query-gpu CSV and `nvlink
+# --status` (an inactive link reads "<inactive>"); `ucx_info -b` prints UCX's config.h
+# (the *_MODULES lines are what configure built: Debian's ucx-utils 1.13.1 prints
+# uct_MODULES ":ib:rdmacm:cma"; a --with-cuda --with-gdrcopy --with-xpmem build adds
+# cuda, xpmem and uct_cuda_MODULES ":gdrcopy"); `ucx_info -d` lists "#      Transport:"
+# lines; ompi_info --parsable prints mca:<framework>:<component>:param:<name>:value:<v>.
+UCX_B = """\
+#define UCX_CONFIG_H
+#define HAVE_IB                   1
+#define uct_MODULES               "{uct}"
+#define uct_cuda_MODULES          "{uct_cuda}"
+#define uct_ib_MODULES            ""
+"""
+OMPI_ALL = """\
+ompi:version:full:5.0.8
+mca:mpi:base:param:mpi_built_with_cuda_support:value:{cuda}
+mca:mpi:base:param:mpi_built_with_cuda_support:source:default
+"""
+OMPI_PML = """\
+mca:pml:cm:version:"component:5.0.8"
+mca:pml:ob1:version:"component:5.0.8"
+mca:pml:ucx:version:"component:5.0.8"
+mca:pml:base:param:pml:value:{pml}
+mca:pml:ob1:param:pml_ob1_priority:value:20
+mca:pml:cm:param:pml_cm_priority:value:10
+mca:pml:ucx:param:pml_ucx_priority:value:51
+mca:pml:ucx:param:pml_ucx_devices:value:any
+"""
+
+
+class Node:
+    """A fake node: root tree + tools; every field is what a healthy one has."""
+
+    def __init__(self, base: Path) -> None:
+        self.root = base / "root"
+        self.path = ""  # PATH before the fixture replaced it
+        self.bin = base / "bin"
+        self.gpus = [(i, MODEL, f"00000000:{b.upper()}:00.0") for i, b in enumerate(BUSES)]
+        self.links = {i: ["25.781 GB/s"] * 12 for i in range(8)}
+        self.uct, self.uct_cuda = ":cuda:ib:rdmacm:cma:xpmem", ":gdrcopy"
+        self.transports = "self tcp sysv posix cma xpmem cuda_copy cuda_ipc gdr_copy rc_mlx5 rc_verbs"
+        self.ompi_cuda, self.pml = "true", ""
+        self.sanity_rc: int | None = 0    # None: no gdrcopy_sanity on PATH
+        self.tools = {"nvidia-smi", "ucx_info", "ompi_info"}
+        self.files: dict[str, str] = {
+            "dev/gdrdrv": "", "dev/xpmem": "",
+            "proc/modules": "nvidia_peermem 16384 0 - Live 0x0\nnvidia 1 1 nvidia_peermem, Live 0x0\n",
+            "proc/sys/kernel/yama/ptrace_scope": "1\n",   # Ubuntu's default
+            "proc/self/status": "Name:\tpython3\nCapEff:\t000001ffffffffff\n",  # root
+            "proc/self/limits": "Limit  Soft Limit  Hard Limit  Units\n"
+                                "Max locked memory         unlimited            unlimited            bytes\n",
+            "sys/class/infiniband/mlx5_6/ports/1/state": "4: ACTIVE\n",
+            "sys/class/infiniband/mlx5_4/ports/1/state": "4: ACTIVE\n",
+        }
+        for bus, node in zip(BUSES, NUMA):
+            dev = f"sys/bus/pci/devices/0000:{bus}:00.0"
+            # an idle GPU runs its link at 2.5 GT/s; the slot is Gen4 x16
+            self.files.update({f"{dev}/numa_node": f"{node}\n",
+                               f"{dev}/current_link_speed": "2.5 GT/s PCIe\n",
+                               f"{dev}/max_link_speed": "16.0 GT/s PCIe\n",
+                               f"{dev}/current_link_width": "16\n",
+                               f"{dev}/max_link_width": "16\n"})
+
+    def write(self) -> None:
+        for rel, text in self.files.items():
+            path = self.root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        self.bin.mkdir(exist_ok=True)
+        query = "".join(f"{i}, {name}, {bus}\n" for i, name, bus in self.gpus)
+        nvlink = "".join(f"GPU {g}: {MODEL} (UUID: GPU-{g})\n"
+                         + "".join(f"\t Link {n}: {s}\n" for n, s in enumerate(links))
+                         for g, links in self.links.items())
+        scripts = {
+            "nvidia-smi": f'case "$1" in\n nvlink) printf %s "{nvlink}";;\n'
+                          f' *) printf %s "{query}";;\nesac',
+            "ucx_info": f'case "$1" in\n -b) printf %s \'{UCX_B.format(uct=self.uct, uct_cuda=self.uct_cuda)}\';;\n'
+                        f' -d) for t in {self.transports}; do printf "# Memory domain: %s\\n'
+                        f'#      Transport: %s\\n" $t $t; done;;\nesac',
+            "ompi_info": f'case "$*" in\n *--all*) printf %s \'{OMPI_ALL.format(cuda=self.ompi_cuda)}\';;\n'
+                         f' *) printf %s \'{OMPI_PML.format(pml=self.pml)}\';;\nesac',
+        }
+        for tool in self.tools:
+            _script(self.bin / tool, scripts[tool])
+        if self.sanity_rc is not None:
+            _script(self.bin / "gdrcopy_sanity",
+                    f'echo "Test: basic ... OK"; exit {self.sanity_rc}')
+
+    def run(self, shape: str = SHAPE) -> preflight.Preflight:
+        self.write()
+        return preflight.preflight(shapes.load(shape), self.root)
+
+
+def _script(path: Path, body: str) -> None:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Node:
+    fake = Node(tmp_path)
+    fake.path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(fake.bin))  # the node's tools, and nothing else
+    return fake
+
+
+def items(result: preflight.Preflight) -> dict[str, preflight.Item]:
+    return {i.name: i for i in result.items}
+
+
+# --------------------------------------------------------------------------- healthy
+
+
+def test_healthy_node_has_everything_the_shape_requires(node: Node, capsys) -> None:
+    node.write()
+    code = cli.main(["preflight", "--shape", SHAPE, "--root", str(node.root)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    found = items(node.run())
+    assert {n: i.status for n, i in found.items() if i.status != "present"} == {}
+    assert all(i.required for n, i in found.items() if n != "cma"), found
+    assert "GPU 0: Gen1 x16 (max Gen4 x16)" in found["pcie"].detail
+    assert "active/links GPU 0: 12/12" in found["nvlink"].detail
+    assert "gdrcopy_sanity passed" in found["gdrdrv"].detail
+    assert "with CAP_SYS_PTRACE" in found["cma"].detail
+    assert found["openmpi pml"].detail.endswith("by priority: ucx")
+    assert set(found) >= {"rdma mlx5_6:1", "rdma mlx5_4:1"}
+    # every line names its evidence
+    assert all(line.endswith("]") for line in out.splitlines()[1:])
+
+
+# --------------------------------------------------------------------------- one broken thing
+
+Break = Callable[[Node], None]
+
+
+def _drop(rel: str) -> Break:
+    return lambda n: n.files.pop(rel)
+
+
+def _set(rel: str, text: str) -> Break:
+    return lambda n: n.files.__setitem__(rel, text)
+
+
+GPU0 = "sys/bus/pci/devices/0000:0f:00.0"
+
+BROKEN: dict[str, tuple[Break, str, str, str]] = {
+    # case: (break, item, status, a piece of its detail)
+    "no nvidia-smi": (lambda n: n.tools.discard("nvidia-smi"), "gpus", "absent",
+                      "nvidia-smi not on PATH"),
+    "a GPU fewer": (lambda n: n.gpus.pop(), "gpus", "unexpected", "7x"),
+    "another GPU model": (lambda n: n.gpus.__setitem__(0, (0, "NVIDIA H100", "00000000:0F:00.0")),
+                          "gpus", "unexpected", "NVIDIA H100"),
+    "an inactive NVLink": (lambda n: n.links[3].__setitem__(5, "<inactive>"), "nvlink",
+                           "unexpected", "GPU 3: 11/12"),
+    "no NVLink": (lambda n: n.links.update({g: ["<inactive>"] * 12 for g in n.links}), "nvlink",
+                  "absent", "no active NVLink"),
+    "a Gen3 slot": (_set(f"{GPU0}/max_link_speed", "8.0 GT/s PCIe\n"), "pcie", "unexpected",
+                    "max Gen3 x16"),
+    "a x8 link": (_set(f"{GPU0}/current_link_width", "8\n"), "pcie", "unexpected", "Gen1 x8"),
+    "no link files": (_drop(f"{GPU0}/max_link_speed"), "pcie", "absent", "GPU 0: no readable"),
+    "a GPU on another NUMA node": (_set(f"{GPU0}/numa_node", "0\n"), "gpu_numa", "unexpected",
+                                   "GPU 0: 0, GPU 1: 3"),
+    "no gdrdrv": (_drop("dev/gdrdrv"), "gdrdrv", "absent", "no /dev/gdrdrv"),
+    "gdrcopy sanity fails": (lambda n: setattr(n, "sanity_rc", 1), "gdrdrv", "unexpected",
+                             "gdrcopy_sanity failed: exit 1"),
+    "no xpmem": (_drop("dev/xpmem"), "xpmem", "absent", "no /dev/xpmem"),
+    "no nvidia_peermem": (_set("proc/modules", "nvidia 1 0 - Live 0x0\n"), "nvidia_peermem",
+                          "absent", "not loaded"),
+    "memlock limited": (_set("proc/self/limits", "Max locked memory  65536  65536  bytes\n"),
+                        "memlock", "unexpected", "65536 bytes"),
+    "an RDMA port down": (_set("sys/class/infiniband/mlx5_6/ports/1/state", "1: DOWN\n"),
+                          "rdma mlx5_6:1", "unexpected", "1: DOWN"),
+    "no such RDMA device": (_drop("sys/class/infiniband/mlx5_4/ports/1/state"),
+                            "rdma mlx5_4:1", "absent", "no port 1 of mlx5_4"),
+    "UCX without gdrcopy": (lambda n: setattr(n, "uct_cuda", ""), "ucx built", "unexpected",
+                            "lacks gdrcopy"),
+    "no ucx_info": (lambda n: n.tools.discard("ucx_info"), "ucx built", "absent",
+                    "ucx_info not on PATH"),
+    "no gdr_copy transport": (lambda n: setattr(n, "transports", "self sysv cma xpmem cuda_copy rc_mlx5"),
+                              "ucx transports", "unexpected", "lacks gdr_copy"),
+    "Open MPI without CUDA": (lambda n: setattr(n, "ompi_cuda", "false"), "openmpi cuda",
+                              "absent", "mpi_built_with_cuda_support false"),
+    "UCX PML excluded": (lambda n: setattr(n, "pml", "^ucx"), "openmpi pml", "unexpected",
+                         "by priority: ob1"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_each_broken_item_is_named_and_fails_the_node(node: Node, case: str, capsys) -> None:
+    breaks, name, status, detail = BROKEN[case]
+    breaks(node)
+    found = items(node.run())
+    assert found[name].status == status, found[name]
+    assert detail in found[name].detail, found[name].detail
+    assert found[name].missing
+    code = cli.main(["preflight", "--shape", SHAPE, "--root", str(node.root)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1 and f"{name} ({status})" in err
+
+
+# --------------------------------------------------------------------------- CMA and Yama
+
+
+@pytest.mark.parametrize("scope, capeff, status", [
+    (None, "0", "present"),                # no Yama: classic ptrace rules
+    ("0\n", "0", "present"),
+    ("1\n", "0000000000000000", "absent"),  # Ubuntu's default, a user without the cap
+    ("1\n", "0000000000080000", "present"),  # bit 19 alone: CAP_SYS_PTRACE
+    ("1\n", "0000000000040000", "absent"),   # bit 18 (CAP_SYS_BOOT) is not it
+    ("3\n", "000001ffffffffff", "absent"),   # 3: no ptrace at all
+])
+def test_cma_follows_yama_and_cap_sys_ptrace(node: Node, scope, capeff, status) -> None:
+    if scope is None:
+        node.files.pop("proc/sys/kernel/yama/ptrace_scope")
+    else:
+        node.files["proc/sys/kernel/yama/ptrace_scope"] = scope
+    node.files["proc/self/status"] = f"CapEff:\t{capeff}\n"
+    assert items(node.run())["cma"].status == status
+
+
+def test_peermem_seen_in_sys_module_too(node: Node) -> None:
+    node.files["proc/modules"] = ""
+    node.files["sys/module/nvidia_peermem/refcnt"] = "0\n"
+    assert items(node.run())["nvidia_peermem"].status == "present"
+
+
+def test_gdrdrv_without_sanity_on_path_is_present_and_says_so(node: Node) -> None:
+    node.sanity_rc = None
+    item = items(node.run())["gdrdrv"]
+    assert item.status == "present" and "sanity not on PATH" in item.detail
+
+
+# --------------------------------------------------------------------------- what the shape requires
+
+
+def test_cpu_shape_requires_no_gpu_item_and_flags_a_gpu_as_unexpected(node: Node) -> None:
+    found = items(node.run("BM.Optimized3.36"))
+    assert found["gpus"].status == "unexpected" and not found["gpus"].required
+    assert not any(found[n].required for n in ("nvlink", "pcie", "gpu_numa", "gdrdrv",
+                                               "nvidia_peermem", "openmpi cuda"))
+    assert found["xpmem"].required and found["memlock"].required
+    assert "rdma mlx5_2:1" in found  # its MPI port (network.ucx_net_devices)
+
+
+def test_cpu_shape_without_gpu_tools_says_not_required(node: Node, capsys) -> None:
+    node.tools.discard("nvidia-smi")
+    node.write()
+    cli.main(["preflight", "--shape", "BM.Optimized3.36", "--root", str(node.root)])
+    assert "gpus: absent (not required): nvidia-smi not on PATH" in capsys.readouterr().out
+
+
+def test_local_requires_nothing(node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", node.path)  # local is completed from this machine (lscpu)
+    local = shapes.load("local")
+    monkeypatch.setenv("PATH", str(node.bin))
+    node.tools.clear()
+    node.files.clear()
+    node.sanity_rc = None
+    node.root.mkdir()
+    data = preflight.preflight(local, node.root).to_dict()
+    assert data["ok"] and data["missing"] == []
+    assert not any(i["required"] for i in data["items"])
+    gpus = next(i for i in data["items"] if i["name"] == "gpus")
+    assert gpus["status"] == "absent" and "nvidia-smi not on PATH" in gpus["detail"]
+
+
+def test_declared_capabilities_win_over_the_fallback() -> None:
+    data = shapes.load(SHAPE).data
+    declared = {**data, "capabilities": {"xpmem": True, "nvlink": 18}}
+    assert preflight.fallback_capabilities(data)["nvlink"] == 12  # 300 GB/s / 25
+    assert preflight.fallback_capabilities(data)["pcie"] == {"gen": 4, "width": 16}
+    exp = preflight.expectations(shapes.Shape(SHAPE, declared, Path(SHAPE)))
+    assert exp.requires("nvlink") and not exp.requires("gdrdrv")
+
+
+# --------------------------------------------------------------------------- usage and this machine
+
+
+def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+    for args in (["--shape", "BM.Nope"], ["--root", str(tmp_path / "nowhere")]):
+        done = subprocess.run([sys.executable, "-m", "ocibench.cli", "preflight", *args],
+                              capture_output=True, text=True,
+                              env={**os.environ, "OCIBENCH_SHAPE": "local"})
+        assert done.returncode == 2, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_real_run_on_this_machine_as_local() -> None:
+    done = subprocess.run([sys.executable, "-m", "ocibench.cli", "preflight", "--json"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OCIBENCH_SHAPE": "local"})
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    found = {i["name"]: i for i in data["items"]}
+    assert data["shape"] == "local" and data["ok"]
+    if not shutil.which("nvidia-smi"):
+        assert found["gpus"]["status"] == "absent" and not found["gpus"]["required"]
+        assert "nvidia-smi not on PATH" in found["gpus"]["detail"]
+    assert found["cma"]["status"] in ("present", "absent")
