@@ -293,3 +293,24 @@ def test_a_missed_figure_names_what_this_node_lacks(gpu):
 def test_a_passing_figure_is_never_given_a_cause(gpu):
     row = _d_d_latency(gpu, "2.50", lacking=("gdrdrv",))
     assert row.verdict is Verdict.PASS and row.failure() is None and row.cause() == ""
+
+
+def test_evaluate_names_what_a_preflight_report_found_missing(tmp_path):
+    """The same cause through the command line: --preflight FILE of the node."""
+    output = tmp_path / "lat.out"
+    output.write_text(OMB_LAT.format(value="15.90"))
+    report = tmp_path / "preflight.json"
+    report.write_text(json.dumps({"shape": "BM.GPU4.8", "items": [
+        {"name": "gdrdrv", "status": "absent", "detail": "no /dev/gdrdrv"},
+        {"name": "xpmem", "status": "absent", "detail": "no /dev/xpmem"}]}))
+    args = [sys.executable, "-m", "ocibench.cli", "evaluate", "osu_latency", str(output),
+            "--shape", "BM.GPU4.8", "--set", "buffers=D-D", "--set", "nodes=1"]
+    env = {**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")}
+    done = subprocess.run(args + ["--preflight", str(report)], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 1
+    assert "needs gdrdrv; this node lacks gdrdrv" in done.stderr
+    report.write_text("{}")
+    done = subprocess.run(args + ["--preflight", str(report)], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 2 and "not an `ocibench preflight --json` report" in done.stderr

@@ -295,13 +295,22 @@ def test_local_requires_nothing(node: Node, monkeypatch: pytest.MonkeyPatch) -> 
     assert gpus["status"] == "absent" and "nvidia-smi not on PATH" in gpus["detail"]
 
 
-def test_declared_capabilities_win_over_the_fallback() -> None:
+def test_the_shape_files_capabilities_are_what_is_required() -> None:
     data = shapes.load(SHAPE).data
     declared = {**data, "capabilities": {"xpmem": True, "nvlink": 18}}
-    assert preflight.fallback_capabilities(data)["nvlink"] == 12  # 300 GB/s / 25
-    assert preflight.fallback_capabilities(data)["pcie"] == {"gen": 4, "width": 16}
     exp = preflight.expectations(shapes.Shape(SHAPE, declared, Path(SHAPE)))
     assert exp.requires("nvlink") and not exp.requires("gdrdrv")
+    undeclared = {k: v for k, v in data.items() if k != "capabilities"}
+    exp = preflight.expectations(shapes.Shape(SHAPE, undeclared, Path(SHAPE)))
+    assert not any(exp.requires(name) for name in ("gdrdrv", "xpmem", "nvlink"))
+
+
+def test_lacking_reads_the_capabilities_a_report_found_absent() -> None:
+    report = {"items": [{"name": "gdrdrv", "status": "absent"},
+                        {"name": "xpmem", "status": "present"},
+                        {"name": "nvlink", "status": "unexpected"},
+                        {"name": "memlock", "status": "absent"}]}
+    assert preflight.lacking(report) == {"gdrdrv", "nvlink"}
 
 
 # --------------------------------------------------------------------------- usage and this machine

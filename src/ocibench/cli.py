@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     except ShapeError as err:
         print(f"ocibench: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `ocibench ... | head`: the reader left; say nothing more, as cat would.
+        sys.stderr.close()
+        return 141
 
 
 if __name__ == "__main__":

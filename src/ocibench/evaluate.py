@@ -8,7 +8,7 @@ hand-run output and a ReFrame run of the same command get the same verdict.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,9 +54,11 @@ class Evaluation:
 
 
 def evaluate(check: str, text: str, shape: shapes.Shape | str,
-             params: Mapping[str, Any]) -> Evaluation:
+             params: Mapping[str, Any], lacking: Collection[str] = ()) -> Evaluation:
     """Evaluate ``text``, one run's output.  Raises ParamError for an unknown check or
-    parameter and ShapeError for an unknown shape; a bad output is a failed Evaluation."""
+    parameter and ShapeError for an unknown shape; a bad output is a failed Evaluation.
+    ``lacking``: capabilities the node is known to lack (``ocibench preflight``), named
+    in the reason of a figure that requires them."""
     resolved = checkspec.resolve(check, params)
     shape = shape if isinstance(shape, shapes.Shape) else shapes.load(shape)
     figures = references.matching(shape, check, resolved)
@@ -65,7 +67,8 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
         measurement = outputs.parse(check, text, resolved)
     except outputs.SanityError as err:
         return Evaluation(check, shape.name, resolved, sanity=str(err), notes=notes)
-    rows = judge.judge_run(shape, check, resolved, measurement.series(), measurement.units())
+    rows = judge.judge_run(shape, check, resolved, measurement.series(), measurement.units(),
+                           lacking)
     return Evaluation(check, shape.name, resolved, tuple(rows), notes=notes)
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ocibench import shapes
+from ocibench.capabilities import CAPABILITIES
 
 PRESENT, ABSENT, UNEXPECTED = "present", "absent", "unexpected"
 
@@ -99,34 +100,11 @@ class Expectations:
         return self.binding and bool(value) and value is not False
 
 
-def fallback_capabilities(data: dict[str, Any]) -> dict[str, Any]:
-    """A shape's capabilities when its file declares none, from the fields it has.
-
-    GPU shapes: what OCI's tech tip "gpu-with-ubuntu" sets up (gdrdrv, XPMEM,
-    nvidia_peermem), NVLink links from links.nvlink_gbs, PCIe from links.pcie_gbs.
-    RDMA shapes: XPMEM (tech tip "build-openmpi" builds UCX --with-xpmem) and the
-    ports of network.ports.  CMA is never assumed: Yama decides it per node.
-    """
-    caps: dict[str, Any] = {}
-    links = data.get("links") or {}
-    if data.get("gpus"):
-        caps.update(gdrdrv=True, xpmem=True, nvidia_peermem=True)
-        if links.get("nvlink_gbs"):
-            caps["nvlink"] = int(links["nvlink_gbs"] // NVLINK_LINK_GBS)
-        if links.get("pcie_gbs") in PCIE_BY_GBS:
-            gen, width = PCIE_BY_GBS[links["pcie_gbs"]]
-            caps["pcie"] = {"gen": gen, "width": width}
-    network = data.get("network") or {}
-    if str(network.get("rdma", "none")).lower() not in ("none", ""):
-        caps["xpmem"] = True
-        caps["rdma"] = int(network.get("ports") or 1)
-    return caps
-
-
 def expectations(shape: shapes.Shape) -> Expectations:
     data = shape.data
-    caps = data.get("capabilities")
-    caps = dict(caps) if isinstance(caps, dict) else fallback_capabilities(data)
+    # The shape file's declaration is the one source (ocibench.capabilities): a shape
+    # that declares nothing requires nothing of its nodes.
+    caps = dict(data.get("capabilities") or {})
     devices = (shape.gpus or {}).get("devices") or []
     # "mlx5_6:1" names an RDMA device and port; "ocbnet0" (a plain interface) does not.
     rdma = [d for d in shape.ucx_net_devices.values() if re.fullmatch(r"[\w-]+:\d+", str(d))]
@@ -537,3 +515,11 @@ def preflight(shape: shapes.Shape, root: Path = Path("/")) -> Preflight:
     gpus = list_gpus()
     probes = list(PROBES) + [probe_rdma_device(d) for d in exp.rdma_devices]
     return Preflight(shape.name, str(root), [p(root, exp, gpus) for p in probes])
+
+
+def lacking(report: dict[str, Any]) -> set[str]:
+    """The capabilities (ocibench.capabilities names) a ``preflight --json`` report found
+    absent or not as the shape says: what a missed figure's ``requires`` is read against."""
+    return {str(item.get("name")) for item in report.get("items") or []
+            if isinstance(item, dict) and item.get("name") in CAPABILITIES
+            and item.get("status") != PRESENT}

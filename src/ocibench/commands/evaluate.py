@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from ocibench import checkspec, outputs, shapes
+from ocibench import checkspec, outputs, preflight, shapes
 from ocibench import evaluate as evaluation
 from ocibench.checkspec import ParamError
 from ocibench.judge import Row
@@ -27,6 +27,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a check parameter, e.g. --set nodes=2 (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    parser.add_argument("--preflight", metavar="FILE",
+                        help="`ocibench preflight --json` of the node that ran it: a missed "
+                             "figure then names the capability the node lacks")
     parser.add_argument("--list", action="store_true", help="list the checks and parameters")
 
 
@@ -41,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         params = _settings(args.set)
         shape = _shape(args.shape)
         text = _read(args.file)
-        result = evaluation.evaluate(args.check, text, shape, params)
+        lacking = _lacking(args.preflight) if args.preflight else set()
+        result = evaluation.evaluate(args.check, text, shape, params, lacking)
     except (ParamError, shapes.ShapeError, outputs.OutputTooLarge) as err:
         print(f"ocibench evaluate: {err}", file=sys.stderr)
         return 2
@@ -86,6 +90,18 @@ def _read(file: str) -> str:
             return outputs.read_output(stream, file)
     except OSError as err:
         raise ParamError(f"cannot read {file}: {err.strerror}") from None
+
+
+def _lacking(file: str) -> set[str]:
+    """The capabilities a preflight report found missing."""
+    try:
+        report = json.loads(_read(file))
+    except json.JSONDecodeError as err:
+        raise ParamError(f"--preflight {file}: not JSON ({err.msg}, line {err.lineno})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("items"), list):
+        raise ParamError(f"--preflight {file}: not an `ocibench preflight --json` report "
+                         "(no 'items' list)")
+    return preflight.lacking(report)
 
 
 def _listing() -> str:
