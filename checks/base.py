@@ -35,8 +35,14 @@ from typing import Any
 
 import reframe as rfm
 from reframe.core.backends import getlauncher
-from reframe.core.builtins import (parameter, performance_function, run_after,
-                                   run_before, sanity_function, variable)
+from reframe.core.builtins import (
+    parameter,
+    performance_function,
+    run_after,
+    run_before,
+    sanity_function,
+    variable,
+)
 from reframe.core.exceptions import SanityError as ReframeSanityError
 
 from ocibench import judge, outputs, references, shapes
@@ -124,7 +130,8 @@ def lmod_error(lines: list[str]) -> str | None:
     message = " ".join(" ".join(block)[len(_LMOD_ERROR):].split())
     lua = _LMOD_LUA.search(message)
     if lua:
-        return f"{_LMOD_ERROR[:-1]} in modulefile {lua.group(1)} line {lua.group(2)}: {lua.group(3)}"
+        return (f"{_LMOD_ERROR[:-1]} in modulefile {lua.group(1)} line {lua.group(2)}: "
+                f"{lua.group(3)}")
     where = f" (modulefile {files[0]})" if files else ""
     return f"{_LMOD_ERROR} {message}{where}"
 

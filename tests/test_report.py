@@ -78,7 +78,7 @@ class tiny_osu(rfm.RunOnlyRegressionTest):
     @sanity_function
     def complete(self):
         return sn.assert_found(r"^# Size", self.stdout)
-''' % {"spec": SPEC, "modules": MODULES}
+''' % {"spec": SPEC, "modules": MODULES}  # noqa: UP031 (% keeps the template's braces literal)
 
 
 def _ocibench(*argv: str) -> tuple[int, str, str]:

@@ -34,13 +34,23 @@ GIB = 2**30
 FIGURES = {
     "osu_latency D-D": ("osu_latency", {"buffers": "D-D", "nodes": 1}, "us", "lower", None),
     "osu_bw D-D": ("osu_bw", {"buffers": "D-D", "nodes": 1}, "GB/s", "higher", "nvlink4"),
-    "osu_latency H-D same-numa": ("osu_latency", {"buffers": "H-D", "nodes": 1, "placement": "same-numa"}, "us", "lower", None),
-    "osu_latency D-H same-numa": ("osu_latency", {"buffers": "D-H", "nodes": 1, "placement": "same-numa"}, "us", "lower", None),
-    "osu_bw H-D same-numa": ("osu_bw", {"buffers": "H-D", "nodes": 1, "placement": "same-numa"}, "GB/s", "higher", "pcie5"),
-    "osu_bw D-H same-numa": ("osu_bw", {"buffers": "D-H", "nodes": 1, "placement": "same-numa"}, "GB/s", "higher", "pcie5"),
-    "osu_xccl_allreduce 1 GiB": ("osu_xccl_allreduce", {"nodes": 1, "gpus_per_node": 2}, "us", "lower", None),
+    "osu_latency H-D same-numa": (
+        "osu_latency", {"buffers": "H-D", "nodes": 1, "placement": "same-numa"},
+        "us", "lower", None),
+    "osu_latency D-H same-numa": (
+        "osu_latency", {"buffers": "D-H", "nodes": 1, "placement": "same-numa"},
+        "us", "lower", None),
+    "osu_bw H-D same-numa": (
+        "osu_bw", {"buffers": "H-D", "nodes": 1, "placement": "same-numa"},
+        "GB/s", "higher", "pcie5"),
+    "osu_bw D-H same-numa": (
+        "osu_bw", {"buffers": "D-H", "nodes": 1, "placement": "same-numa"},
+        "GB/s", "higher", "pcie5"),
+    "osu_xccl_allreduce 1 GiB": (
+        "osu_xccl_allreduce", {"nodes": 1, "gpus_per_node": 2}, "us", "lower", None),
     "osu_xccl_allreduce 1 GiB busbw": (None, {}, "GB/s", "higher", "nvlink4"),
-    "nccl all_reduce_perf 10 GiB busbw (out-of-place)": ("nccl_all_reduce_perf", {"nodes": 1, "gpus_per_node": 2}, "GB/s", "higher", "nvlink4"),
+    "nccl all_reduce_perf 10 GiB busbw (out-of-place)": (
+        "nccl_all_reduce_perf", {"nodes": 1, "gpus_per_node": 2}, "GB/s", "higher", "nvlink4"),
     "nccl all_reduce_perf 10 GiB busbw (in-place)": (None, {}, "GB/s", "higher", "nvlink4"),
 }
 

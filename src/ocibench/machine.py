@@ -235,7 +235,8 @@ def detect_tools() -> dict[str, list[dict[str, Any]]]:
 
         scripts = Path(sysconfig.get_path("scripts"))
         if (scripts / "reframe").exists():
-            tools["reframe"] = [{"spec": f"reframe@{reframe.VERSION}", "prefix": str(scripts.parent)}]
+            tools["reframe"] = [{"spec": f"reframe@{reframe.VERSION}",
+                                 "prefix": str(scripts.parent)}]
     except ImportError:
         pass
     lmod_pkg = Path(os.environ.get("LMOD_PKG") or "/usr/share/lmod/lmod")

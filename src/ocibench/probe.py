@@ -85,7 +85,8 @@ def gpus(numa_nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
         index, name, cap, bus = (f.strip() for f in line.split(","))
         model, arch = name, cap.replace(".", "")
         node = _pci_numa_node(bus)
-        devices.append({"index": int(index), "numa_node": node if node in valid_nodes else min(valid_nodes)})
+        numa_node = node if node in valid_nodes else min(valid_nodes)
+        devices.append({"index": int(index), "numa_node": numa_node})
     return {"model": model, "cuda_arch": int(arch), "devices": devices}
 
 

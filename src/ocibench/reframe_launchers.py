@@ -4,8 +4,10 @@ The seeds never use ``srun``: they start every benchmark with the MPI library's 
 ``mpirun``, naming the ranks, the ranks per node and a host list, and exporting the
 UCX device to every rank::
 
-    mpirun -n 2 -N 1 -hostfile ~/hostlist.txt -x UCX_NET_DEVICES=mlx5_2:1 osu_latency ...  # Open MPI
-    mpirun -n 2 -ppn 1 -hostfile hostlist.txt -genv UCX_NET_DEVICES=mlx5_2:1 IMB-MPI1 ...  # Intel MPI
+    # Open MPI
+    mpirun -n 2 -N 1 -hostfile ~/hostlist.txt -x UCX_NET_DEVICES=mlx5_2:1 osu_latency ...
+    # Intel MPI
+    mpirun -n 2 -ppn 1 -hostfile hostlist.txt -genv UCX_NET_DEVICES=mlx5_2:1 IMB-MPI1 ...
 
 ReFrame's stock ``mpirun`` launchers emit only ``-np N``.  The two launchers here add
 what the seeds add, derived from the job: the ranks per node (``-N`` / ``-ppn``) and the

@@ -49,8 +49,14 @@ from typing import Any
 import yaml
 
 from ocibench import paths, shapes
-from ocibench.machine import (DETECT_COMPILERS, Machine, cuda_driver_stub, detect_machine,
-                              detect_tools, has_cuda_driver)
+from ocibench.machine import (
+    DETECT_COMPILERS,
+    Machine,
+    cuda_driver_stub,
+    detect_machine,
+    detect_tools,
+    has_cuda_driver,
+)
 from ocibench.paths import REPO_ROOT, SITE_DIR
 
 #: Where `make setup` writes the generated layer (git-ignored).
@@ -125,7 +131,8 @@ def _external_entries(name: str, value: Any) -> list[dict[str, Any]]:
     for item in items:
         if not isinstance(item, dict) or "spec" not in item or "prefix" not in item:
             raise SpackConfigError(f"software.externals.{name}: each entry needs spec and prefix")
-        out.append({k: item[k] for k in ("spec", "prefix", "extra_attributes", "modules") if k in item})
+        keys = ("spec", "prefix", "extra_attributes", "modules")
+        out.append({k: item[k] for k in keys if k in item})
     return out
 
 
@@ -162,7 +169,8 @@ def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
         compilers = [_compiler_entry(c) for c in sw["compilers"]]
         externals = {n: _external_entries(n, v) for n, v in (sw.get("externals") or {}).items()}
     if not compilers:
-        raise SpackConfigError(f"{shape.name}: no compiler (none declared, none found on this machine)")
+        raise SpackConfigError(
+            f"{shape.name}: no compiler (none declared, none found on this machine)")
     if is_machine_described(shape) and "openmpi" in (sw.get("stack") or {}) \
             and not externals.get("openmpi"):
         # The local shape builds against this machine's Open MPI (docs/spack-env.md).

@@ -13,7 +13,7 @@ values the template shows (numbers formatted, dashes for what is unknown).
 from __future__ import annotations
 
 import base64
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ COLUMNS = ("size / key", "measured", "documented", "source", "OCI floor", "measu
 TEXT_COLUMNS = ("size / key", "source", "OCI floor", "physical limit")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _template() -> jinja2.Template:
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,

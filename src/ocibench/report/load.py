@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +115,7 @@ def _evaluation_result(path: Path, data: dict[str, Any],
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def shape_of(name: str) -> shapes.Shape:
     """A shape file, loaded once per report."""
     if not isinstance(name, str):

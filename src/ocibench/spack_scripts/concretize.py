@@ -17,7 +17,8 @@ if env is None:
 pairs = env.concretize(force=True)  # in memory only: env.write() is never called
 roots = []
 for user_spec, spec in pairs or env.concretized_specs():
-    compilers = sorted({d.format("{name}@{version}") for d in spec.dependencies(virtuals=("c", "cxx"))})
+    compilers = sorted({d.format("{name}@{version}")
+                        for d in spec.dependencies(virtuals=("c", "cxx"))})
     roots.append({
         "user_spec": str(user_spec),
         "spec": spec.format("{name}{@version}{variants}{ arch=architecture}"),
