@@ -98,7 +98,9 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     except outputs.SanityError as err:
         return Evaluation(check, shape.name, resolved, sanity=str(err), notes=notes)
     rows = tuple(
-        _row(shape, figures, metric, key, value)
+        # the primary metric in the unit the output printed (perftest: Gb/s)
+        _row(shape, figures, metric, key, value,
+             measurement.unit if metric == measurement.metric else outputs.UNITS[metric])
         for metric, values in measurement.series().items()
         for key, value in values.items()
     )
@@ -106,8 +108,7 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
 
 
 def _row(shape: shapes.Shape, figures: list[references.Figure], metric: str,
-         key: int | str, measured: float) -> Row:
-    unit = outputs.UNITS[metric]
+         key: int | str, measured: float, unit: str) -> Row:
     found = references.lookup(figures, metric, key)
     if found is None:
         return Row(metric, key, measured, unit, policy.verdict(metric, None, measured))
@@ -142,11 +143,17 @@ def _notes(shape: shapes.Shape, check: str, params: dict[str, Any],
     if not documented:
         return (f"{shape.name} documents no {check} figure: values are recorded "
                 "without a reference",)
-    reference_size = checkspec.CHECKS[check].reference_size
-    if reference_size and checkspec.expected_sizes(check, params)[-1] != reference_size:
-        return (f"{shape.name} documents {check} at {reference_size} bytes only; "
-                "this run's last size differs",)
+    if checkspec.CHECKS[check].sizes_in_variant:
+        ranges = sorted({_size_range(check, f["params"]) for f in documented})
+        if _size_range(check, params) not in ranges:
+            return (f"{shape.name} documents {check} only over the sizes "
+                    f"{'; '.join(ranges)}; this run's sizes differ",)
     variants = sorted({" ".join(f"{k}={v}" for k, v in f["params"].items())
                        for f in documented})
     return (f"{shape.name} documents {check} only for: {'; '.join(variants)} "
             "(choose one with --set)",)
+
+
+def _size_range(check: str, params: Mapping[str, Any]) -> str:
+    sizes = checkspec.figure_sizes(check, params)
+    return f"{sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)"

@@ -24,20 +24,21 @@ def matching(shape: shapes.Shape | str, check: str,
              params: Mapping[str, Any]) -> list[Figure]:
     """The shape's figures for this check whose params are a subset of the run's."""
     spec = checkspec.spec(check)
-    if spec.reference_size and checkspec.expected_sizes(check, params)[-1] != spec.reference_size:
-        return []  # values keyed by name are documented at one size only
+    run_sizes = checkspec.expected_sizes(check, params) if spec.sizes_in_variant else None
     run = {name: str(value) for name, value in params.items()}
     return [
         figure for figure in _shape(shape).figures
         if figure["check"] == check
         and all(run.get(name) == str(value) for name, value in figure["params"].items())
+        # values keyed by name hold for the figure's own size range only
+        and (run_sizes is None or checkspec.figure_sizes(check, figure["params"]) == run_sizes)
     ]
 
 
 def lookup(figures: list[Figure], metric: str, key: int | str) -> tuple[Figure, float] | None:
     """The figure documenting ``metric`` at ``key`` (a size or a name) and its value."""
     found = [(figure, float(value)) for figure in figures if figure["metric"] == metric
-             for k, value in figure["values"].items() if str(k) == str(key)]
+             for k, value in (figure.get("values") or {}).items() if str(k) == str(key)]
     if len(found) > 1:
         ids = " and ".join(figure["id"] for figure, _ in found)
         raise shapes.ShapeError(f"figures {ids} both document {metric} at {key} for this run")
@@ -63,7 +64,7 @@ def reframe_reference(shape: shapes.Shape | str, check: str, params: Mapping[str
             raise ValueError(f"ReFrame target {target!r}: name a system:partition, not a wildcard")
     variables: dict[str, tuple] = {}
     for figure in matching(shape, check, params):
-        for key, value in figure["values"].items():
+        for key, value in (figure.get("values") or {}).items():  # a floor-only figure has none
             lower, upper = policy.bounds(figure["metric"], value)
             variables[perf_var(figure["metric"], key)] = (
                 value, _relative(lower, value), _relative(upper, value), figure["unit"])

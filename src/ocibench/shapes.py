@@ -92,7 +92,11 @@ FIGURE_FIELDS = {
     "source": "{doc: <seed file name>, section: <section number>}",
     "values": "mapping of message size in bytes (or STREAM kernel name) to the value",
 }
-FIGURE_OPTIONAL = {"limit": "key of `links` (or 'memory') giving the physical limit"}
+FIGURE_OPTIONAL = {
+    "limit": "key of `links` (or 'memory') giving the physical limit",
+    "floor": "{values: {key: number}, source: '<repository>, <path>@<commit>: <line>'}: "
+             "the acceptance floor OCI's own health checks apply (values may then be absent)",
+}
 
 #: metric -> the units a figure of it may be stated in (ocibench.metrics).
 METRIC_UNITS = {name: set(m.units) for name, m in metrics.METRICS.items()}
@@ -249,21 +253,37 @@ def _validate_figure(fig: Any, where: str, data: dict[str, Any]) -> None:
         raise ShapeError(f"{where}: every figure must be a mapping")
     label = f"{where}: figure {fig.get('id', '?')!r}"
     for key in FIGURE_FIELDS:
-        if key not in fig:
+        # a figure known only by OCI's floor has no documented values
+        if key not in fig and not (key == "values" and "floor" in fig):
             raise ShapeError(f"{label}: missing field {key!r}")
     if fig["unit"] not in METRIC_UNITS.get(fig["metric"], set()):
         raise ShapeError(f"{label}: unit {fig['unit']!r} does not fit metric {fig['metric']!r}")
     src = fig["source"]
     if not isinstance(src, dict) or not src.get("doc") or not src.get("section"):
         raise ShapeError(f"{label}: source needs 'doc' and 'section'")
-    if not fig["values"] or not isinstance(fig["values"], dict):
-        raise ShapeError(f"{label}: values must be a non-empty mapping")
-    for key, value in fig["values"].items():
-        if not isinstance(value, (int, float)) or value <= 0:
-            raise ShapeError(f"{label}: value for {key!r} must be a positive number")
+    if "values" in fig:
+        _positive_numbers(fig["values"], f"{label}: values")
+    floor = fig.get("floor")
+    if floor is not None:
+        if not isinstance(floor, dict) or not isinstance(floor.get("source"), str) \
+                or not floor["source"].strip():
+            raise ShapeError(f"{label}: floor needs 'values' and a 'source' string")
+        _positive_numbers(floor.get("values"), f"{label}: floor.values")
+        extra = set(floor["values"]) - set(fig.get("values") or floor["values"])
+        if extra:
+            raise ShapeError(f"{label}: floor.values has keys the figure's values lack: "
+                             f"{sorted(extra, key=str)}")
     limit = fig.get("limit")
     if limit is not None and limit != "memory" and limit not in data["links"]:
         raise ShapeError(f"{label}: limit {limit!r} is not a key of links")
+
+
+def _positive_numbers(mapping: Any, label: str) -> None:
+    if not mapping or not isinstance(mapping, dict):
+        raise ShapeError(f"{label} must be a non-empty mapping")
+    for key, value in mapping.items():
+        if not metrics.is_number(value) or value <= 0:
+            raise ShapeError(f"{label}: value for {key!r} must be a positive number")
 
 
 def detect() -> str:
