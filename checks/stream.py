@@ -57,14 +57,17 @@ class stream(OcibenchCheck):
                 and not self.is_dry_run()):
             # The job runs on this very machine: skip now rather than after the run.
             self._skip_other_nps(len(glob.glob(NUMA_GLOB)) or 1)
-        self.threads = max(1, extras["cores"] // 2)
+        # The shape's documented thread count (E5.192: 96, E6.256: 32), else one thread
+        # per 2 cores; the places spread the threads evenly: 0:96:2, 0:32:8.
+        self.threads = extras.get("stream_threads") or max(1, extras["cores"] // 2)
+        stride = max(1, extras["cores"] // self.threads)
         self.num_tasks = self.num_tasks_per_node = 1
         self.num_cpus_per_task = extras["cores"]
         self.job.launcher = getlauncher("local")()
         self.executable = EXECUTABLE
         self.env_vars = {
             "OMP_NUM_THREADS": str(self.threads),
-            "OMP_PLACES": f"0:{self.threads}:2",
+            "OMP_PLACES": f"0:{self.threads}:{stride}",
             "OMP_PROC_BIND": "spread",
         }
         self.prerun_cmds = [f"(ls -d {NUMA_GLOB} 2>/dev/null || true) | wc -l > {NUMA_FILE}"]

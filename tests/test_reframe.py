@@ -78,6 +78,10 @@ GPU_MULTI = [
     ("nccl_all_reduce_perf %nodes=2", "nccl-tests"),
 ]
 INTEL = {name for name, env in HOST_SINGLE + HOST_MULTI if env == "imb-intelmpi"}
+#: perftest between 2 nodes, one case per HCA index up to the most HCAs of any shape (16).
+HCAS = 16
+PERFTEST = [(f"{check} %hca={i}", "perftest") for check in ("ib_write_bw", "ib_write_lat")
+            for i in range(HCAS)]
 
 
 def _cases(single, multi, single_part="single", multi_part="multi"):
@@ -87,33 +91,41 @@ def _cases(single, multi, single_part="single", multi_part="multi"):
 
 #: ReFrame system -> the test cases it lists: (display name, partition, environment).
 EXPECTED = {
-    "BM_GPU4_8": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI),
-    "BM_GPU_A100-v2_8": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI),
-    "BM_Optimized3_36": _cases(HOST_SINGLE, HOST_MULTI),
-    "BM_Standard_E5_192": _cases(HOST_SINGLE, HOST_MULTI),
-    "loopback-cluster": _cases(HOST_SINGLE, HOST_MULTI),
+    "BM_GPU4_8": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI + PERFTEST),
+    "BM_GPU_A100-v2_8": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI + PERFTEST),
+    "BM_Optimized3_36": _cases(HOST_SINGLE, HOST_MULTI + PERFTEST),
+    "BM_Standard_E5_192": _cases(HOST_SINGLE, HOST_MULTI + PERFTEST),
+    "loopback-cluster": _cases(HOST_SINGLE, HOST_MULTI + PERFTEST),
     # local lists every check on its one partition; what the machine cannot run is
     # skipped with the reason (below), never left out silently.
-    "local": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI, "default", "default"),
+    "local": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI + PERFTEST,
+                    "default", "default"),
 }
-COUNTS = {"BM_GPU4_8": 37, "BM_GPU_A100-v2_8": 37, "BM_Optimized3_36": 17,
-          "BM_Standard_E5_192": 17, "loopback-cluster": 17, "local": 37}
+COUNTS = {"BM_GPU4_8": 69, "BM_GPU_A100-v2_8": 69, "BM_Optimized3_36": 49,
+          "BM_Standard_E5_192": 49, "loopback-cluster": 49, "local": 69}
 
 NO_INTEL = "has no Intel MPI in software.stack"
 
 
 def expected_skips(system: str, gpus: int) -> dict[str, str]:
     """Display name -> a piece of the skip reason, for a dry run with nothing set up."""
-    if system in ("BM_GPU4_8", "BM_GPU_A100-v2_8", "loopback-cluster"):
+    no_rdma = {name: "has no RDMA devices: no network.hcas" for name, _ in PERFTEST}
+    if system in ("BM_GPU4_8", "BM_GPU_A100-v2_8"):   # 16 HCAs each: every index runs
         return {name: NO_INTEL for name in INTEL}
+    if system == "loopback-cluster":
+        return {**{name: NO_INTEL for name in INTEL}, **no_rdma}
     if system == "BM_Optimized3_36":
-        return {}  # the one shape with Intel MPI, Slurm, and no GPU check to skip
+        # the one shape with Intel MPI, Slurm, and no GPU check to skip; one HCA (mlx5_2)
+        return {name: "has 1 cluster-network HCA(s)" for name, _ in PERFTEST
+                if not name.endswith("%hca=0")}
     if system == "BM_Standard_E5_192":  # no scheduler, no host file: one node
         skips = {name: "partition BM_Standard_E5_192:multi has 1" for name, _ in HOST_MULTI}
-        return {**skips, **{name: NO_INTEL for name in INTEL}}
+        return {**skips, **{name: NO_INTEL for name in INTEL}, **no_rdma}
     assert system == "local"
     skips = {name: "the local shape runs on this machine only"
              for name, _ in HOST_MULTI + GPU_MULTI}
+    skips.update({name: "no RDMA devices on this machine (/sys/class/infiniband is empty)"
+                  for name, _ in PERFTEST})
     if gpus == 0:
         skips.update({name: "no GPU on this machine" for name, _ in GPU_SINGLE})
     elif gpus == 1:
@@ -199,7 +211,7 @@ def test_list_option_agrees_with_the_dry_run(dry_runs, tmp_path):
     listed = set(re.findall(r"^- (.+?) /[0-9a-f]{8} @BM_GPU4_8:(\w+)\+(\S+)$",
                             result.stdout, re.MULTILINE))
     assert listed == EXPECTED["BM_GPU4_8"]
-    assert "Concretized 37 test case(s)" in result.stdout
+    assert "Concretized 69 test case(s)" in result.stdout
 
 
 @pytest.mark.parametrize("system", list(EXPECTED))
@@ -514,7 +526,7 @@ def test_ocibench_shape_selects_the_system(tmp_path):
     result = reframe(["-l"], tmp_path, OCIBENCH_SHAPE="BM.Optimized3.36")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "selected system:   'BM_Optimized3_36'" in result.stdout
-    assert "Found 17 check(s)" in result.stdout
+    assert "Found 49 check(s)" in result.stdout   # 17 + 2 perftest checks x 16 HCA indices
 
 
 # --------------------------------------------------------------------------- real runs
@@ -699,3 +711,49 @@ def test_impossible_value_fails_the_live_check(tmp_path, lmod_init, mpirun, band
     case = cases["osu_bw %buffers=H-H %nodes=1"]
     assert result.returncode != 0 and case["result"] == "fail", case
     assert why in case["fail_reason"]
+
+
+def test_perftest_runs_ocis_command_per_hca(dry_runs):
+    """oci-hpc v3.1.0 multi_node_active_healthcheck.py: server and client over ssh,
+    `ib_write_bw -F -q 2 -x 3 --report_gbits -d <HCA>`, three attempts; BM.GPU4.8's
+    HCAs in the order of OCI's NCCL_IB_HCA (mlx5_0, mlx5_2, mlx5_6, ...)."""
+    case = dry_runs["BM_GPU4_8"]["by_name"]
+    script = "\n".join(job_lines(case["ib_write_bw %hca=2"]))
+    assert 'ssh "$server" "$exe -F -q 2 -x 3 --report_gbits -d mlx5_6 -i 1"' in script
+    assert 'ssh "$client" "$exe -F -q 2 -x 3 --report_gbits -d mlx5_6 -i 1 $server"' in script
+    assert "for attempt in $(seq 3); do" in script and "module load perftest" in script
+    lat = "\n".join(job_lines(case["ib_write_lat %hca=0"]))
+    assert '"$exe -F -x 3 -s 8 -n 10000 -d mlx5_0 -i 1 $server"' in lat
+    assert "#SBATCH --ntasks=2" in lat and "#SBATCH --ntasks-per-node=1" in lat
+
+
+def test_new_shapes_run_their_published_command_lines(tmp_path):
+    """ocitutorials run-nccltests-h100 sec 3 (2 nodes: -b 1G -e 16G -f 2, UCX_NET_DEVICES
+    =eth0) and run-stream-e6 sec 3-2 (OMP_PLACES=0:32:8 OMP_NUM_THREADS=32)."""
+    lines = {}
+    for system, names in (("BM_GPU_H100_8", "nccl_all_reduce_perf"),
+                          ("BM_Standard_E6_256", "stream")):
+        report = tmp_path / f"{system}.json"
+        result = reframe(["--dry-run", "--system", system, "-n", names,
+                          "--report-file", str(report)], tmp_path / system)
+        assert report.is_file(), result.stdout + result.stderr
+        lines[system] = {c["display_name"]: job_lines(c) for c in report_cases(report)}
+    h100 = lines["BM_GPU_H100_8"]
+    assert launch_line({"stagedir": _stagedir(h100, "nccl_all_reduce_perf %nodes=2")}) == (
+        "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+        "-x UCX_NET_DEVICES=eth0 -x NCCL_IGNORE_CPU_AFFINITY=1 "
+        "all_reduce_perf -b 1G -e 16G -f 2 -t 1 -g 1")
+    # one node: no published run, the seeds' 10 GiB
+    assert "all_reduce_perf -b 10G -e 10G -t 1 -g 1" in "\n".join(
+        h100["nccl_all_reduce_perf %nodes=1"])
+    for line in ("export OMP_NUM_THREADS=32", "export OMP_PLACES=0:32:8",
+                 "export OMP_PROC_BIND=spread"):
+        assert line in lines["BM_Standard_E6_256"]["stream %nps=1"]
+
+
+def _stagedir(cases: dict[str, list[str]], name: str) -> str:
+    """launch_line reads rfm_job.sh from a stage directory: write the lines to one."""
+    import tempfile
+    stage = Path(tempfile.mkdtemp())
+    (stage / "rfm_job.sh").write_text("\n".join(cases[name]) + "\n")
+    return str(stage)

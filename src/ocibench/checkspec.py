@@ -120,9 +120,11 @@ class CheckSpec:
     summary: str
     metric: str
     params: tuple[Param, ...]
-    #: For values keyed by name (nccl-tests' busbw columns): the message size that the
-    #: documented figures are taken at; other sizes have no reference.
-    reference_size: int | None = None
+    #: For values keyed by name (nccl-tests' busbw columns at the last size and their
+    #: average over every size): the size range is part of the variant.  A figure then
+    #: documents the run over exactly the sizes its own size parameters give (those it
+    #: leaves out take the defaults: the seeds' 10 GiB), see :func:`figure_sizes`.
+    sizes_in_variant: bool = False
     #: Metrics the same output also gives, besides ``metric`` (IMB PingPong's
     #: Mbytes/sec column): a figure may document any of :attr:`metrics`.
     extra_metrics: tuple[str, ...] = ()
@@ -165,6 +167,32 @@ def _omb_sizes(default: str) -> Param:
                  kind="MIN:MAX")
 
 
+#: RDMA device names as /sys/class/infiniband lists them (mlx5_0, rxe0, ...).
+_DEVICE_NAME = re.compile(r"[A-Za-z][\w.-]*")
+
+
+def _device(text: Any) -> str:
+    name = str(text).strip()
+    if not _DEVICE_NAME.fullmatch(name):
+        raise ValueError(f"{text!r} is not an RDMA device name like mlx5_0")
+    return name
+
+
+def _perftest_params(size: int, extra: tuple[Param, ...]) -> tuple[Param, ...]:
+    """perftest between two nodes as oci-hpc's multi-node health check runs it
+    (playbooks/roles/healthchecks/files/multi_node_active_healthcheck.py, v3.1.0)."""
+    return (
+        _nodes(2, (2,)),
+        Param("device", "-d, the RDMA device (one port of the cluster network)", _device,
+              kind="NAME"),
+        Param("port", "-i, the port of the device", _positive_int, default=1),
+        Param("size", "-s, message size in bytes", _positive_int, default=size),
+        *extra,
+        Param("attempts", "runs in the output, the best of which counts (OCI: 3)",
+              _positive_int, default=1),
+    )
+
+
 _MSGLOG = Param("msglog", "IMB -msglog MINLOG:MAXLOG; sizes 0 and 2^MINLOG..2^MAXLOG",
                 _range_text, default="3:28", kind="MINLOG:MAXLOG")
 
@@ -180,7 +208,8 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
     CheckSpec("osu_xccl_allreduce", "OMB osu_xccl_allreduce -m 1073741824:1073741824 -d cuda",
               "latency",
               (_nodes(1, (1, 2)), _gpus_per_node(8), _omb_sizes("1073741824:1073741824"))),
-    CheckSpec("nccl_all_reduce_perf", "nccl-tests all_reduce_perf -b 10G -e 10G -g 1",
+    CheckSpec("nccl_all_reduce_perf", "nccl-tests all_reduce_perf -b 10G -e 10G -g 1 "
+              "(busbw at the last size, out of place and in place; avg: '# Avg bus bandwidth')",
               "busbw",
               (_nodes(1), _gpus_per_node(8),
                Param("begin", "-b, smallest size (K/M/G = 2^10/2^20/2^30)", _nccl_size_text,
@@ -190,11 +219,21 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                      _positive_int, default=1),
                Param("step", "-i, bytes added per size when factor is 1", _nccl_size_text,
                      default="1M", kind="SIZE")),
-              reference_size=10 * 2**30),
+              sizes_in_variant=True),
     CheckSpec("imb_pingpong", "IMB-MPI1 -msglog 3:28 PingPong (one rank per node)", "latency",
               (_MPI, _nodes(2), _MSGLOG), extra_metrics=("bandwidth",)),
     CheckSpec("imb_allreduce", "IMB-MPI1 -msglog 3:28 -npmin N allreduce", "latency",
               (_MPI, _nodes(4), _ranks_per_node(36), _MSGLOG)),
+    # OCI's floors judge the columns its health check reads: BW peak (parts[2] of the
+    # 65536-byte row) and t_avg (awk '{print $6}' of the 8-byte row).
+    CheckSpec("ib_write_bw", "perftest ib_write_bw -F -q 2 -x 3 --report_gbits -d DEVICE "
+              "(BW peak, Gb/s)", "bandwidth",
+              _perftest_params(65536, (Param("qps", "-q, queue pairs", _positive_int,
+                                             default=2),))),
+    CheckSpec("ib_write_lat", "perftest ib_write_lat -F -x 3 -s 8 -n 10000 -d DEVICE (t_avg)",
+              "latency",
+              _perftest_params(8, (Param("iterations", "-n, exchanges", _positive_int,
+                                         default=10000),))),
     CheckSpec("stream", "STREAM with OMP_NUM_THREADS=threads on a node in NPS nps mode",
               "bandwidth",
               (Param("nps", "NUMA nodes per socket (BIOS)", _positive_int, (1, 2, 4), 1),
@@ -253,6 +292,8 @@ def expected_sizes(check: str, params: Mapping[str, Any]) -> list[int]:
         first, last = _int_range(get("msglog"))
         _at_most(check, "msglog", last - first + 2)   # 0, then 2^first .. 2^last
         return [0] + [2**k for k in range(first, last + 1)]
+    if "size" in names:   # perftest: one size per run
+        return [get("size")]
     if "end" in names:
         return _nccl_sizes(check, get)
     return []
@@ -303,3 +344,10 @@ def _series(first: int, last: int, advance: Callable[[int], int]) -> list[int]:
             raise ParamError(f"more than {MAX_SIZES} message sizes from {first} to {last}")
         size = advance(size)
     return sizes
+
+
+def figure_sizes(check: str, figure_params: Mapping[str, Any]) -> list[int]:
+    """The sizes of the run a figure documents: its own size parameters, the check's
+    defaults for those it leaves out (nccl-tests: -b 10G -e 10G, the seeds' run)."""
+    names = {p.name for p in spec(check).params}
+    return expected_sizes(check, {k: v for k, v in figure_params.items() if k in names})

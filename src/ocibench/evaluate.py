@@ -80,11 +80,17 @@ def _notes(shape: shapes.Shape, check: str, params: dict[str, Any],
     if not documented:
         return (f"{shape.name} documents no {check} figure: values are recorded "
                 "without a reference",)
-    reference_size = checkspec.CHECKS[check].reference_size
-    if reference_size and checkspec.expected_sizes(check, params)[-1] != reference_size:
-        return (f"{shape.name} documents {check} at {reference_size} bytes only; "
-                "this run's last size differs",)
+    if checkspec.CHECKS[check].sizes_in_variant:
+        ranges = sorted({_size_range(check, f["params"]) for f in documented})
+        if _size_range(check, params) not in ranges:
+            return (f"{shape.name} documents {check} only over the sizes "
+                    f"{'; '.join(ranges)}; this run's sizes differ",)
     variants = sorted({" ".join(f"{k}={v}" for k, v in f["params"].items())
                        for f in documented})
     return (f"{shape.name} documents {check} only for: {'; '.join(variants)} "
             "(choose one with --set)",)
+
+
+def _size_range(check: str, params: Mapping[str, Any]) -> str:
+    sizes = checkspec.figure_sizes(check, params)
+    return f"{sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)"

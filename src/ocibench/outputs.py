@@ -277,6 +277,9 @@ _NCCL_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+(\d+)\s+on\s+(
 #: size count type redop root | time algbw busbw #wrong (out-of-place) | same (in-place)
 _NCCL_ROW = re.compile(r"^\d+\s+\d+\s+\w+\s+\w+\s+-?\d+(\s+\S+){8}$")
 _NCCL_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)\s+(\S+)")
+#: The mean busbw over every size, out of place and in place (nccl-tests' common.cu);
+#: oci-hpc's health checks judge this number.
+_NCCL_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _OUT_OF_PLACE, _IN_PLACE = (7, 8), (11, 12)   # (busbw, #wrong) columns
 #: The names nccl-tests' values are keyed by (its out-of-place and in-place busbw).
 NCCL_COLUMNS = ("out_of_place", "in_place")
@@ -286,7 +289,8 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     oob = next((m for m in map(_NCCL_OOB.match, lines) if m), None)
     if oob is None:
         raise SanityError("output truncated: missing '# Out of bounds values'")
-    if not any(line.startswith("# Avg bus bandwidth") for line in lines):
+    avg = next((m for m in map(_NCCL_AVG.match, lines) if m), None)
+    if avg is None:
         raise SanityError("output truncated: missing '# Avg bus bandwidth'")
     _nccl_ranks(check, [m for m in map(_NCCL_RANK.match, lines) if m], params)
     rows = [line.split() for line in lines if _NCCL_ROW.match(line)]
@@ -301,6 +305,9 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     in_place = _size_table(check, rows, _IN_PLACE[0], sizes)
     last = sizes[-1]
     values: Values = dict(zip(NCCL_COLUMNS, (out_of_place[last], in_place[last])))
+    if len(sizes) > 1:
+        # Over one size the average only repeats the mean of the two columns above.
+        values["avg"] = _number(avg.group(1), "avg")
     return Measurement(check, "busbw", UNITS["busbw"], values, size=last)
 
 
@@ -413,10 +420,81 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
     return Measurement(check, "bandwidth", UNITS["bandwidth"], values)
 
 
+# --- perftest (ib_write_bw, ib_write_lat) ------------------------------------------
+
+#: The title ctx_print_test_info prints (perftest src/perftest_parameters.c).
+_PERFTEST_TITLES = {"ib_write_bw": "RDMA_Write BW Test", "ib_write_lat": "RDMA_Write Latency Test"}
+#: The results header (RESULT_FMT_G / RESULT_FMT_LAT in src/perftest_parameters.h) and
+#: the column of the value OCI's health check judges.
+_PERFTEST_HEADER = re.compile(r"^#bytes\s+#iterations\s+(BW peak\[(\w+)/sec\]|t_min\[usec\])")
+_PERFTEST_COLUMN = {"ib_write_bw": 2, "ib_write_lat": 5}   # BW peak; t_avg
+#: perftest's own failure messages (stderr), as its sources print them.
+_PERFTEST_ERRORS = re.compile(
+    r"^(Did not detect devices|Unable to find the Infiniband/RoCE device|"
+    r"Couldn't .*|Failed to .*|Unable to .*|Error: .*|.* aborting \.\.\.)$")
+_PERFTEST_RULE = re.compile(r"^-{20,}$")
+_PERFTEST_DEVICE = re.compile(r"Device\s*:\s*(\S+)")
+_PERFTEST_QPS = re.compile(r"^Number of qps\s*:\s*(\d+)")
+
+
+def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    error = next((line for line in lines if _PERFTEST_ERRORS.match(line)), None)
+    if error:
+        raise SanityError(f"{check} failed: {error!r}")
+    title = _PERFTEST_TITLES[check]
+    starts = [i for i, line in enumerate(lines) if line == title]
+    if not starts:
+        raise SanityError(f"output truncated or not {check}: missing {title!r}")
+    _expect_count(check, "runs (attempts)", params["attempts"], len(starts))
+    runs = [lines[start:end] for start, end in zip(starts, starts[1:] + [len(lines)])]
+    best = [_perftest_run(check, run, params) for run in runs]
+    unit = {value[1] for value in best}.pop()
+    pick = max if check == "ib_write_bw" else min   # best of the attempts, as OCI retries
+    size = params["size"]
+    return Measurement(check, checkspec.CHECKS[check].metric, unit,
+                       {size: pick(value[0] for value in best)})
+
+
+def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> tuple[float, str]:
+    """(the judged value, its unit) of one complete run."""
+    device = next((m.group(1) for m in map(_PERFTEST_DEVICE.search, lines) if m), None)
+    if params.get("device") and device != params["device"]:
+        raise SanityError(f"{check}: ran on device {device}, not {params['device']}")
+    if check == "ib_write_bw":
+        qps = next((m for m in map(_PERFTEST_QPS.match, lines) if m), None)
+        _expect_count(check, "queue pairs", params["qps"], int(qps.group(1)) if qps else 0)
+    header = next((i for i, line in enumerate(lines) if _PERFTEST_HEADER.match(line)), None)
+    if header is None:
+        raise SanityError(f"output truncated: missing the '#bytes #iterations' header of {check}")
+    match = _PERFTEST_HEADER.match(lines[header])
+    unit = "us"
+    if check == "ib_write_bw":
+        if match.group(2) != "Gb":
+            raise SanityError(f"{check}: the output is in {match.group(2)}/sec; run it with "
+                              "--report_gbits, as OCI's health check does")
+        unit = "Gb/s"
+    rows, closed = [], False
+    for line in lines[header + 1:]:
+        if _PERFTEST_RULE.match(line):
+            closed = True
+            break
+        if _ROW.match(line):
+            rows.append(line.split())
+    if not closed:
+        raise SanityError(f"output truncated: no closing line after the {check} results")
+    column = _PERFTEST_COLUMN[check]
+    if any(len(row) <= column for row in rows):
+        raise SanityError(f"{check}: a results line has fewer than {column + 1} columns")
+    values = _size_table(check, rows, column, [params["size"]])
+    return values[params["size"]], unit
+
+
 _PARSERS = {
     **{check: _omb for check in _OMB_TITLES},
     "nccl_all_reduce_perf": _nccl,
     "imb_pingpong": _imb,
     "imb_allreduce": _imb,
     "stream": _stream,
+    "ib_write_bw": _perftest,
+    "ib_write_lat": _perftest,
 }

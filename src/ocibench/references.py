@@ -27,13 +27,14 @@ def matching(shape: shapes.Shape | str, check: str,
              params: Mapping[str, Any]) -> list[Figure]:
     """The shape's figures for this check whose params are a subset of the run's."""
     spec = checkspec.spec(check)
-    if spec.reference_size and checkspec.expected_sizes(check, params)[-1] != spec.reference_size:
-        return []  # values keyed by name are documented at one size only
+    run_sizes = checkspec.expected_sizes(check, params) if spec.sizes_in_variant else None
     run = {name: str(value) for name, value in params.items()}
     return [
         figure for figure in _shape(shape).figures
         if figure["check"] == check
         and all(run.get(name) == str(value) for name, value in figure["params"].items())
+        # values keyed by name hold for the figure's own size range only
+        and (run_sizes is None or checkspec.figure_sizes(check, figure["params"]) == run_sizes)
     ]
 
 

@@ -34,11 +34,16 @@ Extras (partition)
     node), ``sockets``, ``numa_nodes`` (``[{id, socket, cores: [first, last]}]``),
     ``gpus`` (count per node), ``gpu_numa`` (NUMA node of GPU *i*), ``memory_gib``,
     ``nodes`` (nodes a job may span in this partition), ``ucx_net_devices``
-    (``{mpi, nccl}``), ``scheduler``.
+    (``{mpi, nccl}``), ``scheduler``, ``rdma_hcas`` (the RDMA devices the perftest checks
+    run on: ``network.hcas``; on ``local`` those of /sys/class/infiniband),
+    ``stream_threads`` (the OMP_NUM_THREADS of the shape's STREAM figures, if any) and
+    ``nccl_sizes`` (nodes -> the nccl-tests size options of the shape's published run).
 
 Environments (features)
     ``omb`` (+omb +openmpi), ``nccl-tests`` (+nccl-tests +openmpi), ``imb-openmpi``
-    (+imb +openmpi), ``imb-intelmpi`` (+imb +intel-mpi), ``stream`` (+stream).  Each
+    (+imb +openmpi), ``imb-intelmpi`` (+imb +intel-mpi), ``stream`` (+stream),
+    ``perftest`` (+perftest; unavailable, with the reason, where the shape has no RDMA
+    device or no perftest in its stack).  Each
     audits the shape's Lmod tree (:func:`ocibench.paths.module_root`) and
     ``$MODULEPATH`` (:mod:`ocibench.module_audit`), ``module use``-s the tree and
     loads the modules the tutorials load (``module load openmpi omb``; on GPU shapes
@@ -109,7 +114,11 @@ ENVIRONMENTS = {
     "imb-openmpi": (["imb", "openmpi"], "openmpi", "imb", False),
     "imb-intelmpi": (["imb", "intel-mpi"], "intel-mpi", "imb", False),
     "stream": (["stream"], None, "stream", False),
+    "perftest": (["perftest"], None, "perftest", False),
 }
+
+#: The size parameters of nccl-tests (ocibench.checkspec), as a shape's figures give them.
+NCCL_SIZE_PARAMS = ("begin", "end", "factor", "step")
 
 
 def system_name(shape: str) -> str:
@@ -200,7 +209,51 @@ def partition_extras(shape: shapes.Shape, nodes: int) -> dict[str, Any]:
         "nodes": nodes,
         "ucx_net_devices": dict(shape.ucx_net_devices),
         "scheduler": shape.data["scheduler"],
+        "rdma_hcas": rdma_hcas(shape),
+        "stream_threads": _documented_param(shape, "stream", "threads"),
+        "nccl_sizes": _nccl_sizes(shape),
     }
+
+
+def rdma_hcas(shape: shapes.Shape) -> list[str]:
+    """The RDMA devices the perftest checks run on: the shape's cluster-network HCAs
+    (``network.hcas``); on ``local``, every device of /sys/class/infiniband."""
+    if shape.is_local:
+        return sorted(Path(p).name for p in glob.glob("/sys/class/infiniband/*"))
+    return list((shape.data.get("network") or {}).get("hcas") or [])
+
+
+def perftest_unavailable(shape: shapes.Shape) -> str | None:
+    """Why the perftest checks cannot run on this shape, or None when they can."""
+    if not rdma_hcas(shape):
+        if shape.is_local:
+            return "no RDMA devices on this machine (/sys/class/infiniband is empty)"
+        return (f"{shape.name} has no RDMA devices: no network.hcas in "
+                f"site/shapes/{shape.name}.yaml")
+    if "perftest" not in (shape.data["software"].get("stack") or {}):
+        return (f"{shape.name} has no perftest in software.stack of "
+                f"site/shapes/{shape.name}.yaml (add perftest to build it)")
+    return None
+
+
+def _documented_param(shape: shapes.Shape, check: str, name: str) -> Any:
+    """The value the shape's documented figures of ``check`` give ``name`` (None when
+    they give none or disagree)."""
+    found = {f["params"][name] for f in shape.figures
+             if f["check"] == check and "values" in f and name in f["params"]}
+    return found.pop() if len(found) == 1 else None
+
+
+def _nccl_sizes(shape: shapes.Shape) -> dict[str, dict[str, Any]]:
+    """nodes -> the size options of the published nccl-tests run at that node count
+    (ocitutorials' H100 page: -b 1G -e 16G -f 2); absent: the seeds' -b 10G -e 10G."""
+    sizes: dict[str, dict[str, Any]] = {}
+    for fig in shape.figures:
+        if fig["check"] == "nccl_all_reduce_perf" and "values" in fig:
+            given = {k: fig["params"][k] for k in NCCL_SIZE_PARAMS if k in fig["params"]}
+            if given:
+                sizes[str(fig["params"].get("nodes", 1))] = given
+    return sizes
 
 
 def _features(shape: shapes.Shape) -> list[str]:
@@ -318,6 +371,9 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
             extras["unavailable"] = (
                 f"{shape.name} has no Intel MPI in software.stack of "
                 f"site/shapes/{shape.name}.yaml (add intel-oneapi-mpi to build it)")
+            modules, prepare = [], []
+        if name == "perftest" and perftest_unavailable(shape):
+            extras["unavailable"] = perftest_unavailable(shape)
             modules, prepare = [], []
         envs.append({
             "name": name,

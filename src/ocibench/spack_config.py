@@ -98,6 +98,8 @@ MPI_PACKAGES = ("openmpi", "intel-oneapi-mpi")
 MPI_USERS = ("osu-micro-benchmarks", "intel-mpi-benchmarks", "nccl-tests")
 #: Built only where there is CUDA (GPU shapes; local with a CUDA toolkit).
 GPU_ONLY = ("nccl-tests",)
+#: Built only where the shape has an RDMA network (perftest: OCI's ib_write_bw/lat checks).
+RDMA_ONLY = ("perftest",)
 
 
 class SpackConfigError(shapes.ShapeError):
@@ -234,6 +236,11 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
         for name in GPU_ONLY:
             if name in stack:
                 notes.append(f"{name}: left out, no CUDA on {shape.name}")
+                stack.pop(name)
+    if not facts.rdma:
+        for name in RDMA_ONLY:
+            if name in stack:
+                notes.append(f"{name}: left out, no RDMA network on {shape.name}")
                 stack.pop(name)
     mpis = [m for m in MPI_PACKAGES if m in stack]
 

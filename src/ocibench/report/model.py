@@ -26,6 +26,8 @@ FAMILIES: dict[str, str] = {
     "imb_allreduce": "Intel MPI Benchmarks",
     "nccl_all_reduce_perf": "nccl-tests",
     "stream": "STREAM",
+    "ib_write_bw": "perftest (RDMA)",
+    "ib_write_lat": "perftest (RDMA)",
 }
 
 @dataclass
