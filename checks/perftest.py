@@ -54,7 +54,8 @@ def pair_script(exe: str, options: list[str], attempts: int = ATTEMPTS) -> list[
         f'hosts=$(awk \'{{print $1}}\' "${{{HOSTFILE_VAR}:?no host file for a two-node run: '
         f'the partition must export {HOSTFILE_VAR}}}" | uniq | head -n 2)',
         "server=$(echo \"$hosts\" | sed -n 1p); client=$(echo \"$hosts\" | sed -n 2p)",
-        '[ -n "$client" ] || { echo "ocibench: the host file names fewer than 2 hosts" >&2; exit 1; }',
+        '[ -n "$client" ] || '
+        '{ echo "ocibench: the host file names fewer than 2 hosts" >&2; exit 1; }',
         f"exe=$(command -v {exe}) || {{ echo 'ocibench: {exe} is not on PATH' >&2; exit 1; }}",
         f"for attempt in $(seq {attempts}); do",
         f'  ssh "$server" "$exe {opts}" > /dev/null 2>&1 &',

@@ -120,6 +120,7 @@ def test_floors_lie_under_their_physical_limit(name: str) -> None:
 
 def test_floor_only_figures_and_bad_floors_are_validated() -> None:
     import copy
+
     import yaml
     data = yaml.safe_load(shapes.shape_path("BM.GPU.H100.8").read_text())
     shapes.validate(data, "BM.GPU.H100.8.yaml")

@@ -219,14 +219,6 @@ def _fail(where: str, problem: str | None) -> None:
         raise ShapeError(f"{where}: {problem}")
 
 
-def _positive_numbers(mapping: Any, label: str) -> None:
-    if not mapping or not isinstance(mapping, dict):
-        raise ShapeError(f"{label} must be a non-empty mapping")
-    for key, value in mapping.items():
-        if not metrics.is_number(value) or value <= 0:
-            raise ShapeError(f"{label}: value for {key!r} must be a positive number")
-
-
 def detect() -> str:
     """The shape this machine is: $OCIBENCH_SHAPE, else OCI metadata, else local.
 
