@@ -20,7 +20,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from .base import failure_line
+from .base import PROVENANCE_FILE, failure_line
 
 PREFLIGHT_FILE = "preflight.json"
 
@@ -32,7 +32,7 @@ class preflight(rfm.RunOnlyRegressionTest):
     valid_prog_environs = ["omb"]
     shape = variable(str, value="")
     time_limit = "10m"
-    keep_files = [PREFLIGHT_FILE]
+    keep_files = [PREFLIGHT_FILE, PROVENANCE_FILE]
     tags = {"ocibench", "preflight"}
     maintainers = ["oci-hpc-bench"]
 
@@ -43,6 +43,8 @@ class preflight(rfm.RunOnlyRegressionTest):
         self.executable = sys.executable
         self.executable_opts = ["-m", "ocibench.cli", "preflight", "--json"] \
             + (["--shape", self.shape] if self.shape else []) + [">", PREFLIGHT_FILE]
+        # Every job records what it ran with, the benchmarks' way (checks/base.py).
+        self.prerun_cmds = [f"{sys.executable} -m ocibench.provenance > {PROVENANCE_FILE}"]
 
     @sanity_function
     def assert_node_has_what_the_shape_requires(self):

@@ -87,9 +87,15 @@ def directives():
     ours, builtin = spack.repo.PATH.get_repo(OURS), spack.repo.PATH.get_repo("builtin")
     report = {}
     for name in sorted(ours.all_package_names()):
-        cls, base = ours.get_pkg_class(name), builtin.get_pkg_class(name)
+        cls = ours.get_pkg_class(name)
+        if not builtin.exists(name):
+            # A recipe of our own (no builtin to override): nothing to compare with.
+            report[name] = {"builtin": False, "namespace": cls.namespace}
+            continue
+        base = builtin.get_pkg_class(name)
         mine, theirs = directive_entries(cls), directive_entries(base)
         report[name] = {
+            "builtin": True,
             "subclass_of_builtin": issubclass(cls, base),
             "namespace": cls.namespace,
             "added": sorted(mine - theirs),

@@ -489,8 +489,9 @@ def test_every_job_records_provenance(dry_runs):
         prov = [line for line in script if "-m ocibench.provenance" in line]
         assert prov and prov[0].endswith(" -m ocibench.provenance > provenance.json")
         assert Path(prov[0].split()[0]).is_file()   # ReFrame's own interpreter
-        bench = next(i for i, line in enumerate(script) if line.startswith("mpirun ")
-                     or line.split()[:1] == [case["executable"]])
+        bench = next(i for i, line in enumerate(script)
+                     if (line.startswith("mpirun ") or line.split()[:1] == [case["executable"]])
+                     and line != prov[0])
         assert script.index(prov[0]) < bench
         assert "provenance.json" in case["keep_files"]
 
