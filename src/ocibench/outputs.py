@@ -28,11 +28,12 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Union
 
 from ocibench import checkspec, metrics
 
-Values = dict[int | str, float]
+# Union, not "|": a module-level alias is evaluated at import, and Python 3.9 has no "|".
+Values = dict[Union[int, str], float]
 
 
 class SanityError(ValueError):
