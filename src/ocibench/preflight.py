@@ -7,9 +7,8 @@ says), with the evidence (the file read or the command run).  A probe never rais
 for a missing tool, device or file: that item is absent, and says why.
 
 What a shape requires comes from its ``capabilities:`` mapping (the vocabulary of
-ocibench.capabilities: gdrdrv, xpmem, nvidia_peermem, cma, nvlink, pcie, rdma) and,
-for a shape file without one, from :func:`fallback_capabilities`, which reads the
-fields every shape file has (gpus, links, network).  A machine-described shape
+ocibench.capabilities: gdrdrv, xpmem, nvidia_peermem, cma, nvlink, pcie, rdma); a
+shape file without one requires none of them.  A machine-described shape
 (``local``: the shape file lists no compilers) requires nothing: every item is
 informational.
 
@@ -31,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ocibench import shapes
+from ocibench import capabilities, shapes
 from ocibench.capabilities import CAPABILITIES
 
 PRESENT, ABSENT, UNEXPECTED = "present", "absent", "unexpected"
@@ -42,12 +41,6 @@ SANITY_TIMEOUT_S = 300
 
 #: PCIe transfer rate per lane (GT/s, as sysfs prints it) -> generation (PCI-SIG).
 PCIE_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-#: links.pcie_gbs (per direction, x16) -> (generation, width): Gen3 x16 is 15.75 GB/s,
-#: Gen4 31.5, Gen5 63 after 128b/130b encoding; the shape files round them.
-PCIE_BY_GBS = {16: (3, 16), 32: (4, 16), 64: (5, 16)}
-#: GB/s of one NVLink per direction, NVLink 3 (A100: 12 links, 300 GB/s) and NVLink 4
-#: (H100/H200: 18 links, 450 GB/s) alike (NVIDIA's A100 and H100 data sheets).
-NVLINK_LINK_GBS = 25
 #: CAP_SYS_PTRACE (linux/capability.h): lets a process ptrace, hence process_vm_readv
 #: (CMA), any process of its user whatever Yama's ptrace_scope says.
 CAP_SYS_PTRACE = 19
@@ -96,8 +89,7 @@ class Expectations:
         return len(self.gpu_numa)
 
     def requires(self, capability: str) -> bool:
-        value = self.capabilities.get(capability)
-        return self.binding and bool(value) and value is not False
+        return self.binding and capabilities.present(self.capabilities.get(capability))
 
 
 def expectations(shape: shapes.Shape) -> Expectations:

@@ -23,10 +23,11 @@ from matplotlib.axes import Axes  # noqa: E402  (after choosing the backend)
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
-from ocibench.metrics import GBS_PER_UNIT  # noqa: E402
+from ocibench.metrics import GBS_PER_UNIT, METRICS  # noqa: E402
 from ocibench.report.model import Result, Row, size_text  # noqa: E402
 
-METRIC_TITLES = {"latency": "Latency", "bandwidth": "Bandwidth", "busbw": "Bus bandwidth"}
+#: metric -> its title (ocibench.metrics), in the vocabulary's order.
+METRIC_TITLES = {name: m.title for name, m in METRICS.items()}
 
 #: Measured values by verdict: bar colours; rings around failed/suspicious points.
 VERDICT_COLOURS = {"pass": "#3a9a3a", "fail": "#d62728", "suspicious": "#f0a000",
