@@ -415,3 +415,34 @@ def test_local_without_a_detected_open_mpi_stops_naming_it() -> None:
     with pytest.raises(spack_config.SpackConfigError,
                        match="found no Open MPI on this machine.*apt-get install openmpi-bin"):
         spack_config.gather(shapes.load("local"), without_mpi)
+
+
+def test_local_with_gpus_builds_a_cuda_aware_open_mpi_over_the_systems() -> None:
+    """On a GPU node whose system Open MPI is not CUDA-aware (the image's 4.1 on the
+    2x H200 machine), -d cuda needs Open MPI +cuda over UCX: the local shape builds
+    it instead of reusing the system's.  Without GPUs the system's stays."""
+    import dataclasses
+
+    from ocibench import machine, shapes, spack_config
+
+    detected = {
+        "gcc": [{"spec": "gcc@13.3.0 languages:=c,c++,fortran", "prefix": "/usr",
+                 "extra_attributes": {"compilers": {"c": "/usr/bin/gcc", "cxx": "/usr/bin/g++",
+                                                    "fortran": "/usr/bin/gfortran"}}}],
+        "openmpi": [{"spec": "openmpi@4.1.6~cuda fabrics=ucx", "prefix": "/usr"}],
+        "cuda": [{"spec": "cuda@13.0.88", "prefix": "/usr/local/cuda-13.0"}],
+    }
+    local = shapes.load("local")
+    gpus = shapes.load("BM.GPU4.8").gpus
+    with_gpus = dataclasses.replace(local, data={**local.data, "gpus": gpus})
+    facts = spack_config.gather(with_gpus, machine.Machine(detected))
+    assert not facts.mpi_external and "openmpi" not in facts.externals
+    require, _, notes = spack_config._stack_rules(facts)
+    assert {"fabrics=ucx", "+cuda"} <= set(require["openmpi"])
+    assert "+cuda" in require["ucx"]
+    assert any("not CUDA-aware" in n for n in notes)
+
+    without_gpus = dataclasses.replace(local, data={k: v for k, v in local.data.items()
+                                                    if k != "gpus"})
+    facts = spack_config.gather(without_gpus, machine.Machine(detected))
+    assert facts.mpi_external and facts.externals["openmpi"]

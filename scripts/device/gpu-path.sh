@@ -5,12 +5,14 @@
 #   gpu-path.sh collect SECONDS  wait up to SECONDS for the pipeline, then put its logs and
 #                                results under $OUT (or print where they are)
 #   gpu-path.sh status           one line: the step the pipeline is in
+#   gpu-path.sh stash            keep the checkout's .carry-big/ (what one transfer cannot
+#                                take beside .carry: the Open MPI tarball, Boost's packages)
+#                                in $STASH for the next call's `start`
 #   gpu-path.sh pipeline         (what `start` runs detached; steps below)
 #
 # The pipeline, with the `local` shape, in a private copy of the checkout:
 #   1. make setup (scripts/setup.sh) from the carried Spack tarballs
-#   2. site scope: the image's OpenMPI is dropped when it is not CUDA-aware; the
-#      sources this machine has (OpenMPI 5.0.7, UCX 1.19.0; OMB 7.4 and nccl-tests
+#   2. site scope: the sources this machine has (OpenMPI 5.0.7, UCX 1.19.0; OMB 7.4 and nccl-tests
 #      as develop specs through scripts/mirror-from-checkouts.sh) and its externals
 #   3. spack concretize; spack install --no-checksum: UCX +cuda, OpenMPI +cuda
 #      fabrics=ucx, OMB +cuda +nccl, nccl-tests; the Lmod module tree
@@ -34,6 +36,7 @@ LOGS=$WORK/logs
 RES=$WORK/results
 STATE=$WORK/state
 HAND=$WORK/hand                                   # the seeds' hand build
+STASH=${OCIBENCH_DEVICE_STASH:-/tmp/ocibench-stash}  # outlives `start`'s rm -rf of $WORK
 JOBS=${OCIBENCH_JOBS:-$(nproc)}
 ROUNDS=${OCIBENCH_ROUNDS:-2}
 CACHE=${OCIBENCH_CACHE:-$HOME/.cache/oci-hpc-bench}
@@ -44,6 +47,8 @@ SEED_BW="-x 10 -i 10 -m 268435456:268435456"
 
 common_env() {
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  # Every run prints the protocols and transports UCX chose (issue: named causes).
+  export UCX_PROTO_INFO=y
   export OCIBENCH_SHAPE=local
   export PYTHONPATH=$WORK/site:$REPO/src
   export PATH=$WORK/site/bin:$PATH
@@ -90,6 +95,16 @@ start() {
   if ! command -v libtoolize >/dev/null; then dpkg -x "$SRC"/.carry/debs/libtool_*.deb /; fi
   mkdir -p "$CACHE"
   rm -rf "$CACHE/mirror" && cp -r "$SRC/.carry/mirror" "$CACHE/mirror"
+  # What an earlier call stashed (gpu-path.sh stash): same layout as .carry.
+  if [[ -d $STASH ]]; then cp -r "$STASH/mirror/." "$CACHE/mirror/"; fi
+  # gdrcopy's tests link libcheck; nvbandwidth needs Boost.Program_options (neither is on
+  # the image): Debian packages unpacked into a prefix of their own, Spack externals.
+  if [[ ! -f /usr/include/check.h || ! -f /usr/include/boost/program_options.hpp ]]; then
+    mkdir -p "$WORK/debs-prefix"
+    for deb in "$SRC"/.carry/debs/check_*.deb "$STASH"/debs/libboost*.deb; do
+      [[ -f $deb ]] && dpkg -x "$deb" "$WORK/debs-prefix"
+    done
+  fi
   cp -r "$SRC/.carry/src" "$WORK/src"
   # A build cache of an earlier run (collect's buildcache.tar parts, joined and
   # unpacked into .carry/buildcache): its UCX and OpenMPI are installed, not built.
@@ -125,8 +140,22 @@ site_scope() {  # the admin scope of this machine: site/local/site.yaml
     echo "  openmpi:"
     echo "    # ~fortran: the GPU path's benchmarks are C/C++ (and it saves the mpi_f08 build)."
     echo "    require: ['@$ompi_v +internal-pmix +internal-hwloc +internal-libevent ~rsh ~fortran']"
+    echo "  # The tech tip gpu-with-ubuntu's UCX (configure-release --with-cuda --with-gdrcopy;"
+    echo "  # CMA from UCX's own default), GDRCopy 2.5.1; no XPMEM: this machine has no /dev/xpmem."
     echo "  ucx:"
-    echo "    require: ['@$ucx_v']"
+    echo "    require: ['@$ucx_v +cuda +gdrcopy +cma']"
+    echo "  gdrcopy:"
+    echo "    require: ['@2.5.1']"
+    echo "  nvbandwidth:"
+    echo "    require: ['@v0.8']"
+    local dp=$WORK/debs-prefix/usr
+    if [[ -f /usr/include/check.h ]]; then echo "  check: {externals: [{spec: check@0.15.2, prefix: /usr}], buildable: false}"
+    elif [[ -f $dp/include/check.h ]]; then echo "  check: {externals: [{spec: check@0.15.2, prefix: $dp}], buildable: false}"; fi
+    if [[ -f /usr/include/boost/program_options.hpp ]]; then
+      echo "  boost: {externals: [{spec: boost@$(sed -nE 's/^#define BOOST_LIB_VERSION \"([0-9]+)_([0-9]+).*/\1.\2.0/p' /usr/include/boost/version.hpp)+program_options, prefix: /usr}], buildable: false}"
+    elif [[ -f $dp/include/boost/program_options.hpp ]]; then
+      echo "  boost: {externals: [{spec: boost@1.74.0+program_options, prefix: $dp}], buildable: false}"
+    fi
     echo "  # Libraries of the image (Ubuntu packages) that Spack's detection does not report."
     if [[ -n $zlib_v ]]; then
       # Not prefix /usr: OpenMPI passes --with-zlib=<prefix> to its bundled PMIx, whose
@@ -231,7 +260,7 @@ sys.exit(why) if cores is None else print(",".join(map(str, cores)))
 EOF
 }
 
-hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 sec 3-1)
+hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 sec 3-1); $2: all|pt2pt
   local d=$1 hd dh
   mkdir -p "$d"
   if ! hd=$(pe_list H-D) || ! dh=$(pe_list D-H); then
@@ -241,6 +270,7 @@ hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 se
     modules_env
     seed_env
     root=$HAND/omb/libexec/osu-micro-benchmarks  # seed 000's omb module file
+    # shellcheck disable=SC2030  # the runs' subshell: PATH is meant to stay there
     export PATH=$root:$root/mpi/collective:$root/mpi/congestion:$root/mpi/one-sided:$root/mpi/pt2pt:$root/mpi/startup:$root/xccl/collective:$root/xccl/pt2pt:$PATH
     read -ra lat <<<"$SEED_LAT"; read -ra bw <<<"$SEED_BW"  # option lists, one word each
     run() { local name=$1; shift; echo "\$ $*" >"$d/$name.out"; timeout 300 "$@" >>"$d/$name.out" 2>&1; echo "rc=$?" >>"$d/$name.out"; }
@@ -251,20 +281,66 @@ hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 se
     run osu_bw_H-D_same-numa      mpirun -n 2 --map-by "pe-list=$hd:ordered" --report-bindings numactl -l osu_bw "${bw[@]}" -d cuda H D
     run osu_bw_D-H_same-numa      mpirun -n 2 --map-by "pe-list=$dh:ordered" --report-bindings numactl -l osu_bw "${bw[@]}" -d cuda D H
     # -M as in checks/osu.py: OMB 7.4 caps messages at 512 MiB without it
+    [[ ${2:-all} == all ]] || exit 0   # pt2pt: the point-to-point figures only
     run osu_xccl_allreduce mpirun -n 2 osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -M 1073741824 -d cuda D D
     cd "$HAND/nccl-tests" && run nccl_all_reduce_perf mpirun -n 2 ./build/all_reduce_perf -b 10G -e 10G -t 1 -g 1
   )
 }
 
-reframe_run() {  # ours: the checks through the module tree
-  local d=$1
+reframe_run() {  # ours: the checks through the module tree; $2...: more reframe options
+  local d=$1; shift
   mkdir -p "$d"
   OCIBENCH_PERFLOG_DIR=$d/perflogs OCIBENCH_REPORT_DIR=$d/reports \
-    reframe -C site/reframe_config.py -c checks/ -r -t gpu -o "$d/output" -s "$d/stage" \
+    reframe -C site/reframe_config.py -c checks/ -r -t gpu "$@" -o "$d/output" -s "$d/stage" \
     >"$d/reframe.log" 2>&1
   echo "reframe exit $?" >>"$d/reframe.log"
   tail -30 "$d/reframe.log"
 }
+
+transports() (  # (a subshell: its modules stay out of the runs after it) what the node has and what UCX makes of it: preflight, gdr_copy, CMA on/off, ceilings
+  modules_env
+  local m; for m in openmpi omb nvbandwidth ucx gdrcopy; do module load "$m" 2>&1 || echo "no module $m"; done
+  # gdrcopy's tools: from its module where the tree has one, else from its prefix.
+  # shellcheck disable=SC2031  # this function is a subshell of its own
+  command -v gdrcopy_sanity >/dev/null || PATH=$(spack_ -e . location -i gdrcopy)/bin:$PATH
+  echo "-- ocibench preflight --shape local"
+  python3 -m ocibench.cli preflight --shape local; echo "preflight exit $?"
+  python3 -m ocibench.cli preflight --shape local --json >"$RES/preflight.json"
+  python3 -m ocibench.cli preflight --shape BM.GPU4.8 --json >"$RES/preflight-BM.GPU4.8.json"
+  python3 -m ocibench.cli preflight --shape BM.GPU4.8; echo "preflight BM.GPU4.8 exit $?"
+  echo "-- ucx_info -v / -b / -d"
+  ucx_info -v; ucx_info -b | grep -E 'MODULES|HAVE_CMA|GDR'; ucx_info -d | grep -E 'Transport|Memory domain|Component'
+  echo "-- UCX's diagnostics on gdr_copy (no /dev/gdrdrv here)"
+  UCX_LOG_LEVEL=diag ucx_info -d 2>&1 | grep -iE 'gdr' | head -10
+  ls -la /dev/gdrdrv /dev/xpmem 2>&1; lsmod 2>/dev/null | grep -E 'gdrdrv|xpmem|peermem' || echo "no gdrdrv/xpmem/peermem module"
+  echo "-- gdrcopy's own tools"
+  for t in gdrcopy_sanity gdrcopy_copylat gdrcopy_copybw; do printf '%s: ' "$t"; command -v "$t" || echo "not on PATH"; done
+  timeout 60 gdrcopy_sanity 2>&1 | tail -5
+  echo "-- nvbandwidth (copy engines and SMs)"
+  timeout 300 nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
+    device_to_device_memcpy_read_ce device_to_device_memcpy_write_ce \
+    host_to_device_memcpy_sm device_to_host_memcpy_sm 2>&1 | tee "$RES/nvbandwidth.txt"
+  echo "-- CMA on and off (UCX_TLS=^cma), alternating, 3 rounds; D-D latency, H-D/D-H bandwidth"
+  local hd dh
+  hd=$(pe_list H-D); dh=$(pe_list D-H)
+  read -ra lat <<<"$SEED_LAT"; read -ra bw <<<"$SEED_BW"
+  for i in 1 2 3; do
+    for cma in on off; do
+      tls=(); [[ $cma == off ]] && tls=(-x UCX_TLS=^cma)
+      printf 'CMA %s round %s D-D lat: ' "$cma" "$i"
+      timeout 60 mpirun -n 2 "${tls[@]}" osu_latency "${lat[@]}" -d cuda D D 2>&1 | awk '$1 == 1 {print $2}'
+      printf 'CMA %s round %s H-D bw: ' "$cma" "$i"
+      timeout 60 mpirun -n 2 "${tls[@]}" --map-by "pe-list=$hd:ordered" numactl -l osu_bw "${bw[@]}" -d cuda H D 2>&1 | awk '$1 == 268435456 {print $2}'
+      printf 'CMA %s round %s D-H bw: ' "$cma" "$i"
+      timeout 60 mpirun -n 2 "${tls[@]}" --map-by "pe-list=$dh:ordered" numactl -l osu_bw "${bw[@]}" -d cuda D H 2>&1 | awk '$1 == 268435456 {print $2}'
+    done
+  done
+  echo "-- protocol tables, one run each (kept whole)"
+  timeout 60 mpirun -n 2 osu_latency "${lat[@]}" -d cuda D D >"$RES/proto-osu_latency-D-D.txt" 2>&1
+  timeout 60 mpirun -n 2 -x UCX_TLS=^cma osu_latency "${lat[@]}" -d cuda D D >"$RES/proto-osu_latency-D-D-nocma.txt" 2>&1
+  timeout 60 mpirun -n 2 --map-by "pe-list=$hd:ordered" numactl -l osu_bw "${bw[@]}" -d cuda H D >"$RES/proto-osu_bw-H-D.txt" 2>&1
+  timeout 60 mpirun -n 2 osu_latency -x 100 -i 1000 -d cuda H H >"$RES/proto-osu_latency-H-H.txt" 2>&1
+)
 
 pipeline() {
   common_env
@@ -278,15 +354,7 @@ pipeline() {
   step site-scope
   {
     gen=site/spack/generated
-    if ompi_info --parsable --all 2>/dev/null | grep -q 'mpi_built_with_cuda_support:value:false'; then
-      echo "the image's OpenMPI is not CUDA-aware (mpi_built_with_cuda_support=false): not an external"
-      python3 - <<'EOF'
-import json
-p = "site/spack/generated/machine.json"
-m = json.load(open(p)); print("dropped:", m.pop("openmpi", None)); json.dump(m, open(p, "w"), indent=1)
-EOF
-      python3 -m ocibench.cli spack-config
-    fi
+    # (ocibench spack-config builds Open MPI +cuda when the image's is not CUDA-aware)
     site_scope
     read -r _ _ omb_commit < <(grep '^osu-micro-benchmarks ' "$WORK/src/SOURCES")
     read -r _ nccl_rev _ < <(grep '^nccl-tests ' "$WORK/src/SOURCES")
@@ -294,6 +362,7 @@ EOF
       "osu-micro-benchmarks=$WORK/src/osu-micro-benchmarks.git#$omb_commit@7.4" \
       "nccl-tests=$WORK/src/nccl-tests.git#$nccl_rev"
     cat "$gen/shapes/local.yaml"
+    spack_ -e . add nvbandwidth
   } >"$LOGS/02-site-scope.log" 2>&1 || fail "site scope (logs/02-site-scope.log)"
 
   step concretize
@@ -318,7 +387,7 @@ EOF
   # builds its OpenCL plugin with -Ino/opencl/include -Lno/opencl/lib, which libtool
   # rejects.  hwloc skips OpenCL when enable_opencl=no, which configure inherits.
   export enable_opencl=no
-  spack_ -e . install --no-checksum --fail-fast -j "$JOBS" -p 2 openmpi osu-micro-benchmarks nccl-tests \
+  spack_ -e . install --no-checksum --fail-fast -j "$JOBS" -p 2 openmpi osu-micro-benchmarks nccl-tests nvbandwidth \
     >"$LOGS/04-install.log" 2>&1
   rc=$?
   log "spack install: rc=$rc after $((SECONDS - t0)) s"
@@ -380,12 +449,18 @@ EOF
       && "$WORK/copy_ceiling" | tee "$RES/copy-ceiling.txt"
   ) >"$LOGS/07-sanity.log" 2>&1
 
+  step transports
+  transports >"$LOGS/08-transports.log" 2>&1
+
   for ((r = 1; r <= ROUNDS; r++)); do
     step "reframe-$r"
-    reframe_run "$RES/reframe-$r" >>"$LOGS/pipeline.log" 2>&1
+    # Round 1 runs every GPU check; later rounds the point-to-point ones the
+    # ours/hand ratios are taken on (the collectives' rounds cost minutes each).
+    select=(); ((r > 1)) && select=(-n 'osu_latency|osu_bw')
+    reframe_run "$RES/reframe-$r" "${select[@]}" >>"$LOGS/pipeline.log" 2>&1
     if ((hrc == 0)); then
       step "hand-$r"
-      hand_runs "$RES/hand-$r"
+      if ((r > 1)); then hand_runs "$RES/hand-$r" pt2pt; else hand_runs "$RES/hand-$r" all; fi
     fi
     python3 "$REPO/scripts/device/summarize.py" "$RES" >"$RES/summary.txt" 2>&1
   done
@@ -443,6 +518,7 @@ collect() {
 
 case ${1:-} in
   start) start ;;
+  stash) rm -rf "$STASH"; mkdir -p "$STASH" && cp -r "$SRC/.carry-big/." "$STASH/" && du -sh "$STASH" ;;
   pipeline) mkdir -p "$LOGS" "$STATE"; pipeline ;;
   collect) collect "${2:-0}" ;;
   status) cat "$STATE/step" 2>/dev/null || echo "not started" ;;

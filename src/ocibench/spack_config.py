@@ -42,7 +42,7 @@ Optional shape-file field read here (additive to the schema in ocibench.shapes):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +152,7 @@ class Facts:
     rdma: bool
     mpi_external: bool  # the MPI is the image's/machine's, not built by Spack
     driver_stub: Path | None = None  # machine-described, CUDA but no driver: see cuda_driver_stub
+    notes: list[str] = field(default_factory=list)  # decisions derive() reports
 
 
 def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
@@ -173,8 +174,17 @@ def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
     if not compilers:
         raise SpackConfigError(
             f"{shape.name}: no compiler (none declared, none found on this machine)")
-    if is_machine_described(shape) and "openmpi" in (sw.get("stack") or {}) \
-            and not externals.get("openmpi"):
+    notes: list[str] = []
+    if is_machine_described(shape) and shape.gpus and externals.get("openmpi") \
+            and all("~cuda" in e["spec"] for e in externals["openmpi"]):
+        # A node with GPUs needs a CUDA-aware MPI for -d cuda (seed 000 sec 2); the
+        # tech tip gpu-with-ubuntu builds Open MPI --with-cuda over UCX for it, and so
+        # does Spack here, from sources the site provides (docs/spack-env.md).
+        externals.pop("openmpi")
+        notes.append("openmpi: this machine's Open MPI is not CUDA-aware and it has GPUs: "
+                     "built +cuda over UCX instead")
+    elif is_machine_described(shape) and not shape.gpus \
+            and "openmpi" in (sw.get("stack") or {}) and not externals.get("openmpi"):
         # The local shape builds against this machine's Open MPI (docs/spack-env.md).
         # Without it Spack would plan Open MPI and some 40 dependencies from source,
         # which fails offline on a download that never names the missing MPI.
@@ -210,6 +220,7 @@ def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
         rdma=str(network.get("rdma", "none")).lower() not in ("none", ""),
         mpi_external=bool(externals.get("openmpi")) and is_machine_described(shape),
         driver_stub=stub,
+        notes=notes,
     )
 
 
@@ -224,7 +235,7 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
     build: dict[str, Any] = sw.get("build") or {}
     require: dict[str, list[str]] = {}
     specs: list[str] = []
-    notes: list[str] = []
+    notes: list[str] = list(facts.notes)
 
     def version(name: str) -> list[str]:
         value = stack.get(name)
