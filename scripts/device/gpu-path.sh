@@ -145,9 +145,9 @@ site_scope() {  # the admin scope of this machine: site/local/site.yaml
     echo "  ucx:"
     echo "    require: ['@$ucx_v +cuda +gdrcopy +cma']"
     echo "  gdrcopy:"
-    echo "    require: ['@2.5.1']"
+    echo "    require: ['@2.5.1 cuda_arch=90']"
     echo "  nvbandwidth:"
-    echo "    require: ['@v0.8']"
+    echo "    require: ['@v0.8 cuda_arch=90']"
     local dp=$WORK/debs-prefix/usr
     if [[ -f /usr/include/check.h ]]; then echo "  check: {externals: [{spec: check@0.15.2, prefix: /usr}], buildable: false}"
     elif [[ -f $dp/include/check.h ]]; then echo "  check: {externals: [{spec: check@0.15.2, prefix: $dp}], buildable: false}"; fi
