@@ -99,7 +99,7 @@ start() {
   if [[ -d $STASH ]]; then cp -r "$STASH/mirror/." "$CACHE/mirror/"; fi
   # gdrcopy's tests link libcheck; nvbandwidth needs Boost.Program_options (neither is on
   # the image): Debian packages unpacked into a prefix of their own, Spack externals.
-  if [[ ! -f /usr/include/check.h || ! -f /usr/include/boost/program_options.hpp ]]; then
+  if [[ ! -f /usr/include/check.h ]] || ! ls /usr/lib/x86_64-linux-gnu/libboost_program_options.so >/dev/null 2>&1; then
     mkdir -p "$WORK/debs-prefix"
     for deb in "$SRC"/.carry/debs/check_*.deb "$STASH"/debs/libboost*.deb; do
       [[ -f $deb ]] && dpkg -x "$deb" "$WORK/debs-prefix"
@@ -151,7 +151,8 @@ site_scope() {  # the admin scope of this machine: site/local/site.yaml
     local dp=$WORK/debs-prefix/usr
     if [[ -f /usr/include/check.h ]]; then echo "  check: {externals: [{spec: check@0.15.2, prefix: /usr}], buildable: false}"
     elif [[ -f $dp/include/check.h ]]; then echo "  check: {externals: [{spec: check@0.15.2, prefix: $dp}], buildable: false}"; fi
-    if [[ -f /usr/include/boost/program_options.hpp ]]; then
+    # (the image may have Boost's headers without the program_options library)
+    if [[ -e /usr/lib/x86_64-linux-gnu/libboost_program_options.so ]]; then
       echo "  boost: {externals: [{spec: boost@$(sed -nE 's/^#define BOOST_LIB_VERSION \"([0-9]+)_([0-9]+).*/\1.\2.0/p' /usr/include/boost/version.hpp)+program_options, prefix: /usr}], buildable: false}"
     elif [[ -f $dp/include/boost/program_options.hpp ]]; then
       echo "  boost: {externals: [{spec: boost@1.74.0+program_options, prefix: $dp}], buildable: false}"
