@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import yaml
 
 from ocibench import checkspec, judge, paths, policy, references, shapes, ucx_proto
