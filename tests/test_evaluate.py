@@ -482,3 +482,60 @@ def test_ucx_tables_of_two_processes_interleaved_line_by_line():
     assert sorted(map(key, ucx_proto.parse(shuffled))) == \
         sorted(map(key, ucx_proto.parse(text)))
     assert len(ucx_proto.parse(shuffled)) == 6
+
+
+# --- nvbandwidth and the pageable copy: the node's copy ceilings -----------------------
+
+NVB = (Path(__file__).resolve().parent / "data" / "nvbandwidth" / "h200x2.format.txt").read_text()
+
+
+def test_nvbandwidth_reads_the_copies_omb_makes():
+    """The GPUs of OMB's runs: H-D to GPU 1, D-H from GPU 0, D-D from GPU 0 to GPU 1
+    (the read matrix reads row -> column, the write matrix column -> row); MB/s."""
+    measured = outputs.parse("nvbandwidth", NVB, {"gpus_per_node": 2})
+    assert measured.unit == "MB/s"
+    assert measured.values == {
+        "host_to_device": 55500.0, "device_to_host": 55310.0,
+        "device_to_device_read": 395020.0, "device_to_device_write": 395000.0,
+        "pageable_host_to_device": 8210.0, "pageable_device_to_host": 16400.0}
+    # one GPU: no peer copies are expected (nvbandwidth waives them), H-D is GPU 0's
+    one = outputs.parse("nvbandwidth", NVB.replace("GPU 1:", "GPU 0:"), {"gpus_per_node": 1})
+    assert set(one.values) == {"host_to_device", "device_to_host", "pageable_host_to_device",
+                               "pageable_device_to_host"}
+    assert one.values["host_to_device"] == 55520.0
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda t: t.replace("SUM device_to_host_memcpy_ce 110.61\n", ""),
+     "output truncated: no 'SUM device_to_host_memcpy_ce'"),
+    (lambda t: t.replace("Running device_to_device_memcpy_read_ce.", "Waived: "),
+     "no 'Running device_to_device_memcpy_read_ce.' (not run, or waived"),
+    (lambda t: t.replace("    395.02", "       N/A"),
+     "device_to_device_memcpy_read_ce: N/A from 0 to 1"),
+    (lambda t: t.replace("55.50\n\nSUM", "55.50\nError: cuMemcpyAsync failed\nSUM")
+     .replace("SUM host_to_device_memcpy_ce", "XSUM"),
+     "host_to_device_memcpy_ce: 'Error: cuMemcpyAsync failed'"),
+    (lambda t: t.split("pageable host_to_device")[0]
+     + "pageable_copy: no CUDA driver (libcuda.so.1): cannot open\n",
+     "nvbandwidth: pageable_copy: no CUDA driver (libcuda.so.1)"),
+    (lambda t: t.replace("pageable device_to_host GPU 0", "pageable device_to_host GPU 3"),
+     "no 'pageable device_to_host GPU 0: ... GB/s' line"),
+])
+def test_nvbandwidth_sanity_names_what_is_wrong(damage, message):
+    with pytest.raises(outputs.SanityError, match=re.escape(message)):
+        outputs.parse("nvbandwidth", damage(NVB), {"gpus_per_node": 2})
+
+
+def test_pageable_copy_without_a_driver_says_so_in_one_line(capsys):
+    """On a machine without the CUDA driver (this one, CI): one line, exit 1."""
+    import ctypes
+
+    from ocibench import pageable_copy
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("this machine has a CUDA driver")
+    except OSError:
+        pass
+    assert pageable_copy.main(["--copies", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pageable_copy: no CUDA driver (libcuda.so.1)") and err.count("\n") == 1

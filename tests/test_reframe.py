@@ -70,6 +70,7 @@ GPU_SINGLE = [
     ("osu_bw_host_device %buffers=D-H %placement=other-socket", "omb"),
     ("osu_xccl_allreduce %nodes=1", "omb"),
     ("nccl_all_reduce_perf %nodes=1", "nccl-tests"),
+    ("nvbandwidth", "nvbandwidth"),
 ]
 GPU_MULTI = [
     ("osu_latency %buffers=D-D %nodes=2", "omb"),
@@ -101,8 +102,8 @@ EXPECTED = {
     "local": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI + PERFTEST,
                     "default", "default"),
 }
-COUNTS = {"BM_GPU4_8": 69, "BM_GPU_A100-v2_8": 69, "BM_Optimized3_36": 49,
-          "BM_Standard_E5_192": 49, "loopback-cluster": 49, "local": 69}
+COUNTS = {"BM_GPU4_8": 70, "BM_GPU_A100-v2_8": 70, "BM_Optimized3_36": 49,
+          "BM_Standard_E5_192": 49, "loopback-cluster": 49, "local": 70}
 
 NO_INTEL = "has no Intel MPI in software.stack"
 
@@ -211,7 +212,7 @@ def test_list_option_agrees_with_the_dry_run(dry_runs, tmp_path):
     listed = set(re.findall(r"^- (.+?) /[0-9a-f]{8} @BM_GPU4_8:(\w+)\+(\S+)$",
                             result.stdout, re.MULTILINE))
     assert listed == EXPECTED["BM_GPU4_8"]
-    assert "Concretized 69 test case(s)" in result.stdout
+    assert "Concretized 70 test case(s)" in result.stdout
 
 
 @pytest.mark.parametrize("system", list(EXPECTED))

@@ -685,3 +685,38 @@ def test_the_report_names_the_cause_from_a_reframe_run(tmp_path, cma_shapes):
     assert status == 0, stderr
     [result] = _results(tmp_path / "out")
     assert result["reason"].endswith(SAYS), result["reason"]
+
+
+# --- this node's copy ceilings (checks/nvbandwidth.py) ---------------------------------
+
+def test_gpu_figures_are_shown_beside_this_nodes_ceilings(tmp_path, seed_evaluations):
+    """The nvbandwidth check's values bound the GPU bandwidths of the same shape: each
+    is shown as a fraction of them, beside the fraction of its physical link."""
+    nvb = tmp_path / "nvbandwidth.txt"
+    nvb.write_text((paths.REPO_ROOT / "tests" / "data" / "nvbandwidth"
+                    / "h200x2.format.txt").read_text())
+    status, stdout, stderr = _ocibench("evaluate", "nvbandwidth", str(nvb), "--shape",
+                                       "BM.GPU4.8", "--set", "gpus_per_node=2", "--json")
+    assert status == 0, stderr
+    (tmp_path / "nvbandwidth.json").write_text(stdout)
+    d_d = seed_evaluations["000:osu_bw:buffers=D-D,nodes=1"]
+    h_d = seed_evaluations["000:osu_bw:buffers=H-D,nodes=1,placement=same-numa"]
+    status, _, stderr = _ocibench("report", str(tmp_path / "nvbandwidth.json"), str(d_d),
+                                  str(h_d), "-o", str(tmp_path / "out"))
+    assert status == 0, stderr
+    results = {r["name"]: r for r in _results(tmp_path / "out")}
+    dd = next(r for n, r in results.items() if d_d.name in n or "D-D" in str(r["params"]))
+    [row] = dd["rows"]
+    assert [(c["ceiling"], round(c["fraction"], 3)) for c in row["of_ceiling"]] == [
+        ("device_to_device_read", round(279.57325 / 395.02, 3)),
+        ("device_to_device_write", round(279.57325 / 395.0, 3))]
+    hd = next(r for r in results.values() if r["params"].get("buffers") == "H-D")
+    assert [c["ceiling"] for c in hd["rows"][0]["of_ceiling"]] == [
+        "pageable_host_to_device", "host_to_device"]
+    page = html_unescape((tmp_path / "out" / "report.html").read_text())
+    assert "of this node's ceiling" in page
+    assert f"{100 * 279.57325 / 395.02:.1f} % of GPU->GPU read 395.0 GB/s" in page
+    assert f"{100 * 23.7516 / 8.21:.1f} % of pageable host->GPU 8.2 GB/s" in page
+    # a figure that no ceiling bounds (latency) shows none
+    assert all(not r["of_ceiling"] for res in results.values()
+               if res["check"] != "osu_bw" for r in res["rows"])

@@ -51,7 +51,25 @@ def load(paths: list[Path], provenance: Path | None = None) -> list[Result]:
             raise InputError(f"{path}: malformed ({type(err).__name__}: {err})") from err
     if not results:
         raise InputError("no benchmark results in the inputs (no test case has check_name)")
+    _attach_ceilings(results)
     return results
+
+
+def _attach_ceilings(results: list[Result]) -> None:
+    """Give each result the copy ceilings of its node: the nvbandwidth result of the
+    same shape whose hosts are the result's, else the shape's last one."""
+    measured = [r for r in results if r.check == "nvbandwidth" and r.rows and not r.skipped]
+    for result in results:
+        if result.check == "nvbandwidth":
+            continue
+        hosts = set(result.provenance.get("hosts") or ())
+        same = [r for r in measured if r.shape == result.shape]
+        exact = [r for r in same if hosts and hosts <= set(r.provenance.get("hosts") or ())]
+        chosen = (exact or same or [None])[-1]
+        if chosen is not None:
+            result.ceilings = {str(row.key): row.measured for row in chosen.rows
+                               if metrics.is_number(row.measured)}
+            result.ceilings_from = chosen.name
 
 
 def _results(path: Path, data: Any, provenance: dict[str, Any] | None) -> list[Result]:
