@@ -43,9 +43,10 @@ from reframe.core.builtins import (
     sanity_function,
     variable,
 )
+from reframe.core.exceptions import PerformanceError
 from reframe.core.exceptions import SanityError as ReframeSanityError
 
-from ocibench import judge, outputs, references, shapes
+from ocibench import judge, outputs, references, shapes, ucx_proto
 from ocibench.reframe_launchers import INTELMPI
 
 PROVENANCE_FILE = "provenance.json"
@@ -226,7 +227,16 @@ def pin_ranks(cores: list[int], openmpi: str) -> tuple[list[str], list[str]]:
     return options, [probe, f'case "$ocibench_ompi" in {cases}*) {fail} ;; esac']
 
 
-class OcibenchCheck(rfm.RunOnlyRegressionTest):
+#: UCX prints the protocol and transports it selects (src/ucp/proto/proto_debug.c):
+#: the GPU checks' outputs then say what their messages took, which names the cause of
+#: a missed figure (ocibench.ucx_proto, ocibench.judge.Row.cause).
+UCX_PROTO_INFO = ("UCX_PROTO_INFO", "y")
+
+
+# special=True: check_performance is extended (ReFrame allows it so, see its message
+# "If you do want to augment the core functionality of the pipeline stage"), to add the
+# missed figure's cause to ReFrame's performance failure.
+class OcibenchCheck(rfm.RunOnlyRegressionTest, special=True):
     """Base of the checks: scaling, skips, provenance, sanity, performance, references."""
 
     #: The figure naming of the shape files: osu_latency, osu_bw, imb_pingpong, ...
@@ -236,6 +246,9 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
     #: Why the case was skipped.  ReFrame prints the reason but its JSON report keeps
     #: only ``result: skip``; the report (ocibench.report.load) reads it from here.
     skip_reason = variable(str, value="")
+    #: Whether the run's messages go through UCX from GPU memory (the GPU checks):
+    #: the job then runs with UCX_PROTO_INFO=y (UCX_PROTO_INFO above).
+    gpu_messages = variable(bool, value=False)
 
     valid_systems = ["-multinode"]
     exclusive_access = True
@@ -298,6 +311,15 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
     def ucx_device(self, purpose: str = "mpi") -> str | None:
         return (self.extras.get("ucx_net_devices") or {}).get(purpose)
 
+    def _record_ucx_protocols(self) -> None:
+        """UCX_PROTO_INFO=y in the job's environment, and last on mpirun's line when
+        ranks run on other nodes (Open MPI forwards only what -x names)."""
+        name, value = UCX_PROTO_INFO
+        self.env_vars = {**self.env_vars, name: value}
+        per_node = self.num_tasks_per_node or self.num_tasks
+        if per_node and self.num_tasks > per_node:
+            self.export(name, value)
+
     # ------------------------------------------------------------------ hooks
 
     @run_after("setup")
@@ -308,6 +330,8 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
         if self.current_environ.extras.get("launcher") == INTELMPI:
             self.job.launcher = getlauncher(INTELMPI)()
         self.configure(self.extras)
+        if self.gpu_messages:
+            self._record_ucx_protocols()
         self.prerun_cmds = [f"{sys.executable} -m ocibench.provenance > {PROVENANCE_FILE}"] \
             + list(self.prerun_cmds)
 
@@ -380,13 +404,34 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest):
         cached = getattr(self, "_ocibench_measurement", None)
         if cached is None:
             try:
-                text = self._read(self.stderr.evaluate()) + "\n" + \
-                    self._read(self.stdout.evaluate())
-                cached = outputs.parse(self.check_name, text, self.run_params())
+                cached = outputs.parse(self.check_name, self._output(), self.run_params())
             except (outputs.SanityError, outputs.OutputTooLarge) as err:
                 raise ReframeSanityError(str(err)) from None
             self._ocibench_measurement = cached
         return cached
+
+    def check_performance(self):
+        """ReFrame's check, whose failure also names the missed figure's cause from
+        the run's UCX protocol tables ("...: the documented 2.46 us needs gdrdrv; this
+        run's 1-byte messages from cuda memory went ...")."""
+        try:
+            super().check_performance()
+        except PerformanceError as err:
+            cause = self._cause()
+            if cause:
+                raise PerformanceError(f"{err}{cause}") from None
+            raise
+
+    def _cause(self) -> str:
+        measured = self.measurement()
+        facts = judge.Facts(tables=tuple(ucx_proto.parse(self._output())))
+        rows = judge.judge_run(self._shape(), self.check_name, self.run_params(),
+                               measured.series(), measured.units(), facts)
+        return next((row.cause() for row in rows if row.cause()), "")
+
+    def _output(self) -> str:
+        """The job's stderr, then its stdout: as a hand run saved with 2>&1."""
+        return self._read(self.stderr.evaluate()) + "\n" + self._read(self.stdout.evaluate())
 
     def _value(self, metric: str, key):
         return self.measurement().series()[metric][key]
@@ -423,6 +468,7 @@ class EveryGpuCheck(OcibenchCheck):
         self.need_nodes(self.nodes)
         # In one node a collective needs two GPUs to be one; across nodes one each.
         self.need_gpus(2 if self.nodes == 1 else 1)
+        self.gpu_messages = True
         self.gpus_per_node = extras["gpus"]
         self.num_tasks = self.nodes * self.gpus_per_node
         self.num_tasks_per_node = self.gpus_per_node

@@ -60,6 +60,7 @@ class _Pt2Pt(_OsuBase):
         if buffers != "H-H":
             # Two GPUs in one node (GPU 0 and 1, seed 000 sec 2-1); one per node across 2.
             self.need_gpus(2 if nodes == 1 else 1)
+            self.gpu_messages = True
         self.need_cores(2 if nodes == 1 else 1)
         self.num_tasks = 2
         self.num_tasks_per_node = 2 if nodes == 1 else 1

@@ -9,6 +9,7 @@ damaged the ways real runs go wrong, must fail and say where.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import subprocess
@@ -411,3 +412,130 @@ def test_cli_list_names_every_check_and_parameter():
         assert re.search(rf"^{name}: ", done.stdout, re.MULTILINE)
         for param in spec.params:
             assert f"    {param.name}=" in done.stdout
+
+
+# --- UCX's protocol tables in the output (UCX_PROTO_INFO=y on the GPU checks) ----------
+
+UCX_DATA = Path(__file__).resolve().parent / "data" / "ucx_proto"
+
+
+def _ucx_lines() -> list[str]:
+    """Every table line of the real captures: two processes' tables, as printed."""
+    lines = []
+    for path in sorted(UCX_DATA.glob("*.txt")):
+        lines += [line for line in path.read_text().splitlines() if line.startswith("[")]
+    return lines
+
+
+def _interleave(text: str, table_lines: list[str]) -> str:
+    """``text`` with UCX's lines between each of its lines, as mpirun merges the
+    ranks' output: a benchmark line is never split, but any line may follow any."""
+    out, rest = [], iter(table_lines)
+    for line in text.splitlines():
+        out += [next(rest, ""), line]
+    return "\n".join(out + list(rest)) + "\n"
+
+
+@pytest.mark.parametrize("entry", [e for e in INDEX if e.check in (
+    "osu_latency", "osu_bw", "osu_xccl_allreduce", "nccl_all_reduce_perf")], ids=lambda e: e.name)
+def test_parsers_read_the_figures_through_ucx_tables(load, entry):
+    """The GPU checks' outputs hold UCX's tables: OMB's and nccl-tests' figures still
+    parse, equal to those of the output without them."""
+    entry, text, shape = load(entry)
+    plain = outputs.parse(entry.check, text, entry.params)
+    mixed = _interleave(text, _ucx_lines())
+    assert mixed.count("\n") > 2 * len(text.splitlines())
+    assert outputs.parse(entry.check, mixed, entry.params) == plain
+    result = evaluate(entry.check, mixed, shape, entry.params)
+    assert result.ok, result.reason
+    assert len(result.facts.tables) == 16   # every table of the three captures
+
+
+@pytest.mark.parametrize("name, value", [("osu_latency.h-h.ucx-1.13.txt", 0.74),
+                                         ("osu_bw.h-h.ucx-1.13.txt", 10504.02),
+                                         ("osu_bw.h-h.no-cma.ucx-1.13.txt", 5131.03)])
+def test_real_outputs_with_ucx_tables_parse(name, value):
+    """As captured: in osu_bw's, the rendezvous tables sit between OMB's header and
+    its row."""
+    text = (UCX_DATA / name).read_text()
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("# Size"))
+    assert lines[header + 1].startswith("[") == name.startswith("osu_bw")
+    check = name.split(".")[0]
+    measured = outputs.parse(check, text, {"buffers": "H-H", "nodes": 1})
+    assert list(measured.values.values()) == [value]
+
+
+def test_ucx_tables_of_two_processes_interleaved_line_by_line():
+    """Line by line from two ranks: each process's tables are assembled apart."""
+    from ocibench import ucx_proto
+    text = (UCX_DATA / "osu_bw.h-h.no-cma.ucx-1.13.txt").read_text()
+    ranks: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.startswith("["):
+            ranks.setdefault(line.split("]")[1], []).append(line)
+    first, second = ranks.values()
+    merged = [line for pair in itertools.zip_longest(first, second) for line in pair if line]
+    assert merged[:2] == [first[0], second[0]]
+    shuffled = "\n".join(merged)
+    key = lambda t: (t.process, t.selection, repr(t.routes))   # noqa: E731
+    assert sorted(map(key, ucx_proto.parse(shuffled))) == \
+        sorted(map(key, ucx_proto.parse(text)))
+    assert len(ucx_proto.parse(shuffled)) == 6
+
+
+# --- nvbandwidth and the pageable copy: the node's copy ceilings -----------------------
+
+NVB = (Path(__file__).resolve().parent / "data" / "nvbandwidth" / "h200x2.format.txt").read_text()
+
+
+def test_nvbandwidth_reads_the_copies_omb_makes():
+    """The GPUs of OMB's runs: H-D to GPU 1, D-H from GPU 0, D-D from GPU 0 to GPU 1
+    (the read matrix reads row -> column, the write matrix column -> row); MB/s."""
+    measured = outputs.parse("nvbandwidth", NVB, {"gpus_per_node": 2})
+    assert measured.unit == "MB/s"
+    assert measured.values == {
+        "host_to_device": 55500.0, "device_to_host": 55310.0,
+        "device_to_device_read": 395020.0, "device_to_device_write": 395000.0,
+        "pageable_host_to_device": 8210.0, "pageable_device_to_host": 16400.0}
+    # one GPU: no peer copies are expected (nvbandwidth waives them), H-D is GPU 0's
+    one = outputs.parse("nvbandwidth", NVB.replace("GPU 1:", "GPU 0:"), {"gpus_per_node": 1})
+    assert set(one.values) == {"host_to_device", "device_to_host", "pageable_host_to_device",
+                               "pageable_device_to_host"}
+    assert one.values["host_to_device"] == 55520.0
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda t: t.replace("SUM device_to_host_memcpy_ce 110.61\n", ""),
+     "output truncated: no 'SUM device_to_host_memcpy_ce'"),
+    (lambda t: t.replace("Running device_to_device_memcpy_read_ce.", "Waived: "),
+     "no 'Running device_to_device_memcpy_read_ce.' (not run, or waived"),
+    (lambda t: t.replace("    395.02", "       N/A"),
+     "device_to_device_memcpy_read_ce: N/A from 0 to 1"),
+    (lambda t: t.replace("55.50\n\nSUM", "55.50\nError: cuMemcpyAsync failed\nSUM")
+     .replace("SUM host_to_device_memcpy_ce", "XSUM"),
+     "host_to_device_memcpy_ce: 'Error: cuMemcpyAsync failed'"),
+    (lambda t: t.split("pageable host_to_device")[0]
+     + "pageable_copy: no CUDA driver (libcuda.so.1): cannot open\n",
+     "nvbandwidth: pageable_copy: no CUDA driver (libcuda.so.1)"),
+    (lambda t: t.replace("pageable device_to_host GPU 0", "pageable device_to_host GPU 3"),
+     "no 'pageable device_to_host GPU 0: ... GB/s' line"),
+])
+def test_nvbandwidth_sanity_names_what_is_wrong(damage, message):
+    with pytest.raises(outputs.SanityError, match=re.escape(message)):
+        outputs.parse("nvbandwidth", damage(NVB), {"gpus_per_node": 2})
+
+
+def test_pageable_copy_without_a_driver_says_so_in_one_line(capsys):
+    """On a machine without the CUDA driver (this one, CI): one line, exit 1."""
+    import ctypes
+
+    from ocibench import pageable_copy
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("this machine has a CUDA driver")
+    except OSError:
+        pass
+    assert pageable_copy.main(["--copies", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pageable_copy: no CUDA driver (libcuda.so.1)") and err.count("\n") == 1

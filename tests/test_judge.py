@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from ocibench import checkspec, judge, paths, policy, references, shapes
+from ocibench import checkspec, judge, paths, policy, references, shapes, ucx_proto
 from ocibench.evaluate import evaluate
 from ocibench.metrics import Verdict
 
@@ -285,14 +286,95 @@ def test_a_missed_figure_names_what_it_requires(gpu):
 
 
 def test_a_missed_figure_names_what_this_node_lacks(gpu):
-    reason = _d_d_latency(gpu, "15.90", lacking=("gdrdrv", "xpmem")).failure()
-    assert "the documented figure needs gdrdrv; this node lacks gdrdrv (" in reason
+    reason = _d_d_latency(gpu, "15.90", lacking={
+        "gdrdrv": "absent: no /dev/gdrdrv (kernel module not loaded)",
+        "xpmem": "absent: no /dev/xpmem"}).failure()
+    assert reason.endswith(": the documented 2.46 us needs gdrdrv (gdrdrv absent: no "
+                           "/dev/gdrdrv (kernel module not loaded))")
     assert "xpmem" not in reason   # not required by this figure
+
+
+def test_a_node_that_has_what_a_missed_figure_requires_names_no_cause(gpu):
+    row = _d_d_latency(gpu, "15.90", lacking={"xpmem": "absent: no /dev/xpmem"})
+    assert row.verdict is Verdict.FAIL and row.cause() == ""
+    assert row.failure().endswith("sec 2-1)")
 
 
 def test_a_passing_figure_is_never_given_a_cause(gpu):
     row = _d_d_latency(gpu, "2.50", lacking=("gdrdrv",))
     assert row.verdict is Verdict.PASS and row.failure() is None and row.cause() == ""
+
+
+# Real outputs with UCX's protocol tables (tests/data/ucx_proto, index.yaml).
+UCX_DATA = paths.REPO_ROOT / "tests" / "data" / "ucx_proto"
+UCX_INDEX = yaml.safe_load((UCX_DATA / "index.yaml").read_text())["outputs"]
+
+
+@pytest.mark.parametrize("entry", UCX_INDEX, ids=[e["file"] for e in UCX_INDEX])
+def test_protocol_tables_say_what_the_messages_took(entry):
+    tables = ucx_proto.parse((UCX_DATA / entry["file"]).read_text())
+    nodes = entry["params"].get("nodes")
+    for want in entry["routes"]:
+        taken = ucx_proto.taken(tables, want["size"], [want["memory"]], nodes)
+        assert [(t.route.protocol, list(t.route.lanes)) for t in taken] == \
+            [(want["protocol"], want["lanes"])]
+
+
+def _with_figure(shape: shapes.Shape, figure: dict | None, value: float | None,
+                 params: dict) -> shapes.Shape:
+    """``shape`` with ``figure`` added (or its own figure for the run), documented at
+    ``value`` when given."""
+    data = copy.deepcopy(shape.data)
+    if figure is not None:
+        data["figures"].append(copy.deepcopy(figure))
+    if value is not None:
+        run = checkspec.resolve(figure["check"] if figure else "osu_latency", params)
+        for own in data["figures"]:
+            if own in references.matching(shapes.Shape(shape.name, data, shape.path),
+                                          own["check"], run):
+                own["values"] = {k: value for k in own["values"]}
+    return shapes.Shape(shape.name, data, shape.path)
+
+
+CAUSES = [(e, c) for e in UCX_INDEX for c in e.get("causes", ())]
+
+
+@pytest.mark.parametrize("entry, case", CAUSES,
+                         ids=[f"{e['file']}-{c['shape']}" for e, c in CAUSES])
+def test_a_missed_figure_names_what_the_protocol_tables_show_missing(entry, case):
+    text = (UCX_DATA / entry["file"]).read_text()
+    shape = _with_figure(shapes.load(case["shape"]), case.get("figure"), None, entry["params"])
+    result = evaluate(entry["check"], text, shape, entry["params"])
+    assert not result.ok
+    row = next(r for r in result.rows if r.verdict is Verdict.FAIL)
+    if case["says"]:
+        assert row.cause(), result.reason
+        for words in case["says"]:
+            assert words in result.reason, result.reason
+        assert "\n" not in result.reason
+    else:
+        assert row.cause() == "" and row.checked, result.reason
+    # The same output, its figure documented where the run meets it: no cause.
+    passing = _with_figure(shapes.load(case["shape"]), case.get("figure"), case["passing"],
+                           entry["params"])
+    result = evaluate(entry["check"], text, passing, entry["params"])
+    assert result.ok and all(row.cause() == "" for row in result.rows), result.reason
+
+
+def test_protocol_tables_and_preflight_together_in_one_line(tmp_path):
+    """A real output whose tables show no CMA lane, and a preflight that found CMA
+    restricted: both are named, in one line, through the command line."""
+    entry = next(e for e in UCX_INDEX if e["file"] == "osu_bw.h-h.no-cma.ucx-1.13.txt")
+    figure = entry["causes"][0]["figure"]
+    shape = _with_figure(shapes.load("BM.GPU4.8"), figure, None, entry["params"])
+    result = evaluate("osu_bw", (UCX_DATA / entry["file"]).read_text(), shape,
+                      entry["params"], {"cma": "absent: restricted: Yama ptrace_scope 3"})
+    assert result.reason.endswith(
+        "(UCX's tables name no cma lane; cma absent: restricted: Yama ptrace_scope 3)")
+    # the report re-judges the evaluation from its JSON: the same reason
+    data = result.to_dict()
+    assert data["absent"] == {"cma": "absent: restricted: Yama ptrace_scope 3"}
+    assert len(data["ucx_protocols"]) == 6
 
 
 def test_evaluate_names_what_a_preflight_report_found_missing(tmp_path):
@@ -309,7 +391,7 @@ def test_evaluate_names_what_a_preflight_report_found_missing(tmp_path):
     done = subprocess.run(args + ["--preflight", str(report)], capture_output=True, text=True,
                           env=env)
     assert done.returncode == 1
-    assert "needs gdrdrv; this node lacks gdrdrv" in done.stderr
+    assert "the documented 2.46 us needs gdrdrv (gdrdrv absent: no /dev/gdrdrv)" in done.stderr
     report.write_text("{}")
     done = subprocess.run(args + ["--preflight", str(report)], capture_output=True, text=True,
                           env=env)

@@ -70,6 +70,7 @@ GPU_SINGLE = [
     ("osu_bw_host_device %buffers=D-H %placement=other-socket", "omb"),
     ("osu_xccl_allreduce %nodes=1", "omb"),
     ("nccl_all_reduce_perf %nodes=1", "nccl-tests"),
+    ("nvbandwidth", "nvbandwidth"),
 ]
 GPU_MULTI = [
     ("osu_latency %buffers=D-D %nodes=2", "omb"),
@@ -101,8 +102,8 @@ EXPECTED = {
     "local": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI + PERFTEST,
                     "default", "default"),
 }
-COUNTS = {"BM_GPU4_8": 69, "BM_GPU_A100-v2_8": 69, "BM_Optimized3_36": 49,
-          "BM_Standard_E5_192": 49, "loopback-cluster": 49, "local": 69}
+COUNTS = {"BM_GPU4_8": 70, "BM_GPU_A100-v2_8": 70, "BM_Optimized3_36": 49,
+          "BM_Standard_E5_192": 49, "loopback-cluster": 49, "local": 70}
 
 NO_INTEL = "has no Intel MPI in software.stack"
 
@@ -211,7 +212,7 @@ def test_list_option_agrees_with_the_dry_run(dry_runs, tmp_path):
     listed = set(re.findall(r"^- (.+?) /[0-9a-f]{8} @BM_GPU4_8:(\w+)\+(\S+)$",
                             result.stdout, re.MULTILINE))
     assert listed == EXPECTED["BM_GPU4_8"]
-    assert "Concretized 69 test case(s)" in result.stdout
+    assert "Concretized 70 test case(s)" in result.stdout
 
 
 @pytest.mark.parametrize("system", list(EXPECTED))
@@ -279,22 +280,25 @@ def test_gpu_command_lines_are_the_seeds(dry_runs):
             "osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda H D",
         "osu_bw %buffers=D-D %nodes=2":
             "mpirun -n 2 -N 1 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
-            "-x UCX_NET_DEVICES=mlx5_6:1 osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda D D",
+            "-x UCX_NET_DEVICES=mlx5_6:1 -x UCX_PROTO_INFO=y "
+            "osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda D D",
         "osu_xccl_allreduce %nodes=1":
             "mpirun -n 8 -x UCX_NET_DEVICES=mlx5_6:1 osu_xccl_allreduce -x 10 -i 10 "
             "-m 1073741824:1073741824 -M 1073741824 -d cuda D D",
         "osu_xccl_allreduce %nodes=2":
             "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
-            "-x UCX_NET_DEVICES=mlx5_6:1 osu_xccl_allreduce -x 10 -i 10 "
+            "-x UCX_NET_DEVICES=mlx5_6:1 -x UCX_PROTO_INFO=y osu_xccl_allreduce -x 10 -i 10 "
             "-m 1073741824:1073741824 -M 1073741824 -d cuda D D",
         "nccl_all_reduce_perf %nodes=1": "mpirun -n 8 all_reduce_perf -b 10G -e 10G -t 1 -g 1",
         "nccl_all_reduce_perf %nodes=2":
             "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
-            "-x UCX_NET_DEVICES=mlx5_4:1 -x NCCL_IGNORE_CPU_AFFINITY=1 "
+            "-x UCX_NET_DEVICES=mlx5_4:1 -x NCCL_IGNORE_CPU_AFFINITY=1 -x UCX_PROTO_INFO=y "
             "all_reduce_perf -b 10G -e 10G -t 1 -g 1",
     }
     for name, line in seed_000.items():
         assert launch_line(case[name]) == line, name
+        # UCX says which protocols and transports the GPU messages took
+        assert "export UCX_PROTO_INFO=y" in job_lines(case[name]), name
     script = job_lines(case["osu_latency %buffers=D-D %nodes=1"])
     assert script.index("module load cuda") < script.index("module load openmpi") \
         < script.index("module load omb")
@@ -326,6 +330,7 @@ def test_cpu_command_lines_are_the_seeds(dry_runs):
     }
     for name, line in seeds.items():
         assert launch_line(case[name]) == line, name
+        assert not any("UCX_PROTO_INFO" in line for line in job_lines(case[name])), name
     multi = job_lines(case["osu_allreduce"])
     assert "#SBATCH --ntasks=144" in multi and "#SBATCH --ntasks-per-node=36" in multi
     assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" > ocibench_hosts.txt' in multi
@@ -714,6 +719,40 @@ def test_impossible_value_fails_the_live_check(tmp_path, lmod_init, mpirun, band
     assert why in case["fail_reason"]
 
 
+def test_a_missed_figure_names_its_cause_in_the_live_check(tmp_path, lmod_init, mpirun):
+    """The live check's performance failure names the cause, from the UCX protocol
+    tables in its own output: a stand-in osu_bw prints a real run's output (UCX 1.13,
+    CMA off: tests/data/ucx_proto), judged against a figure that requires CMA, added
+    to the local shape for this test."""
+    capture = paths.REPO_ROOT / "tests" / "data" / "ucx_proto" / "osu_bw.h-h.no-cma.ucx-1.13.txt"
+    modules = _forged_tree(tmp_path, "0")
+    (tmp_path / "forged-bin" / "osu_bw").write_text(
+        f"#!/bin/sh\n[ \"${{OMPI_COMM_WORLD_RANK:-0}}\" = 0 ] || exit 0\ncat {capture}\n")
+    shapes_dir = tmp_path / "shapes"
+    shutil.copytree(paths.REPO_ROOT / "site" / "shapes", shapes_dir)
+    local = shapes_dir / "local.yaml"
+    local.write_text(local.read_text().replace("figures: []", """figures:
+  - id: test_osu_bw_h_h_cma
+    check: osu_bw
+    params: {buffers: H-H, nodes: 1}
+    metric: bandwidth
+    unit: MB/s
+    source: {doc: tests/test_reframe.py, section: named causes}
+    values: {268435456: 20000.0}
+    requires: [cma]
+    why: a single-copy host path (test figure)"""))
+    result, cases = _run_local(tmp_path, ["osu_bw%buffers=H-H%nodes=1"],
+                               OCIBENCH_MODULES_ROOT=str(modules),
+                               OCIBENCH_SHAPES_DIR=str(shapes_dir))
+    case = cases["osu_bw %buffers=H-H %nodes=1"]
+    assert case["result"] == "fail", case["fail_reason"] or result.stdout[-3000:]
+    assert case["fail_reason"].startswith("performance error")
+    assert case["fail_reason"].endswith(
+        ": the documented 20000.00 MB/s needs cma; this run's 256 MiB messages from host "
+        "memory went rendezvous fragmented copy-in copy-out over sysv/memory (UCX's "
+        "tables name no cma lane)"), case["fail_reason"]
+
+
 def test_perftest_runs_ocis_command_per_hca(dry_runs):
     """oci-hpc v3.1.0 multi_node_active_healthcheck.py: server and client over ssh,
     `ib_write_bw -F -q 2 -x 3 --report_gbits -d <HCA>`, three attempts; BM.GPU4.8's
@@ -742,7 +781,7 @@ def test_new_shapes_run_their_published_command_lines(tmp_path):
     h100 = lines["BM_GPU_H100_8"]
     assert launch_line({"stagedir": _stagedir(h100, "nccl_all_reduce_perf %nodes=2")}) == (
         "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
-        "-x UCX_NET_DEVICES=eth0 -x NCCL_IGNORE_CPU_AFFINITY=1 "
+        "-x UCX_NET_DEVICES=eth0 -x NCCL_IGNORE_CPU_AFFINITY=1 -x UCX_PROTO_INFO=y "
         "all_reduce_perf -b 1G -e 16G -f 2 -t 1 -g 1")
     # one node: no published run, the seeds' 10 GiB
     assert "all_reduce_perf -b 10G -e 10G -t 1 -g 1" in "\n".join(

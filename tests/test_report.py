@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html import unescape as html_unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -597,3 +598,125 @@ def test_the_page_escapes_every_text_from_the_inputs(tmp_path):
     assert "<h4>&lt;script&gt;alert(1)&lt;/script&gt;</h4>" in page
     assert "did not pass: sanity: &#34;&lt;marquee&gt;&#34; &amp; more." in page
     assert page.count("<script>") == 1  # the page's own check of its plots
+
+
+# --- named causes: the run's UCX tables and its preflight ------------------------------
+
+UCX_DATA = paths.REPO_ROOT / "tests" / "data" / "ucx_proto"
+#: A figure that needs CMA for a host-buffer osu_bw in one node (a test figure: no
+#: shape documents one), added to a copy of BM.GPU4.8.
+CMA_FIGURE = """
+  - id: test_osu_bw_h_h_cma
+    check: osu_bw
+    params: {buffers: H-H, nodes: 1}
+    metric: bandwidth
+    unit: MB/s
+    source: {doc: tests/test_report.py, section: named causes}
+    values: {268435456: 20000.0}
+    requires: [cma]
+    why: a single-copy host path (test figure)
+"""
+PREFLIGHT = {"shape": "BM.GPU4.8", "items": [
+    {"name": "cma", "status": "absent", "detail": "restricted: Yama ptrace_scope 3",
+     "evidence": "read /proc/sys/kernel/yama/ptrace_scope", "required": False},
+    {"name": "xpmem", "status": "present", "detail": "/dev/xpmem exists",
+     "evidence": "stat /dev/xpmem", "required": True}]}
+
+
+@pytest.fixture
+def cma_shapes(tmp_path, monkeypatch):
+    """The shape files, BM.GPU4.8 with CMA_FIGURE, as OCIBENCH_SHAPES_DIR."""
+    import ocibench.report.load  # noqa: F401  (the module: report/__init__ exports a load())
+    load = sys.modules["ocibench.report.load"]
+    shapes_dir = tmp_path / "shapes"
+    shutil.copytree(paths.REPO_ROOT / "site" / "shapes", shapes_dir)
+    gpu = shapes_dir / "BM.GPU4.8.yaml"
+    gpu.write_text(gpu.read_text() + CMA_FIGURE)
+    monkeypatch.setenv("OCIBENCH_SHAPES_DIR", str(shapes_dir))
+    load.shape_of.cache_clear()
+    yield shapes_dir
+    load.shape_of.cache_clear()
+
+
+SAYS = ("256 MiB messages from host memory went rendezvous fragmented copy-in copy-out over "
+        "sysv/memory (UCX's tables name no cma lane; cma absent: restricted: Yama "
+        "ptrace_scope 3)")
+
+
+def test_the_report_names_the_cause_from_an_evaluation(tmp_path, cma_shapes):
+    """`ocibench evaluate --json --preflight` of a real output with UCX's tables: the
+    report judges it again and names the same cause, on the page too."""
+    (tmp_path / "preflight.json").write_text(json.dumps(PREFLIGHT))
+    status, stdout, stderr = _ocibench(
+        "evaluate", "osu_bw", str(UCX_DATA / "osu_bw.h-h.no-cma.ucx-1.13.txt"),
+        "--shape", "BM.GPU4.8", "--set", "buffers=H-H", "--set", "nodes=1", "--json",
+        "--preflight", str(tmp_path / "preflight.json"))
+    assert status == 1 and SAYS in stderr
+    evaluation = tmp_path / "no-cma.json"
+    evaluation.write_text(stdout)
+    status, _, stderr = _ocibench("report", str(evaluation), "-o", str(tmp_path / "out"))
+    assert status == 0, stderr
+    [result] = _results(tmp_path / "out")
+    assert result["reason"].endswith(SAYS) and not result["disagreements"]
+    assert SAYS in html_unescape((tmp_path / "out" / "report.html").read_text())
+
+
+def test_the_report_names_the_cause_from_a_reframe_run(tmp_path, cma_shapes):
+    """A ReFrame run: the case's kept output holds UCX's tables, the run's preflight
+    case its preflight.json; the report reads both."""
+    bench, checked = tmp_path / "osu_bw", tmp_path / "preflight"
+    bench.mkdir()
+    checked.mkdir()
+    shutil.copy(UCX_DATA / "osu_bw.h-h.no-cma.ucx-1.13.txt", bench / "rfm_job.out")
+    (bench / "rfm_job.err").write_text("")
+    (checked / "preflight.json").write_text(json.dumps(PREFLIGHT))
+    where = {"system": "BM_GPU4_8", "partition": "single"}
+    report = {"session_info": {"data_version": "4.2"}, "runs": [{"testcases": [
+        {"name": "preflight", "result": "pass", "outputdir": str(checked), **where},
+        {"name": "osu_bw %buffers=H-H %nodes=1", "result": "fail", "check_name": "osu_bw",
+         "shape": "BM.GPU4.8", "buffers": "H-H", "nodes": 1, **where,
+         "outputdir": str(bench), "job_stdout": "rfm_job.out", "job_stderr": "rfm_job.err",
+         "fail_reason": "performance error: failed to meet references",
+         "perfvalues": {"BM_GPU4_8:single:bandwidth_268435456":
+                        [5131.03, 20000.0, -0.1, None, "MB/s", "fail"]}}]}]}
+    (tmp_path / "run.json").write_text(json.dumps(report))
+    status, _, stderr = _ocibench("report", str(tmp_path / "run.json"), "-o",
+                                  str(tmp_path / "out"))
+    assert status == 0, stderr
+    [result] = _results(tmp_path / "out")
+    assert result["reason"].endswith(SAYS), result["reason"]
+
+
+# --- this node's copy ceilings (checks/nvbandwidth.py) ---------------------------------
+
+def test_gpu_figures_are_shown_beside_this_nodes_ceilings(tmp_path, seed_evaluations):
+    """The nvbandwidth check's values bound the GPU bandwidths of the same shape: each
+    is shown as a fraction of them, beside the fraction of its physical link."""
+    nvb = tmp_path / "nvbandwidth.txt"
+    nvb.write_text((paths.REPO_ROOT / "tests" / "data" / "nvbandwidth"
+                    / "h200x2.format.txt").read_text())
+    status, stdout, stderr = _ocibench("evaluate", "nvbandwidth", str(nvb), "--shape",
+                                       "BM.GPU4.8", "--set", "gpus_per_node=2", "--json")
+    assert status == 0, stderr
+    (tmp_path / "nvbandwidth.json").write_text(stdout)
+    d_d = seed_evaluations["000:osu_bw:buffers=D-D,nodes=1"]
+    h_d = seed_evaluations["000:osu_bw:buffers=H-D,nodes=1,placement=same-numa"]
+    status, _, stderr = _ocibench("report", str(tmp_path / "nvbandwidth.json"), str(d_d),
+                                  str(h_d), "-o", str(tmp_path / "out"))
+    assert status == 0, stderr
+    results = {r["name"]: r for r in _results(tmp_path / "out")}
+    dd = next(r for n, r in results.items() if d_d.name in n or "D-D" in str(r["params"]))
+    [row] = dd["rows"]
+    assert [(c["ceiling"], round(c["fraction"], 3)) for c in row["of_ceiling"]] == [
+        ("device_to_device_read", round(279.57325 / 395.02, 3)),
+        ("device_to_device_write", round(279.57325 / 395.0, 3))]
+    hd = next(r for r in results.values() if r["params"].get("buffers") == "H-D")
+    assert [c["ceiling"] for c in hd["rows"][0]["of_ceiling"]] == [
+        "pageable_host_to_device", "host_to_device"]
+    page = html_unescape((tmp_path / "out" / "report.html").read_text())
+    assert "of this node's ceiling" in page
+    assert f"{100 * 279.57325 / 395.02:.1f} % of GPU->GPU read 395.0 GB/s" in page
+    assert f"{100 * 23.7516 / 8.21:.1f} % of pageable host->GPU 8.2 GB/s" in page
+    # a figure that no ceiling bounds (latency) shows none
+    assert all(not r["of_ceiling"] for res in results.values()
+               if res["check"] != "osu_bw" for r in res["rows"])

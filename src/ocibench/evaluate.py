@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ocibench import checkspec, judge, outputs, references, shapes
+from ocibench import checkspec, judge, outputs, references, shapes, ucx_proto
 from ocibench.checkspec import CHECKS  # noqa: F401  (the registry, re-exported here)
 from ocibench.judge import Row
 from ocibench.metrics import Verdict
@@ -26,6 +26,9 @@ class Evaluation:
     rows: tuple[Row, ...] = ()
     sanity: str | None = None      # the SanityError message when the output is not sane
     notes: tuple[str, ...] = ()    # why figures have no reference, for the reader
+    #: What the reasons' causes were named from: the node's preflight and the output's
+    #: UCX protocol tables; kept so that the report can judge the rows again.
+    facts: judge.Facts = judge.Facts()
 
     @property
     def ok(self) -> bool:
@@ -50,26 +53,33 @@ class Evaluation:
             "reason": self.reason,
             "notes": list(self.notes),
             "rows": [row.to_dict() for row in self.rows],
+            "absent": dict(self.facts.absent),
+            "ucx_protocols": [table.to_dict() for table in self.facts.tables],
         }
 
 
 def evaluate(check: str, text: str, shape: shapes.Shape | str,
-             params: Mapping[str, Any], lacking: Collection[str] = ()) -> Evaluation:
+             params: Mapping[str, Any],
+             lacking: Collection[str] | Mapping[str, str] = ()) -> Evaluation:
     """Evaluate ``text``, one run's output.  Raises ParamError for an unknown check or
     parameter and ShapeError for an unknown shape; a bad output is a failed Evaluation.
-    ``lacking``: capabilities the node is known to lack (``ocibench preflight``), named
-    in the reason of a figure that requires them."""
+    ``lacking``: capabilities the node is known to lack (``ocibench preflight``: name ->
+    what it found), named in the reason of a figure that requires them, as are the
+    protocols UCX printed in ``text`` (``UCX_PROTO_INFO=y``)."""
     resolved = checkspec.resolve(check, params)
     shape = shape if isinstance(shape, shapes.Shape) else shapes.load(shape)
     figures = references.matching(shape, check, resolved)
     notes = _notes(shape, check, resolved, figures)
+    facts = judge.Facts(absent=dict(judge.Facts.of(lacking).absent),
+                        tables=tuple(ucx_proto.parse(text)))
     try:
         measurement = outputs.parse(check, text, resolved)
     except outputs.SanityError as err:
-        return Evaluation(check, shape.name, resolved, sanity=str(err), notes=notes)
+        return Evaluation(check, shape.name, resolved, sanity=str(err), notes=notes,
+                          facts=facts)
     rows = judge.judge_run(shape, check, resolved, measurement.series(), measurement.units(),
-                           lacking)
-    return Evaluation(check, shape.name, resolved, tuple(rows), notes=notes)
+                           facts)
+    return Evaluation(check, shape.name, resolved, tuple(rows), notes=notes, facts=facts)
 
 
 def _notes(shape: shapes.Shape, check: str, params: dict[str, Any],

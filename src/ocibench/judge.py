@@ -22,10 +22,10 @@ A value is judged in three steps, each stated once here:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ocibench import metrics, policy, references, shapes
+from ocibench import metrics, policy, references, shapes, ucx_proto
 from ocibench.metrics import Verdict
 
 #: A rate may exceed the nominal rate of the link or memory that bounds it by this much
@@ -67,9 +67,18 @@ class Row:
     #: What the documented figure needs of the node (its ``requires``), and why.
     requires: tuple[str, ...] = ()
     requires_why: str | None = None
-    #: Of ``requires``, what this node is known to lack (from ``ocibench preflight``
-    #: or the shape file's ``capabilities``); empty where nothing is known.
+    #: Of ``requires``, what this node is known to lack: from ``ocibench preflight``
+    #: or from the run's UCX protocol tables (see :class:`Facts`); empty where nothing
+    #: is known.
     lacking: tuple[str, ...] = ()
+    #: What this run's messages of the figure's size took, from UCX's protocol tables:
+    #: "1-byte messages from cuda memory went eager copy-in copy-out over sysv/memory".
+    taken: str | None = None
+    #: Why each of ``lacking`` is known lacking, one clause each.
+    evidence: tuple[str, ...] = ()
+    #: Whether anything was known to check ``requires`` against (a preflight report,
+    #: the run's protocol tables): with nothing known the reason points to preflight.
+    checked: bool = False
 
     @property
     def label(self) -> str:
@@ -111,16 +120,24 @@ class Row:
         return text + self.cause()
 
     def cause(self) -> str:
-        """What the missed figure needs and the node lacks, as the tail of a reason.
-        Empty for a row that did not fail: a passing figure is never given a cause."""
+        """What the missed figure needs and this node or run lacked, as the tail of a
+        reason (": the documented 2.46 us needs gdrdrv; this run's 1-byte messages from
+        cuda memory went ... (UCX's tables name no gdr_copy lane; gdrdrv absent: ...)").
+        Empty for a row that did not fail: a passing figure is never given a cause; and
+        empty where what is known shows nothing it requires missing."""
         if self.verdict is not Verdict.FAIL or self.implausible or not self.requires:
             return ""
-        why = self.requires_why or "see the shape file"
-        if self.lacking:
-            return (f": the documented figure needs {', '.join(self.requires)}; this node "
-                    f"lacks {', '.join(self.lacking)} ({why})")
-        return (f": the documented figure needs {', '.join(self.requires)} ({why}); "
-                "`ocibench preflight` says which this node lacks")
+        needs = ", ".join(self.requires)
+        if not self.lacking:
+            if self.checked:
+                return ""
+            why = self.requires_why or "see the shape file"
+            return (f": the documented figure needs {needs} ({why}); "
+                    "`ocibench preflight` says which this node lacks")
+        documented = (f"the documented {_num(self.reference)} {self.unit}"
+                      if self.reference is not None else "the figure")
+        taken = f"; this run's {self.taken}" if self.taken else ""
+        return f": {documented} needs {needs}{taken} ({'; '.join(self.evidence)})"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -174,13 +191,70 @@ def implausible(metric: str, key: int | str, measured: float | None, unit: str,
     return None
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What is known of the node and the run a value came from, beyond the value: what
+    a missed figure's cause is named from (:meth:`Row.cause`).
+
+    ``absent``: capability -> what ``ocibench preflight`` found ("absent: no
+    /dev/gdrdrv (kernel module not loaded)"), for each it found not present.
+    ``tables``: the run's UCX protocol tables (``UCX_PROTO_INFO=y``,
+    :mod:`ocibench.ucx_proto`).  ``memories`` and ``nodes``: the run's buffers as
+    UCX's memory types (host, cuda) and its node count, which say which rows of the
+    tables the figure's messages took (:meth:`for_run`)."""
+
+    absent: Mapping[str, str] = field(default_factory=dict)
+    tables: tuple[ucx_proto.Table, ...] = ()
+    memories: tuple[str, ...] = ()
+    nodes: int | None = None
+
+    @classmethod
+    def of(cls, lacking: Collection[str] | Mapping[str, str] | Facts | None) -> Facts:
+        """Facts from what a caller has: Facts, capability -> detail, or names."""
+        if isinstance(lacking, Facts):
+            return lacking
+        if isinstance(lacking, Mapping):
+            return cls(absent=dict(lacking))
+        return cls(absent={name: "absent" for name in lacking or ()})
+
+    def for_run(self, check: str, params: Mapping[str, Any]) -> Facts:
+        """These facts with the run's buffers and nodes: the point-to-point checks'
+        buffers ("D-H": cuda, host), as UCX names their memory types."""
+        buffers = str(params.get("buffers") or "")
+        memories = tuple(ucx_proto.MEMORY[b] for b in buffers.split("-")
+                         if b in ucx_proto.MEMORY) if check in ("osu_latency", "osu_bw") else ()
+        nodes = params.get("nodes")
+        return replace(self, memories=memories,
+                       nodes=nodes if isinstance(nodes, int) else None)
+
+    def explain(self, requires: Collection[str], size: int | None
+                ) -> tuple[tuple[str, ...], str | None, tuple[str, ...], bool]:
+        """(lacking, taken, evidence, checked) for a figure that requires ``requires``
+        at message size ``size``."""
+        routes = (ucx_proto.taken(self.tables, size, self.memories, self.nodes)
+                  if size is not None and self.memories else [])
+        lacking, evidence = [], []
+        for name in requires:
+            shown = ucx_proto.lacks(name, routes, list(self.tables))
+            found = [shown] if shown else []
+            if name in self.absent:
+                found.append(f"{name} {self.absent[name]}")
+            if found:
+                lacking.append(name)
+                evidence += found
+        taken = ucx_proto.describe(size, routes) if routes else None
+        return tuple(lacking), taken, tuple(evidence), bool(self.absent or routes)
+
+
 def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
           key: int | str, measured: float | None, unit: str | None = None,
-          lacking: Collection[str] = ()) -> Row:
+          lacking: Collection[str] | Mapping[str, str] | Facts | None = None) -> Row:
     """The verdict on one value of a run whose matching figures are ``figures``.
 
-    ``lacking`` names the capabilities this node is known not to have (``ocibench
-    preflight``); a failed figure that requires one of them says so."""
+    ``lacking``: what is known of the node and the run (:class:`Facts`; or the names
+    of the capabilities ``ocibench preflight`` found missing, with what it found); a
+    failed figure that requires one of them, or whose messages the run's protocol
+    tables show without it, says so."""
     unit = unit or metrics.default_unit(metric)
     found = references.lookup(figures, metric, key)
     if found is None:
@@ -203,6 +277,9 @@ def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
         floor_verdict = Verdict.FAIL if below else Verdict.PASS
     lower, upper = policy.bounds(metric, reference) if reference is not None else (None, None)
     gbs = metrics.to_gbs(value, unit) if metrics.is_number(value) else None
+    requires = tuple(figure.get("requires") or ())
+    missing, taken, evidence, checked = Facts.of(lacking).explain(
+        requires, key if isinstance(key, int) else None)
     return Row(
         metric, key, value, unit,
         verdict=_overall(why, tolerance, floor_verdict),
@@ -214,9 +291,9 @@ def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
         limit=figure.get("limit"), limit_gbs=physical,
         limit_fraction=gbs / physical if gbs is not None and physical else None,
         implausible=why,
-        requires=tuple(figure.get("requires") or ()),
+        requires=requires,
         requires_why=" ".join(str(figure.get("why") or "").split()) or None,
-        lacking=tuple(n for n in figure.get("requires") or () if n in lacking),
+        lacking=missing, taken=taken, evidence=evidence, checked=checked,
     )
 
 
@@ -231,11 +308,14 @@ def _overall(why: str | None, tolerance: Verdict | None, floor: Verdict | None) 
 def judge_run(shape: shapes.Shape, check: str, params: Mapping[str, Any],
               series: Mapping[str, Mapping[int | str, float | None]],
               units: Mapping[str, str] | None = None,
-              lacking: Collection[str] = ()) -> list[Row]:
-    """Every value of one run (metric -> key -> value), judged."""
+              lacking: Collection[str] | Mapping[str, str] | Facts | None = None
+              ) -> list[Row]:
+    """Every value of one run (metric -> key -> value), judged; ``lacking`` as for
+    :func:`judge`, completed with the run's buffers and nodes."""
     figures = references.matching(shape, check, params)
     units = units or {}
-    return [judge(shape, figures, metric, key, value, units.get(metric), lacking)
+    facts = Facts.of(lacking).for_run(check, params)
+    return [judge(shape, figures, metric, key, value, units.get(metric), facts)
             for metric, values in series.items() for key, value in values.items()]
 
 

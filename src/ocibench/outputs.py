@@ -490,6 +490,102 @@ def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> tuple
     return values[params["size"]], unit
 
 
+# --- nvbandwidth and the pageable copy: this node's copy ceilings ------------------
+
+#: The key of each ceiling -> (nvbandwidth's testcase, the copy it reads): the
+#: testcases are NVIDIA/nvbandwidth's (v0.8 testcase.h); "pageable" is
+#: ocibench.pageable_copy, since nvbandwidth copies from pinned memory only.
+NVBANDWIDTH_CEILINGS = {
+    "host_to_device": "host_to_device_memcpy_ce",
+    "device_to_host": "device_to_host_memcpy_ce",
+    "device_to_device_read": "device_to_device_memcpy_read_ce",
+    "device_to_device_write": "device_to_device_memcpy_write_ce",
+    "pageable_host_to_device": "pageable host_to_device",
+    "pageable_device_to_host": "pageable device_to_host",
+}
+NVBANDWIDTH_KEYS = tuple(NVBANDWIDTH_CEILINGS)
+#: The testcases a node with one GPU cannot run (nvbandwidth waives them).
+_PEER_KEYS = ("device_to_device_read", "device_to_device_write")
+#: "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)" (testcases_ce.cpp): the copy
+#: goes from the row's device to the column's with "->", the other way with "<-".
+_NVB_DESCRIPTION = re.compile(r"\b(CPU|GPU)\(row\) (->|<-) (CPU|GPU)\(column\).*\(GB/s\)")
+_NVB_ERROR = re.compile(r"^(?:Error|ERROR|Waived): ?(.*)$")
+_PAGEABLE = re.compile(r"^pageable (host_to_device|device_to_host) GPU (\d+): (\S+) GB/s\b")
+
+
+def nvbandwidth_gpus(gpus_per_node: int) -> dict[str, tuple[int, int]]:
+    """(source, destination) of each ceiling, as OMB's runs use the GPUs: H-D's device
+    rank is rank 1 (GPU 1 % GPUs), D-H's rank 0 (GPU 0); D-D copies GPU 0 to GPU 1
+    (checks/base.py host_device_cores).  -1 is the host."""
+    h2d = 1 % gpus_per_node
+    return {"host_to_device": (-1, h2d), "device_to_host": (0, -1),
+            "device_to_device_read": (0, 1), "device_to_device_write": (0, 1),
+            "pageable_host_to_device": (-1, h2d), "pageable_device_to_host": (0, -1)}
+
+
+def _nvbandwidth(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    gpus = params["gpus_per_node"]
+    keys = [k for k in NVBANDWIDTH_KEYS if gpus > 1 or k not in _PEER_KEYS]
+    where = nvbandwidth_gpus(gpus)
+    values: Values = {}
+    for key in keys:
+        testcase = NVBANDWIDTH_CEILINGS[key]
+        if key.startswith("pageable_"):
+            values[key] = _pageable(check, lines, testcase, where[key])
+        else:
+            values[key] = _nvb_testcase(check, lines, testcase, where[key])
+    return Measurement(check, "bandwidth", UNITS["bandwidth"],
+                       {k: metrics.convert(v, "GB/s", UNITS["bandwidth"])
+                        for k, v in values.items()})
+
+
+def _nvb_testcase(check: str, lines: list[str], testcase: str,
+                  copy: tuple[int, int]) -> float:
+    """GB/s of the copy from device copy[0] to copy[1] (-1: the host) in nvbandwidth's
+    matrix of ``testcase`` (inline_common.h: a header of column indices, one row per
+    source or target, then 'SUM <testcase> <total>')."""
+    running = f"Running {testcase}."
+    if running not in lines:
+        raise SanityError(f"{check}: no {running!r} (not run, or waived: nvbandwidth "
+                          "waives a peer copy where the GPUs have no peer access)")
+    body = lines[lines.index(running) + 1:]
+    end = next((i for i, line in enumerate(body) if line.startswith(("Running ", "SUM "))),
+               len(body))
+    if end == len(body) or not body[end].startswith(f"SUM {testcase} "):
+        failed = next((m.group(0) for m in map(_NVB_ERROR.match, body[:end]) if m), None)
+        raise SanityError(f"{check}: {testcase}: {failed!r}" if failed else
+                          f"output truncated: no 'SUM {testcase}' after {running!r}")
+    found = next((m for m in map(_NVB_DESCRIPTION.search, body[:end]) if m), None)
+    if found is None:
+        raise SanityError(f"{check}: {testcase}: no 'memcpy CE ... (GB/s)' description")
+    source, target = copy if found.group(2) == "->" else copy[::-1]
+    row_index, column = max(source, 0), max(target, 0)
+    table = [line.split() for line in body[:end] if line]
+    header = next((cells for cells in table if cells and all(c.isdigit() for c in cells)), None)
+    if header is None or str(column) not in header:
+        raise SanityError(f"{check}: {testcase}: no column for device {column}")
+    row = next((cells for cells in table if len(cells) == len(header) + 1
+                and cells[0] == str(row_index)), None)
+    if row is None:
+        raise SanityError(f"{check}: {testcase}: no row for device {row_index}")
+    value = row[1 + header.index(str(column))]
+    if value == "N/A":
+        raise SanityError(f"{check}: {testcase}: N/A from {source} to {target}")
+    return _number(value, f"{testcase} {source}->{target}")
+
+
+def _pageable(check: str, lines: list[str], testcase: str, copy: tuple[int, int]) -> float:
+    gpu = str(max(copy))
+    direction = testcase.split()[1]
+    for found in map(_PAGEABLE.match, lines):
+        if found and found.group(1) == direction and found.group(2) == gpu:
+            return _number(found.group(3), testcase)
+    failed = next((line for line in lines if line.startswith("pageable_copy: ")), None)
+    raise SanityError(f"{check}: {failed}" if failed else
+                      f"{check}: no '{testcase} GPU {gpu}: ... GB/s' line "
+                      "(python3 -m ocibench.pageable_copy)")
+
+
 _PARSERS = {
     **{check: _omb for check in _OMB_TITLES},
     "nccl_all_reduce_perf": _nccl,
@@ -498,4 +594,5 @@ _PARSERS = {
     "stream": _stream,
     "ib_write_bw": _perftest,
     "ib_write_lat": _perftest,
+    "nvbandwidth": _nvbandwidth,
 }

@@ -512,6 +512,13 @@ def preflight(shape: shapes.Shape, root: Path = Path("/")) -> Preflight:
 def lacking(report: dict[str, Any]) -> set[str]:
     """The capabilities (ocibench.capabilities names) a ``preflight --json`` report found
     absent or not as the shape says: what a missed figure's ``requires`` is read against."""
-    return {str(item.get("name")) for item in report.get("items") or []
+    return set(absent(report))
+
+
+def absent(report: dict[str, Any]) -> dict[str, str]:
+    """:func:`lacking`, each with what preflight found: {"gdrdrv": "absent: no
+    /dev/gdrdrv (kernel module not loaded)"}, as a missed figure's reason names it."""
+    return {str(item["name"]): f"{item.get('status')}: {item.get('detail') or 'no detail'}"
+            for item in report.get("items") or []
             if isinstance(item, dict) and item.get("name") in CAPABILITIES
             and item.get("status") != PRESENT}

@@ -115,6 +115,7 @@ ENVIRONMENTS = {
     "imb-intelmpi": (["imb", "intel-mpi"], "intel-mpi", "imb", False),
     "stream": (["stream"], None, "stream", False),
     "perftest": (["perftest"], None, "perftest", False),
+    "nvbandwidth": (["nvbandwidth"], None, "nvbandwidth", True),
 }
 
 #: The size parameters of nccl-tests (ocibench.checkspec), as a shape's figures give them.

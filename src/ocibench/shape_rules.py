@@ -352,6 +352,8 @@ def _keys(check: str, spec: checkspec.CheckSpec, params: dict[str, Any]) -> set[
     """The value keys this check prints for these params, or a problem."""
     if check == "stream":
         return set(outputs.STREAM_KERNELS)
+    if check == "nvbandwidth":
+        return set(outputs.NVBANDWIDTH_KEYS)
     sizes = checkspec.expected_sizes(check, params)
     if spec.sizes_in_variant:
         # The size range is the figure's own (its begin/end/...): the columns at its last
@@ -363,6 +365,8 @@ def _keys(check: str, spec: checkspec.CheckSpec, params: dict[str, Any]) -> set[
 def _what_keys(check: str, spec: checkspec.CheckSpec, keys: set[str]) -> str:
     if check == "stream":
         return f"a STREAM kernel ({', '.join(outputs.STREAM_KERNELS)})"
+    if check == "nvbandwidth":
+        return f"an nvbandwidth ceiling ({', '.join(outputs.NVBANDWIDTH_KEYS)})"
     if spec.sizes_in_variant:
         return f"a {check} column ({', '.join(sorted(keys))})"
     sizes = sorted(int(k) for k in keys)

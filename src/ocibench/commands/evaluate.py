@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         params = _settings(args.set)
         shape = _shape(args.shape)
         text = _read(args.file)
-        lacking = _lacking(args.preflight) if args.preflight else set()
+        lacking = _lacking(args.preflight) if args.preflight else {}
         result = evaluation.evaluate(args.check, text, shape, params, lacking)
     except (ParamError, shapes.ShapeError, outputs.OutputTooLarge) as err:
         print(f"ocibench evaluate: {err}", file=sys.stderr)
@@ -92,8 +92,8 @@ def _read(file: str) -> str:
         raise ParamError(f"cannot read {file}: {err.strerror}") from None
 
 
-def _lacking(file: str) -> set[str]:
-    """The capabilities a preflight report found missing."""
+def _lacking(file: str) -> dict[str, str]:
+    """The capabilities a preflight report found missing, with what it found."""
     try:
         report = json.loads(_read(file))
     except json.JSONDecodeError as err:
@@ -101,7 +101,7 @@ def _lacking(file: str) -> set[str]:
     if not isinstance(report, dict) or not isinstance(report.get("items"), list):
         raise ParamError(f"--preflight {file}: not an `ocibench preflight --json` report "
                          "(no 'items' list)")
-    return preflight.lacking(report)
+    return preflight.absent(report)
 
 
 def _listing() -> str:

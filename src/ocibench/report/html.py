@@ -25,8 +25,8 @@ from ocibench.report.model import VERDICTS, Result, Row, size_text, status_count
 TEMPLATES = Path(__file__).parent / "templates"
 
 COLUMNS = ("size / key", "measured", "documented", "source", "OCI floor", "measured / documented",
-           "physical limit", "of limit", "verdict")
-TEXT_COLUMNS = ("size / key", "source", "OCI floor", "physical limit")
+           "physical limit", "of limit", "of this node's ceiling", "verdict")
+TEXT_COLUMNS = ("size / key", "source", "OCI floor", "physical limit", "of this node's ceiling")
 
 
 @cache
@@ -98,11 +98,12 @@ def _result(result: Result) -> dict[str, Any]:
         "params": ", ".join(f"{k}={v}" for k, v in result.params.items()),
         "recorded": bool(result.provenance.get("recorded")),
         "provenance": _provenance(result.provenance),
-        "rows": [_row(r) for r in result.rows],
+        "rows": [_row(r, result) for r in result.rows],
+        "ceilings_from": result.ceilings_from,
     }
 
 
-def _row(row: Row) -> dict[str, str]:
+def _row(row: Row, result: Result) -> dict[str, str]:
     key = f"{row.size} ({size_text(row.size)})" if row.size and row.size >= 1024 else str(row.key)
     return {
         "key": key,
@@ -115,6 +116,8 @@ def _row(row: Row) -> dict[str, str]:
         "ratio": "—" if row.ratio is None else f"{row.ratio:.3f}",
         "limit": f"{row.limit} {row.limit_gbs:g} GB/s" if row.limit and row.limit_gbs else "—",
         "fraction": "—" if row.limit_fraction is None else f"{100 * row.limit_fraction:.1f} %",
+        # the node's own copy ceilings (checks/nvbandwidth.py) that bound the figure
+        "ceiling": "; ".join(c.text() for c in result.of_ceiling(row)) or "—",
         "verdict": str(row.verdict),
     }
 

@@ -21,10 +21,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ocibench import checkspec, judge, metrics, references, shapes
+from ocibench import checkspec, judge, metrics, outputs, preflight, references, shapes, ucx_proto
 from ocibench.report.model import FAMILIES, Result, Row
 
 PROVENANCE_FILE = "provenance.json"
+#: What the preflight check keeps (checks/preflight.py): the node's capabilities, which
+#: name the cause of a missed figure of the same system and partition.
+PREFLIGHT_FILE = "preflight.json"
 
 #: What the report shows of a result's provenance; every key is present, None if unknown.
 PROVENANCE_FIELDS = ("shape", "hosts", "date", "specs", "modules",
@@ -48,7 +51,25 @@ def load(paths: list[Path], provenance: Path | None = None) -> list[Result]:
             raise InputError(f"{path}: malformed ({type(err).__name__}: {err})") from err
     if not results:
         raise InputError("no benchmark results in the inputs (no test case has check_name)")
+    _attach_ceilings(results)
     return results
+
+
+def _attach_ceilings(results: list[Result]) -> None:
+    """Give each result the copy ceilings of its node: the nvbandwidth result of the
+    same shape whose hosts are the result's, else the shape's last one."""
+    measured = [r for r in results if r.check == "nvbandwidth" and r.rows and not r.skipped]
+    for result in results:
+        if result.check == "nvbandwidth":
+            continue
+        hosts = set(result.provenance.get("hosts") or ())
+        same = [r for r in measured if r.shape == result.shape]
+        exact = [r for r in same if hosts and hosts <= set(r.provenance.get("hosts") or ())]
+        chosen = (exact or same or [None])[-1]
+        if chosen is not None:
+            result.ceilings = {str(row.key): row.measured for row in chosen.rows
+                               if metrics.is_number(row.measured)}
+            result.ceilings_from = chosen.name
 
 
 def _results(path: Path, data: Any, provenance: dict[str, Any] | None) -> list[Result]:
@@ -90,11 +111,17 @@ def _evaluation_result(path: Path, data: dict[str, Any],
     shape = shape_of(data.get("shape") or shapes.LOCAL)
     params = checkspec.resolve(check, dict(data.get("params") or {}))
     figures = references.matching(shape, check, params)
+    # what the evaluation named causes from: the node's preflight, the output's tables
+    facts = judge.Facts(
+        absent=dict(data.get("absent") or {}),
+        tables=tuple(ucx_proto.Table.from_dict(t) for t in data.get("ucx_protocols") or ()),
+    ).for_run(check, params)
     rows, disagreements = [], []
     for index, raw in enumerate(data["rows"]):   # checked by check_evaluation
         where = f"rows[{index}]"
         metric, unit = _metric_unit(path, where, raw["metric"], raw["unit"])
-        row = judge.judge(shape, figures, metric, _key(raw["key"]), float(raw["measured"]), unit)
+        row = judge.judge(shape, figures, metric, _key(raw["key"]), float(raw["measured"]), unit,
+                          facts)
         rows.append(row)
         stored = raw.get("verdict")
         if stored is not None and str(stored) != str(row.verdict):
@@ -143,12 +170,50 @@ def _key(raw: Any) -> int | str:
 
 def _reframe_results(path: Path, report: dict[str, Any]) -> list[Result]:
     latest: dict[tuple[str, ...], dict[str, Any]] = {}  # a retried case: its last run
+    absent: dict[tuple[str, str], dict[str, str]] = {}
     for run in report["runs"]:
         for case in run.get("testcases", []):
             if "check_name" in case_variables(case):
                 ident = tuple(str(case.get(k)) for k in ("name", "system", "partition", "environ"))
                 latest[ident] = case
-    return [_testcase_result(path, case) for case in latest.values()]
+            elif case.get("name") == "preflight":
+                found = _preflight_absent(path, case)
+                if found is not None:
+                    absent[(str(case.get("system")), str(case.get("partition")))] = found
+    return [_testcase_result(path, case, absent.get(
+                (str(case.get("system")), str(case.get("partition"))), {}))
+            for case in latest.values()]
+
+
+def _preflight_absent(path: Path, case: dict[str, Any]) -> dict[str, str] | None:
+    """What the preflight check of a run found missing (capability -> what it found),
+    from the preflight.json it kept; None where it kept none."""
+    for directory in (case.get("outputdir"), case.get("stagedir")):
+        found = Path(directory) / PREFLIGHT_FILE if directory else None
+        if found and found.is_file():
+            data = _read_json(found)
+            if not isinstance(data, dict) or not isinstance(data.get("items"), list):
+                raise InputError(f"{found}: not an `ocibench preflight --json` report "
+                                 "(no 'items' list)")
+            return preflight.absent(data)
+    return None
+
+
+def _testcase_tables(case: dict[str, Any]) -> tuple[ucx_proto.Table, ...]:
+    """The UCX protocol tables in a test case's kept output (UCX_PROTO_INFO=y)."""
+    for directory in (case.get("outputdir"), case.get("stagedir")):
+        texts = []
+        for name in (case.get("job_stderr"), case.get("job_stdout")):
+            file = Path(directory) / name if directory and name else None
+            if file and file.is_file():
+                with open(file, "rb") as stream:
+                    try:
+                        texts.append(outputs.read_output(stream, str(file)))
+                    except outputs.OutputTooLarge as err:
+                        raise InputError(str(err)) from err
+        if texts:
+            return tuple(ucx_proto.parse("\n".join(texts)))
+    return ()
 
 
 def case_variables(case: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +222,8 @@ def case_variables(case: dict[str, Any]) -> dict[str, Any]:
     return case
 
 
-def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
+def _testcase_result(path: Path, case: dict[str, Any],
+                     absent: dict[str, str] | None = None) -> Result:
     variables = case_variables(case)
     check = _known_check(path, variables["check_name"])
     name = case.get("display_name") or case["name"]
@@ -173,6 +239,7 @@ def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
             raise InputError(f"{path}: {name}: {err}") from err
         params = given  # the case stopped before its parameters were complete
     figures = references.matching(shape, check, params)
+    facts = judge.Facts(absent=absent or {}, tables=_testcase_tables(case)).for_run(check, params)
     rows: list[Row] = []
     for target, entry in perfvalues.items():
         # [value, reference, lower, upper, unit, result]; only value and unit are used:
@@ -182,11 +249,13 @@ def _testcase_result(path: Path, case: dict[str, Any]) -> Result:
         metric, _, key = target.rsplit(":", 1)[-1].partition("_")
         if metric in metrics.METRICS and key:  # not the bare functions a failed case lists
             metric, unit = _metric_unit(path, where, metric, unit)
-            rows.append(judge.judge(shape, figures, metric, _key(key), value, unit))
+            rows.append(judge.judge(shape, figures, metric, _key(key), value, unit, facts))
     skipped = case.get("result") == "skip"
     passed = case.get("result") == "pass"
     ok = passed and all(row.verdict is not judge.Verdict.FAIL for row in rows)
-    reason = case.get("fail_reason") or (None if ok else judge.first_failure(rows))
+    # A missed figure: its line as judged here, whose cause also draws on the run's
+    # preflight (which the live check cannot see); any other failure: ReFrame's.
+    reason = judge.first_failure(rows) or case.get("fail_reason") or None
     return Result(
         check=check, shape=shape.name, params=params, rows=rows, ok=ok,
         # a skip's reason is the check's own record (checks/base.py, skip_reason)
@@ -277,7 +346,8 @@ def _check_testcase(path: Path, where: str, case: dict[str, Any]) -> None:
     _known_check(path, case["check_name"])
     _text(path, f"{where}.name", case.get("name"))
     for name in ("result", "display_name", "fail_reason", "system", "partition", "environ",
-                 "outputdir", "stagedir", "job_completion_time", "shape", "skip_reason"):
+                 "outputdir", "stagedir", "job_completion_time", "shape", "skip_reason",
+                 "job_stdout", "job_stderr"):
         _optional_text(path, f"{where}.{name}", case.get(name))
     _text_list(path, f"{where}.job_nodelist", case.get("job_nodelist"))
     perfvalues = case.get("perfvalues")
@@ -314,6 +384,27 @@ def check_evaluation(path: Path, data: dict[str, Any]) -> None:
     _optional_text(path, "file", data.get("file"))
     for index, row in enumerate(_sequence(path, "rows", data["rows"])):
         evaluation_row(path, f"rows[{index}]", row)
+    absent = _mapping(path, "absent", data.get("absent") or {})
+    for name, detail in absent.items():
+        _text(path, f"absent.{name}", detail)
+    for index, table in enumerate(_sequence(path, "ucx_protocols",
+                                            data.get("ucx_protocols") or [])):
+        ucx_table(path, f"ucx_protocols[{index}]", table)
+
+
+def ucx_table(path: Path, where: str, table: Any) -> None:
+    """A UCX protocol table as ``ocibench evaluate --json`` keeps it (ucx_proto.Table)."""
+    table = _mapping(path, where, table)
+    for name in ("process", "endpoint", "selection"):
+        _text(path, f"{where}.{name}", table.get(name))
+    for index, route in enumerate(_sequence(path, f"{where}.routes", table.get("routes"))):
+        at = f"{where}.routes[{index}]"
+        route = _mapping(path, at, route)
+        _number(path, f"{at}.low", route.get("low"))
+        if route.get("high") is not None:
+            _number(path, f"{at}.high", route.get("high"))
+        _text(path, f"{at}.protocol", route.get("protocol"))
+        _text_list(path, f"{at}.lanes", route.get("lanes"))
 
 
 def evaluation_row(path: Path, where: str, row: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ocibench import ceilings as node_ceilings
 from ocibench.judge import Row
 from ocibench.metrics import VERDICTS
 
@@ -28,6 +29,7 @@ FAMILIES: dict[str, str] = {
     "stream": "STREAM",
     "ib_write_bw": "perftest (RDMA)",
     "ib_write_lat": "perftest (RDMA)",
+    "nvbandwidth": "GPU copy ceilings (nvbandwidth)",
 }
 
 @dataclass
@@ -47,6 +49,15 @@ class Result:
     #: Where the input's own verdict differs from the report's re-judgement.
     disagreements: list[str] = field(default_factory=list)
     skipped: bool = False          # ReFrame skipped the test case: nothing was run
+    #: The node's copy ceilings (MB/s by ocibench.outputs.NVBANDWIDTH_KEYS), from the
+    #: nvbandwidth result of the same shape (and hosts, where both are known).
+    ceilings: dict[str, float] = field(default_factory=dict)
+    ceilings_from: str | None = None
+
+    def of_ceiling(self, row: Row) -> list[node_ceilings.Ceiling]:
+        """``row`` as a fraction of each of the node's ceilings that bounds it."""
+        return node_ceilings.of(self.check, self.params, row.measured, row.unit,
+                                self.ceilings)
 
     @property
     def family(self) -> str:
@@ -66,7 +77,10 @@ class Result:
             "disagreements": self.disagreements,
             "origin": self.origin,
             "provenance": self.provenance,
-            "rows": [row.to_dict() for row in self.rows],
+            "rows": [{**row.to_dict(),
+                      "of_ceiling": [c.to_dict() for c in self.of_ceiling(row)]}
+                     for row in self.rows],
+            "ceilings_from": self.ceilings_from,
         }
 
 

@@ -1,0 +1,69 @@
+"""Which of the node's own copy ceilings bounds a GPU figure.
+
+The copy engines move data between two GPUs and between a GPU and host memory; an MPI
+benchmark over UCX cannot move it faster than they do.  ``checks/nvbandwidth.py``
+measures them on the node (NVIDIA's nvbandwidth, pinned memory) together with the rate
+of a copy from pageable host memory (ocibench.pageable_copy), which is what OMB's
+host buffers get unless a single-copy path (XPMEM, CMA) or pinning helps.  The report
+shows each bounded figure as a fraction of them ("of this node's ceiling"), beside the
+fraction of the physical link that it already shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ocibench import metrics
+
+#: (check, buffers, nodes) -> the ceilings (ocibench.outputs.NVBANDWIDTH_KEYS) that
+#: bound it, the one OMB's buffers get first.  Two GPUs of a node: UCX's cuda_ipc is a
+#: copy-engine copy between them (read or write, whichever the node does faster).
+BOUNDS: dict[tuple[str, str, int], tuple[str, ...]] = {
+    ("osu_bw", "D-D", 1): ("device_to_device_read", "device_to_device_write"),
+    ("osu_bw", "H-D", 1): ("pageable_host_to_device", "host_to_device"),
+    ("osu_bw", "D-H", 1): ("pageable_device_to_host", "device_to_host"),
+}
+#: How the report names each ceiling.
+NAMES = {
+    "host_to_device": "pinned host->GPU",
+    "device_to_host": "GPU->pinned host",
+    "device_to_device_read": "GPU->GPU read",
+    "device_to_device_write": "GPU->GPU write",
+    "pageable_host_to_device": "pageable host->GPU",
+    "pageable_device_to_host": "GPU->pageable host",
+}
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    key: str
+    gbs: float          # the ceiling, GB/s
+    fraction: float     # the measured value / the ceiling
+
+    def text(self) -> str:
+        return f"{100 * self.fraction:.1f} % of {NAMES[self.key]} {self.gbs:.1f} GB/s"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ceiling": self.key, "gbs": self.gbs, "fraction": self.fraction}
+
+
+def bounding(check: str, params: Mapping[str, Any]) -> tuple[str, ...]:
+    return BOUNDS.get((check, str(params.get("buffers")), int(params.get("nodes") or 0)), ())
+
+
+def of(check: str, params: Mapping[str, Any], measured: float | None, unit: str,
+       node: Mapping[str, float]) -> list[Ceiling]:
+    """The value as a fraction of each ceiling that bounds it; ``node``: the node's
+    ceilings in MB/s (the nvbandwidth check's values)."""
+    gbs = metrics.to_gbs(measured, unit) if metrics.is_number(measured) else None
+    if gbs is None:
+        return []
+    found = []
+    for key in bounding(check, params):
+        ceiling = node.get(key)
+        if metrics.is_number(ceiling) and ceiling > 0:
+            ceiling_gbs = metrics.to_gbs(ceiling, metrics.default_unit("bandwidth"))
+            found.append(Ceiling(key, ceiling_gbs, gbs / ceiling_gbs))
+    return found

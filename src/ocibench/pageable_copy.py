@@ -1,0 +1,111 @@
+"""The pageable-host copy rate of a GPU: what OMB's host buffers get.
+
+NVIDIA's nvbandwidth measures its host<->device copies from pinned memory only
+(``cuMemHostAlloc`` in its memcpy.cpp, HostBuffer); OMB allocates its host buffers
+with ``posix_memalign`` (pageable), and a copy from pageable memory goes through the
+driver's staging buffer at a lower rate (on 2 x H200: 8.2 GB/s host to GPU against
+55 GB/s pinned, docs/gpu-results.md).  This is that rate, measured the plainest way:
+synchronous ``cuMemcpyHtoD``/``cuMemcpyDtoH`` of a pageable buffer (Python's own
+allocation, written before the first copy), through the CUDA driver API in
+``libcuda.so.1`` (the driver's, so no toolkit is needed), after warm-up copies, timed
+with the wall clock around each copy.  GB/s are 10^9 bytes per second, nvbandwidth's.
+
+    python3 -m ocibench.pageable_copy [--size BYTES] [--copies N] [--h2d-gpu G] [--d2h-gpu G]
+
+prints one line per direction, which ``ocibench.outputs`` reads::
+
+    pageable host_to_device GPU 1: 8.21 GB/s (268435456 bytes, median of 20 copies)
+    pageable device_to_host GPU 0: 16.40 GB/s (268435456 bytes, median of 20 copies)
+
+On failure it prints one line ``pageable_copy: ...`` on stderr and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import sys
+import time
+
+#: OMB's osu_bw message in the checks (-m 268435456): the rate at that size.
+SIZE = 268435456
+COPIES, WARMUP = 20, 3
+#: The GPUs of OMB's host<->device runs (checks/base.py host_device_cores): the device
+#: rank of H-D is rank 1 on GPU 1, that of D-H rank 0 on GPU 0.
+H2D_GPU, D2H_GPU = 1, 0
+
+
+class CopyError(RuntimeError):
+    """The measurement cannot run; the message is one line."""
+
+
+def _driver() -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError as err:
+        raise CopyError(f"no CUDA driver (libcuda.so.1): {err}") from None
+
+
+def _call(cuda: ctypes.CDLL, name: str, *args) -> None:
+    status = getattr(cuda, name)(*args)
+    if status != 0:
+        text = ctypes.c_char_p()
+        cuda.cuGetErrorString(status, ctypes.byref(text))
+        why = text.value.decode() if text.value else f"CUresult {status}"
+        raise CopyError(f"{name}: {why}")
+
+
+def measure(gpu: int, to_device: bool, size: int = SIZE, copies: int = COPIES) -> float:
+    """GB/s of synchronous copies between a pageable host buffer and GPU ``gpu``: the
+    median over ``copies`` after WARMUP."""
+    cuda = _driver()
+    _call(cuda, "cuInit", 0)
+    count = ctypes.c_int()
+    _call(cuda, "cuDeviceGetCount", ctypes.byref(count))
+    if gpu >= count.value:
+        raise CopyError(f"GPU {gpu} asked for; this node has {count.value}")
+    device, context = ctypes.c_int(), ctypes.c_void_p()
+    _call(cuda, "cuDeviceGet", ctypes.byref(device), gpu)
+    _call(cuda, "cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
+    _call(cuda, "cuCtxSetCurrent", context)
+    memory = ctypes.c_uint64()
+    _call(cuda, "cuMemAlloc_v2", ctypes.byref(memory), ctypes.c_size_t(size))
+    host = ctypes.create_string_buffer(size)   # pageable; zeroed, hence touched
+    name, args = (("cuMemcpyHtoD_v2", (memory, host, ctypes.c_size_t(size))) if to_device
+                  else ("cuMemcpyDtoH_v2", (host, memory, ctypes.c_size_t(size))))
+    rates = []
+    try:
+        for index in range(WARMUP + copies):
+            start = time.perf_counter()
+            _call(cuda, name, *args)   # synchronous for pageable host memory
+            if index >= WARMUP:
+                rates.append(size / (time.perf_counter() - start) / 1e9)
+    finally:
+        cuda.cuMemFree_v2(memory)
+        cuda.cuDevicePrimaryCtxRelease(device)
+    return statistics.median(rates)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m ocibench.pageable_copy",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=SIZE, help="bytes per copy")
+    parser.add_argument("--copies", type=int, default=COPIES, help="timed copies")
+    parser.add_argument("--h2d-gpu", type=int, default=H2D_GPU)
+    parser.add_argument("--d2h-gpu", type=int, default=D2H_GPU)
+    args = parser.parse_args(argv)
+    try:
+        for direction, gpu, to_device in (("host_to_device", args.h2d_gpu, True),
+                                          ("device_to_host", args.d2h_gpu, False)):
+            rate = measure(gpu, to_device, args.size, args.copies)
+            print(f"pageable {direction} GPU {gpu}: {rate:.2f} GB/s "
+                  f"({args.size} bytes, median of {args.copies} copies)", flush=True)
+    except CopyError as err:
+        print(f"pageable_copy: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
