@@ -189,6 +189,41 @@ def detect_nccl() -> dict[str, Any] | None:
     return None
 
 
+#: Where an XPMEM user library may sit, relative to the node's root: first where OCI's
+#: tech tips install it (gpu-with-ubuntu sec 3-1 and build-openmpi sec 1-1-4: `git
+#: clone https://github.com/hpc/xpmem`, `./configure --prefix=/opt/xpmem`; the kernel
+#: module of the same build is what provides /dev/xpmem), then the system's prefixes.
+XPMEM_PREFIXES = ("opt/xpmem", "usr/local", "usr")
+#: The version an XPMEM external is declared with.  hpc/xpmem has had no release since
+#: 2.6.3; the tech tips build the head of its master branch, which is what Spack's
+#: xpmem recipe calls `master`.
+XPMEM_VERSION = "master"
+
+
+def has_device(name: str, root: Path = Path("/")) -> bool:
+    """Whether this node has /dev/<name> (a loaded kernel module's device node).
+
+    ``root`` is the filesystem root the probe reads (``/`` on a node; a fake tree in
+    the tests), as in ocibench.preflight."""
+    return (root / "dev" / name).exists()
+
+
+def detect_xpmem(root: Path = Path("/")) -> dict[str, Any] | None:
+    """The XPMEM user library that goes with this node's kernel module, as an external
+    entry (prefix as the node sees it), or None without /dev/xpmem or without a
+    library beside a header in :data:`XPMEM_PREFIXES`."""
+    if not has_device("xpmem", root):
+        return None
+    for rel in XPMEM_PREFIXES:
+        prefix = root / rel
+        if not (prefix / "include" / "xpmem.h").is_file():
+            continue
+        if any((prefix / lib / "libxpmem.so").exists() for lib in ("lib", "lib64")):
+            # ~kernel-module: the library is used; the module is the node's own.
+            return {"spec": f"xpmem@{XPMEM_VERSION} ~kernel-module", "prefix": f"/{rel}"}
+    return None
+
+
 def has_cuda_driver() -> bool:
     """True when the NVIDIA driver's libcuda.so.1 is known to the dynamic linker."""
     ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
