@@ -255,7 +255,8 @@ def _machine_mpi(shape: shapes.Shape, externals: dict[str, list[dict[str, Any]]]
     found = externals.get("openmpi") or []
     if not found:
         return False, ""
-    if not shape.gpus or any("+cuda" in e["spec"].split() for e in found):
+    # Spack writes the variants glued: openmpi@4.1.4~cuda+cxx~cxx_exceptions...
+    if not shape.gpus or any(re.search(r"\+cuda(?![\w-])", e["spec"]) for e in found):
         return True, ""
     return False, (f"this machine's {found[0]['spec'].split()[0]} is not CUDA-aware and "
                    "there are GPUs: Open MPI is built (over UCX)")
