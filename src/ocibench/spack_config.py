@@ -327,9 +327,13 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
                 req = []
             else:
                 # seed 002 sec 1 / 000 sec 1: UCX-based OpenMPI (UCX_NET_DEVICES in every
-                # run), with UCC for collectives as both tech tips configure it
-                # (build-openmpi sec 1-2, gpu-with-ubuntu sec 3-2: --with-ucx --with-ucc)
-                req.append("fabrics=ucx,ucc")
+                # run), with UCC as both tech tips configure it (build-openmpi sec 1-2,
+                # gpu-with-ubuntu sec 3-2: --with-ucx --with-ucc).  Not on a machine-
+                # described shape: Open MPI 5.0's coll/ucc is off unless coll_ucc_enable=1
+                # (ompi/mca/coll/ucc/coll_ucc_component.c), so the seeds' figures did not
+                # use it, and UCC +cuda compiles for every GPU architecture (see
+                # _transport_rules): a long build on a borrowed machine for nothing.
+                req.append("fabrics=ucx" if is_machine_described(shape) else "fabrics=ucx,ucc")
                 if facts.cuda:
                     req.append("+cuda")  # seed 000 sec 1: CUDA-aware OpenMPI for -d cuda D D
                 if facts.slurm:
@@ -415,6 +419,8 @@ def _transport_rules(facts: Facts, require: dict[str, list[str]], specs: list[st
             notes.append("xpmem: /dev/xpmem but no user library found; Spack builds it "
                          "(~kernel-module, from xpmem's master branch)")
     require["ucx"] = ucx
+    if is_machine_described(shape):
+        return  # no UCC: see openmpi's fabrics in _stack_rules
     # UCC 1.5.0 under Open MPI (both tech tips); on GPU shapes --with-cuda --with-nccl
     # (gpu-with-ubuntu sec 3-1).  No cuda_arch, as in the tech tip: UCC's configure
     # then compiles for every architecture its CUDA supports (config/m4/cuda.m4), and
