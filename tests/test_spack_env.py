@@ -245,7 +245,8 @@ def test_local_gpu_node_builds_open_mpi_over_ucx_with_cma_and_gdrcopy(tmp_path: 
     assert "xpmem" not in pkgs
     specs = scope["definitions"][0][spack_config.SPECS_DEFINITION]
     assert any(s.startswith("nvbandwidth ") for s in specs)
-    assert any("not CUDA-aware" in n for n in scope["_notes"])
+    assert "this machine's openmpi@4.1.4 is not CUDA-aware and there are GPUs: Open MPI is " \
+        "built (over UCX)" in scope["_notes"]
 
 
 def test_local_gpu_node_with_xpmem_uses_its_library(tmp_path: Path) -> None:
@@ -279,11 +280,30 @@ def test_local_without_gpus_reuses_the_machine_mpi(tmp_path: Path) -> None:
                                 fake_root(tmp_path / "root", xpmem=True))
     assert scope["packages"]["openmpi"]["externals"]
     assert "ucx" not in scope["packages"]
+    # a CUDA toolkit but no GPU: nothing for nvbandwidth to measure
+    specs = scope["definitions"][0][spack_config.SPECS_DEFINITION]
+    assert any(s.startswith("cuda ") for s in specs)
+    assert not any(s.startswith("nvbandwidth") for s in specs)
 
 
 def test_local_gpu_node_without_any_mpi_builds_one(tmp_path: Path) -> None:
     scope = _derive_local(tmp_path, fake_root(tmp_path / "root"), mpi="")
     assert "+cuda" in scope["packages"]["openmpi"]["require"][0].split()
+
+
+@pytest.mark.parametrize("static, found", [(True, True), (False, False)])
+def test_boost_for_nvbandwidth_is_the_systems_where_it_has_program_options(
+        tmp_path: Path, static: bool, found: bool) -> None:
+    (tmp_path / "usr/include/boost").mkdir(parents=True)
+    (tmp_path / "usr/include/boost/version.hpp").write_text(
+        '#define BOOST_VERSION 107400\n#define BOOST_LIB_VERSION "1_74"\n')
+    libdir = tmp_path / "usr/lib/x86_64-linux-gnu"
+    libdir.mkdir(parents=True)
+    (libdir / "libboost_program_options.so").write_text("")
+    if static:  # nvbandwidth links Boost statically (its CMakeLists, but on Fedora)
+        (libdir / "libboost_program_options.a").write_text("")
+    expected = {"spec": "boost@1.74.0 +program_options", "prefix": "/usr"} if found else None
+    assert machine.detect_boost(tmp_path) == expected
 
 
 def test_gpu_shape_without_cuda_is_an_error() -> None:

@@ -91,6 +91,9 @@ def detect_machine(out_dir: Path, refresh: bool = False) -> Machine:
     nccl = detect_nccl()
     if nccl:
         found["nccl"] = [nccl]
+    boost = detect_boost()
+    if boost:
+        found["boost"] = [boost]
     out_dir.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
     return Machine(found)
@@ -221,6 +224,30 @@ def detect_xpmem(root: Path = Path("/")) -> dict[str, Any] | None:
         if any((prefix / lib / "libxpmem.so").exists() for lib in ("lib", "lib64")):
             # ~kernel-module: the library is used; the module is the node's own.
             return {"spec": f"xpmem@{XPMEM_VERSION} ~kernel-module", "prefix": f"/{rel}"}
+    return None
+
+
+#: Where a distribution puts Boost's libraries, relative to the root (Debian/Ubuntu, EL).
+BOOST_LIBDIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib")
+
+
+def detect_boost(root: Path = Path("/")) -> dict[str, Any] | None:
+    """The system's Boost with program_options (nvbandwidth's one Boost library), as an
+    external entry, or None.  Spack's boost recipe cannot detect an installation, and
+    without one Spack builds all of Boost for nvbandwidth.  nvbandwidth's CMakeLists
+    links Boost statically on every distribution but Fedora, so the static library
+    must be there too (Debian: libboost-program-options-dev ships both)."""
+    header = root / "usr/include/boost/version.hpp"
+    if not header.is_file():
+        return None
+    match = re.search(r"#define BOOST_VERSION (\d+)", header.read_text(errors="replace"))
+    if not match:
+        return None
+    number = int(match.group(1))
+    version = f"{number // 100000}.{number // 100 % 1000}.{number % 100}"
+    for libdir in BOOST_LIBDIRS:
+        if (root / libdir / "libboost_program_options.a").is_file():
+            return {"spec": f"boost@{version} +program_options", "prefix": "/usr"}
     return None
 
 

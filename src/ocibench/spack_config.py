@@ -102,7 +102,7 @@ MPI_USERS = ("osu-micro-benchmarks", "intel-mpi-benchmarks", "nccl-tests")
 GPU_ONLY = ("nccl-tests",)
 #: Built only where the shape has an RDMA network (perftest: OCI's ib_write_bw/lat checks).
 RDMA_ONLY = ("perftest",)
-#: Built wherever there is CUDA, beside the stack: NVIDIA's nvbandwidth measures the
+#: Built wherever there are GPUs, beside the stack: NVIDIA's nvbandwidth measures the
 #: node's own copy-engine ceilings (host<->device, device<->device) that the GPU
 #: figures are judged against (issue 10, item 5).
 GPU_HELPERS = ("nvbandwidth",)
@@ -258,7 +258,8 @@ def _machine_mpi(shape: shapes.Shape, externals: dict[str, list[dict[str, Any]]]
     # Spack writes the variants glued: openmpi@4.1.4~cuda+cxx~cxx_exceptions...
     if not shape.gpus or any(re.search(r"\+cuda(?![\w-])", e["spec"]) for e in found):
         return True, ""
-    return False, (f"this machine's {found[0]['spec'].split()[0]} is not CUDA-aware and "
+    name = re.split(r"[~+\s]", found[0]["spec"], maxsplit=1)[0]
+    return False, (f"this machine's {name} is not CUDA-aware and "
                    "there are GPUs: Open MPI is built (over UCX)")
 
 
@@ -365,7 +366,10 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
 
     if facts.cuda:
         specs += ["cuda", "nccl"]  # modules of their own: seeds 000/003 `module load nvhpc`
-        specs += list(GPU_HELPERS)
+        if shape.gpus:
+            # the node's own ceilings need its GPUs (a build host with a CUDA toolkit
+            # and no GPU has none to measure)
+            specs += list(GPU_HELPERS)
     if "openmpi" in require and any(r.startswith("fabrics=") and "ucx" in r
                                     for r in require["openmpi"]):
         _transport_rules(facts, require, specs, notes)
