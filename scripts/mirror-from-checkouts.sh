@@ -4,7 +4,8 @@
 #
 #   scripts/mirror-from-checkouts.sh [--shape SHAPE] PKG=GITDIR[#REV][@VERSION] ...
 #
-#   PKG      a Spack package name (osu-micro-benchmarks, nccl-tests, intel-mpi-benchmarks, stream)
+#   PKG      a Spack package name (osu-micro-benchmarks, nccl-tests, intel-mpi-benchmarks,
+#            stream, ucx, gdrcopy, ucc, nvbandwidth, ...)
 #   GITDIR   a git repository (bare or not) of that package's upstream sources
 #   REV      the commit or tag to take (default HEAD)
 #   VERSION  the version it is (default: read from REV's tag, configure.ac or stream.c)
@@ -23,6 +24,18 @@
 # `spack find -v`, in its hash and in the module's OCIBENCH_SPEC_* provenance.
 # The generated layer of the shape includes that file (ocibench.spack_config).
 # Real sites use a real source mirror instead (docs/spack-env.md, "Air-gapped").
+#
+# Two exceptions, both honest:
+# * A tag whose GitHub archive the recipe downloads (archive/refs/tags/<tag>.tar.gz:
+#   `git archive --prefix=<pkg>-<version>/ <tag> | gzip -n`, e.g. gdrcopy, ucc,
+#   nvbandwidth, xpmem 2.6.3) can be made again byte for byte.  When the result has
+#   exactly the sha256 the recipe declares, it goes into the source mirror
+#   ($OCIBENCH_SOURCE_MIRROR, default <cache>/mirror) under that digest, and Spack
+#   verifies it as if downloaded: no develop entry, checksums stay on.
+# * A git tree with autogen.sh but no configure (UCX: its release tarballs ship the
+#   generated configure, the recipe does not run autoreconf) gets ./autogen.sh run in
+#   the extracted copy (needs autoconf, automake, libtool), so it builds as a release.
+# Entries of other packages already in <cache>/develop/<shape>.yaml are kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +49,7 @@ while (($#)); do
   case $1 in
     --shape) shape=${2:?--shape needs a value}; shift 2 ;;
     --shape=*) shape=${1#--shape=}; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *=*) args+=("$1"); shift ;;
     *) die "unexpected argument '$1' (expected PKG=GITDIR[#REV][@VERSION])" ;;
   esac
@@ -53,9 +66,56 @@ shape=${shape:-$(python3 -m ocibench.cli shape)} || die "cannot detect the shape
 python3 -c "import sys; from ocibench import shapes; shapes.shape_path(sys.argv[1])" "$shape" \
   || die "unknown shape '$shape'"
 cache=$(python3 -c "from ocibench import paths; print(paths.cache_dir())")
+mirror=$(python3 -c "from ocibench import paths; print(paths.source_mirror())")
+spack=$(python3 -c "from ocibench import paths; print(paths.spack_root() / 'bin' / 'spack')")
 dest_root="$cache/dev-src"
 scope_dir="$cache/develop"  # beside the sources, so every clone on this machine sees it
 mkdir -p "$dest_root" "$scope_dir"
+
+# The sha256 the package's recipe declares for a version ("" when none), from Spack.
+recipe_sha256() {  # pkg version
+  [[ -x $spack ]] || return 0
+  local probe
+  probe=$(mktemp --suffix=.py)
+  cat >"$probe" <<'PY'
+import sys
+import spack.repo
+from spack.version import Version
+cls = spack.repo.PATH.get_pkg_class(sys.argv[1])
+print(cls.versions.get(Version(sys.argv[2]), {}).get("sha256", ""))
+PY
+  SPACK_PYTHON=${SPACK_PYTHON:-$(command -v python3)} "$spack" python "$probe" "$1" "$2" 2>/dev/null || true
+  rm -f "$probe"
+}
+
+# Put the tag's GitHub archive into the mirror if it is byte for byte the recipe's.
+to_mirror() {  # pkg gitdir tag version -> 0 when it is in the mirror
+  local pkg=$1 dir=$2 tag=$3 version=$4 want spack_version tmp got
+  git -C "$dir" rev-parse -q --verify "refs/tags/$tag" >/dev/null || return 1
+  for spack_version in "$version" "v$version"; do
+    want=$(recipe_sha256 "$pkg" "$spack_version")
+    [[ -n $want ]] && break
+  done
+  [[ -n $want ]] || return 1
+  local digest="$mirror/_source-cache/archive/${want:0:2}/$want.tar.gz"
+  if [[ ! -s $digest ]]; then
+    tmp=$(mktemp)
+    git -C "$dir" archive --format=tar --prefix="$pkg-$version/" "$tag" | gzip -n -6 >"$tmp"
+    got=$(sha256sum "$tmp" | cut -d' ' -f1)
+    if [[ $got != "$want" ]]; then
+      rm -f "$tmp"
+      echo "mirror-from-checkouts: $pkg@$spack_version: the archive of $tag is not the recipe's ($got != $want); a develop source instead"
+      return 1
+    fi
+    mkdir -p "$(dirname "$digest")" "$mirror/$pkg"
+    mv "$tmp" "$digest"
+    chmod 644 "$digest"
+    # the human-readable alias `spack mirror create` writes beside it
+    ln -sfn "../_source-cache/archive/${want:0:2}/$want.tar.gz" "$mirror/$pkg/$pkg-$spack_version.tar.gz"
+  fi
+  echo "mirror-from-checkouts: $pkg@$spack_version <- $dir $tag: sha256 $want as in the recipe -> $digest"
+  return 0
+}
 
 # The version a revision of a package is.
 version_of() {  # pkg gitdir rev
@@ -73,7 +133,7 @@ version_of() {  # pkg gitdir rev
   esac
 }
 
-entries=""
+entries="" written="" mirrored=""
 for arg in "${args[@]}"; do
   pkg=${arg%%=*}; rest=${arg#*=}
   version=""; rev=HEAD
@@ -84,6 +144,10 @@ for arg in "${args[@]}"; do
   commit=$(git -C "$dir" rev-parse --verify --quiet "$rev^{commit}") || die "$pkg: no revision '$rev' in $dir"
   version=${version:-$(version_of "$pkg" "$dir" "$rev")}
   [[ -n $version ]] || die "$pkg: cannot tell the version of $rev; give it as $pkg=$dir#$rev@VERSION"
+  if [[ $rev != HEAD ]] && to_mirror "$pkg" "$dir" "$rev" "$version"; then
+    mirrored+=" $pkg"
+    continue
+  fi
   dest="$dest_root/$pkg-$version"
   stamp="$dest/.ocibench-source"
   if [[ -f $stamp && $(cat "$stamp") == "$commit" ]]; then
@@ -92,9 +156,15 @@ for arg in "${args[@]}"; do
     rm -rf "$dest"
     mkdir -p "$dest"
     git -C "$dir" archive --format=tar "$commit" | tar -x -C "$dest"
+    if [[ -x $dest/autogen.sh && ! -e $dest/configure ]]; then
+      echo "mirror-from-checkouts: $pkg@$version: ./autogen.sh (a release tarball has configure)"
+      (cd "$dest" && ./autogen.sh >"$dest/.ocibench-autogen.log" 2>&1) \
+        || die "$pkg: ./autogen.sh failed (autoconf, automake, libtool installed?): $dest/.ocibench-autogen.log"
+    fi
     echo "$commit" >"$stamp"
     echo "mirror-from-checkouts: $pkg@$version <- $dir $rev ($commit) -> $dest"
   fi
+  written+=" $pkg"
   entries+="  $pkg:
     # from $(basename "$(dirname "$dir")")/$(basename "$dir") at $commit
     spec: $pkg@=$version
@@ -103,12 +173,22 @@ for arg in "${args[@]}"; do
 done
 
 out="$scope_dir/$shape.yaml"
+# Keep the entries of packages not given this time (and drop those now in the mirror).
+kept=""
+if [[ -f $out ]]; then
+  kept=$(awk -v drop=" $written $mirrored " '
+    /^develop:/ { inside = 1; next }
+    inside && /^  [^ #][^ ]*:$/ { name = $1; sub(/:$/, "", name); skip = index(drop, " " name " ") > 0 }
+    inside && !skip && /^  / { print }' "$out")
+fi
+[[ -n $entries || -n $kept ]] || { echo "mirror-from-checkouts: no develop entries for $shape"; rm -f "$out"; exit 0; }
 {
   echo "# GENERATED by scripts/mirror-from-checkouts.sh for shape $shape: packages built"
   echo "# from local checkouts (Spack develop specs, dev_path=...), not upstream tarballs."
   echo "# Kept in the per-user cache, never in a checkout.  Delete this file to build from"
   echo "# upstream sources (a source mirror or the network) again."
   echo "develop:"
+  [[ -z $kept ]] || printf '%s\n' "$kept"
   printf '%s' "$entries"
 } >"$out"
 echo "mirror-from-checkouts: wrote $out"

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpu_node import fake_root, local_with_gpus
 from ocibench import machine, paths, shapes, spack_config
 from ocibench.paths import REPO_ROOT
 
@@ -29,6 +30,20 @@ SHAPES = shapes.known_shapes()
 DOCUMENTED = [s for s in SHAPES if s.startswith("BM.")]
 GPU_SHAPES = [s for s in DOCUMENTED if shapes.load(s).gpus]
 CONCRETIZE_TIMEOUT_S = 1800
+
+#: UCX as OCI's tech tips build it, per documented shape (the variants Spack's recipe
+#: has; issue 10 "What to build" 1).  GPU shapes with gdrdrv and xpmem: gpu-with-ubuntu
+#: sec 3-1 `configure-release --with-xpmem --with-cuda --with-gdrcopy` plus UCX's own
+#: configure defaults (cma, verbs, rdmacm, rc, ud, dc, mlx5); BM.Optimized3.36:
+#: build-openmpi sec 1-1-5 `--with-xpmem`, no CUDA.
+RDMA_UCX = {"verbs", "rdmacm", "rc", "ud", "dc", "mlx5_dv"}
+TECH_TIP_UCX = {
+    "BM.GPU4.8": {"cuda", "gdrcopy", "xpmem", "cma"} | RDMA_UCX,
+    "BM.GPU.A100-v2.8": {"cuda", "gdrcopy", "xpmem", "cma"} | RDMA_UCX,
+    "BM.Optimized3.36": {"xpmem", "cma"} | RDMA_UCX,
+}
+#: Every on/off variant of UCX that the table above may turn on.
+UCX_SWITCHES = {"cuda", "gdrcopy", "xpmem", "cma", "knem"} | RDMA_UCX
 
 #: seed 001 sec 2: clang -DSTREAM_TYPE=double -DSTREAM_ARRAY_SIZE=430080000 -O3
 #: -mcmodel=large -fopenmp -fnt-store, with AOCC 5.0 (sec 0).
@@ -129,7 +144,8 @@ def test_gpu_scope_builds_cuda_aware(name: str) -> None:
     arch = shapes.load(name).gpus["cuda_arch"]
     scope = _derive(name)
     pkgs = scope["packages"]
-    assert {"+cuda", "fabrics=ucx", "schedulers=slurm"} <= set(pkgs["openmpi"]["require"][0].split())
+    assert {"+cuda", "fabrics=ucx,ucc", "schedulers=slurm"} <= set(
+        pkgs["openmpi"]["require"][0].split())
     assert {"+cuda", "+nccl", f"cuda_arch={arch}"} <= set(
         pkgs["osu-micro-benchmarks"]["require"][0].split())
     assert f"cuda_arch={arch}" in pkgs["nccl-tests"]["require"][0]
@@ -146,6 +162,148 @@ def test_cpu_shape_has_no_gpu_specs() -> None:
     # seed 004: IMB once with OpenMPI, once with Intel MPI
     assert "intel-mpi-benchmarks ^openmpi target=icelake" in specs
     assert "intel-mpi-benchmarks ^intel-oneapi-mpi target=icelake" in specs
+
+
+def _ucx_on(scope: dict[str, Any]) -> set[str]:
+    """The UCX variants a derived scope turns on."""
+    req = scope["packages"].get("ucx", {}).get("require", [""])[0].split()
+    return {r[1:] for r in req if r.startswith("+")}
+
+
+@pytest.mark.parametrize("name", sorted(TECH_TIP_UCX))
+def test_scope_builds_ucx_as_the_tech_tips(name: str) -> None:
+    scope = _derive(name)
+    pkgs = scope["packages"]
+    assert _ucx_on(scope) & UCX_SWITCHES == TECH_TIP_UCX[name]
+    assert "@1.19.0" in pkgs["ucx"]["require"][0].split()
+    assert "fabrics=ucx,ucc" in pkgs["openmpi"]["require"][0].split()
+    ucc = pkgs["ucc"]["require"][0].split()
+    assert "@1.5.0" in ucc
+    specs = scope["definitions"][0][spack_config.SPECS_DEFINITION]
+    if "gdrcopy" in TECH_TIP_UCX[name]:
+        arch = shapes.load(name).gpus["cuda_arch"]
+        assert {"@2.5.1", f"cuda_arch={arch}"} <= set(pkgs["gdrcopy"]["require"][0].split())
+        assert any(s.startswith("gdrcopy ") for s in specs)  # a module with its tools
+        assert {"+cuda", "+nccl"} <= set(ucc)
+    else:
+        assert "gdrcopy" not in pkgs and "+cuda" not in ucc
+    # the nodes' XPMEM library (tech tips: /opt/xpmem), never built by Spack
+    assert pkgs["xpmem"]["externals"][0]["prefix"] == "/opt/xpmem"
+    assert pkgs["xpmem"]["buildable"] is False
+
+
+def test_gpu_shapes_build_nvbandwidth() -> None:
+    for name in GPU_SHAPES:
+        specs = _derive(name)["definitions"][0][spack_config.SPECS_DEFINITION]
+        assert any(s.startswith("nvbandwidth ") for s in specs), name
+    specs = _derive("BM.Optimized3.36")["definitions"][0][spack_config.SPECS_DEFINITION]
+    assert not any(s.startswith("nvbandwidth") for s in specs)
+
+
+def test_shape_that_forbids_cma_builds_ucx_without_it() -> None:
+    scope = _derive("BM.Optimized3.36", lambda d: d["capabilities"].update(cma=False))
+    assert "cma" not in _ucx_on(scope) and "xpmem" in _ucx_on(scope)
+
+
+def test_xpmem_capability_without_its_library_is_an_error() -> None:
+    with pytest.raises(spack_config.SpackConfigError,
+                       match=r"BM.GPU4.8: capabilities.xpmem is true but software.externals "
+                             r"has no xpmem"):
+        _derive("BM.GPU4.8", lambda d: d["software"]["externals"].pop("xpmem"))
+
+
+# The local shape on a GPU node (tests/gpu_node.py): what it builds depends on this
+# node's Open MPI, CUDA and /dev/xpmem, read under a fake root.
+
+def _machine(tmp_path: Path, mpi: str = "openmpi@4.1.4~cuda+cxx~cxx_exceptions+java fabrics=ofi,ucx"
+             ) -> machine.Machine:
+    """A machine as Spack's detection reports it: gcc, an Open MPI, a CUDA toolkit
+    (under tmp_path: no driver stub to link)."""
+    gcc = {"spec": "gcc@12.2.0 languages:='c,c++,fortran'", "prefix": "/usr",
+           "extra_attributes": {"compilers": {"c": "/usr/bin/gcc", "cxx": "/usr/bin/g++",
+                                              "fortran": "/usr/bin/gfortran"}}}
+    found = {"gcc": [gcc], "cuda": [{"spec": "cuda@13.0.88", "prefix": str(tmp_path / "cuda")}],
+             "nccl": [{"spec": "nccl@2.28.9", "prefix": str(tmp_path / "cuda")}]}
+    if mpi:
+        found["openmpi"] = [{"spec": mpi, "prefix": "/usr"}]
+    return machine.Machine(found)
+
+
+def _derive_local(tmp_path: Path, root: Path, **machine_kw) -> dict[str, Any]:
+    return spack_config.derive(local_with_gpus(), _machine(tmp_path, **machine_kw), {}, root)
+
+
+def test_local_gpu_node_builds_open_mpi_over_ucx_with_cma_and_gdrcopy(tmp_path: Path) -> None:
+    scope = _derive_local(tmp_path, fake_root(tmp_path / "root"))
+    pkgs = scope["packages"]
+    assert "openmpi" not in pkgs or not pkgs["openmpi"].get("externals")
+    # no UCC on local: Open MPI 5.0 leaves coll/ucc off (coll_ucc_enable=0)
+    assert {"+cuda", "fabrics=ucx"} <= set(pkgs["openmpi"]["require"][0].split())
+    assert "ucc" not in pkgs
+    assert _ucx_on(scope) & UCX_SWITCHES == {"cuda", "cma", "gdrcopy"}
+    assert {"@2.5.1", "cuda_arch=90"} <= set(pkgs["gdrcopy"]["require"][0].split())
+    assert "xpmem" not in pkgs
+    specs = scope["definitions"][0][spack_config.SPECS_DEFINITION]
+    assert any(s.startswith("nvbandwidth ") for s in specs)
+    assert "this machine's openmpi@4.1.4 is not CUDA-aware and there are GPUs: Open MPI is " \
+        "built (over UCX)" in scope["_notes"]
+
+
+def test_local_gpu_node_with_xpmem_uses_its_library(tmp_path: Path) -> None:
+    root = fake_root(tmp_path / "root", xpmem=True, xpmem_library="opt/xpmem")
+    scope = _derive_local(tmp_path, root)
+    assert "xpmem" in _ucx_on(scope)
+    assert scope["packages"]["xpmem"]["externals"] == [
+        {"spec": "xpmem@master ~kernel-module", "prefix": "/opt/xpmem"}]
+
+
+def test_local_gpu_node_with_xpmem_but_no_library_builds_the_library(tmp_path: Path) -> None:
+    scope = _derive_local(tmp_path, fake_root(tmp_path / "root", xpmem=True))
+    assert "xpmem" in _ucx_on(scope)
+    assert scope["packages"]["xpmem"]["require"][0].split()[0] == "~kernel-module"
+
+
+def test_local_xpmem_library_without_the_device_is_not_used(tmp_path: Path) -> None:
+    scope = _derive_local(tmp_path, fake_root(tmp_path / "root", xpmem_library="opt/xpmem"))
+    assert "xpmem" not in _ucx_on(scope) and "xpmem" not in scope["packages"]
+
+
+def test_local_reuses_a_cuda_aware_machine_mpi(tmp_path: Path) -> None:
+    scope = _derive_local(tmp_path, fake_root(tmp_path / "root"),
+                          mpi="openmpi@5.0.7+cuda+cxx~java fabrics=ucx")
+    assert scope["packages"]["openmpi"]["externals"][0]["spec"].startswith("openmpi@5.0.7")
+    assert "ucx" not in scope["packages"]  # not built: the machine's MPI brings its own
+
+
+def test_local_without_gpus_reuses_the_machine_mpi(tmp_path: Path) -> None:
+    scope = spack_config.derive(shapes.load("local"), _machine(tmp_path), {},
+                                fake_root(tmp_path / "root", xpmem=True))
+    assert scope["packages"]["openmpi"]["externals"]
+    assert "ucx" not in scope["packages"]
+    # a CUDA toolkit but no GPU: nothing for nvbandwidth to measure
+    specs = scope["definitions"][0][spack_config.SPECS_DEFINITION]
+    assert any(s.startswith("cuda ") for s in specs)
+    assert not any(s.startswith("nvbandwidth") for s in specs)
+
+
+def test_local_gpu_node_without_any_mpi_builds_one(tmp_path: Path) -> None:
+    scope = _derive_local(tmp_path, fake_root(tmp_path / "root"), mpi="")
+    assert "+cuda" in scope["packages"]["openmpi"]["require"][0].split()
+
+
+@pytest.mark.parametrize("static, found", [(True, True), (False, False)])
+def test_boost_for_nvbandwidth_is_the_systems_where_it_has_program_options(
+        tmp_path: Path, static: bool, found: bool) -> None:
+    (tmp_path / "usr/include/boost").mkdir(parents=True)
+    (tmp_path / "usr/include/boost/version.hpp").write_text(
+        '#define BOOST_VERSION 107400\n#define BOOST_LIB_VERSION "1_74"\n')
+    libdir = tmp_path / "usr/lib/x86_64-linux-gnu"
+    libdir.mkdir(parents=True)
+    (libdir / "libboost_program_options.so").write_text("")
+    if static:  # nvbandwidth links Boost statically (its CMakeLists, but on Fedora)
+        (libdir / "libboost_program_options.a").write_text("")
+    expected = {"spec": "boost@1.74.0 +program_options", "prefix": "/usr"} if found else None
+    assert machine.detect_boost(tmp_path) == expected
 
 
 def test_gpu_shape_without_cuda_is_an_error() -> None:
@@ -368,6 +526,35 @@ def test_gpu_shape_concretizes_cuda_aware(concretizer: ConcretizerPool, shape: s
 
 
 @pytest.mark.spack
+@pytest.mark.parametrize("shape", sorted(TECH_TIP_UCX))
+def test_transport_stack_concretizes_as_the_tech_tips(concretizer: ConcretizerPool,
+                                                      shape: str) -> None:
+    """Open MPI over UCX 1.19.0 with the tech tips' transports, GDRCopy 2.5.1 and UCC
+    1.5.0, and the nodes' own XPMEM library (an external, not built)."""
+    roots = concretizer.result(shape)
+    ompi = roots["openmpi"][0]
+    assert _variants(ompi)["fabrics"] == ["ucc", "ucx"]
+    ucx = ompi["deps"]["ucx"]
+    assert ucx["version"] == "1.19.0"
+    on = {k for k, v in ucx["variants"].items() if v is True} & UCX_SWITCHES
+    assert on == TECH_TIP_UCX[shape], f"ucx {sorted(on)}"
+    ucc = ompi["deps"]["ucc"]
+    assert ucc["version"] == "1.5.0"
+    assert ompi["deps"]["xpmem"]["external"]
+    gpu = "cuda" in TECH_TIP_UCX[shape]
+    assert _variants(ompi)["cuda"] is gpu
+    assert ucc["variants"]["cuda"] is gpu and ucc["variants"].get("nccl", False) is gpu
+    if gpu:
+        gdrcopy = ompi["deps"]["gdrcopy"]
+        assert gdrcopy["version"] == "2.5.1" and not gdrcopy["external"]
+        assert gdrcopy["variants"]["cuda_arch"] == [str(shapes.load(shape).gpus["cuda_arch"])]
+        assert "check" not in ompi["deps"]  # our gdrcopy: no libcheck from 2.5 on
+        assert "gdrcopy" in roots and "nvbandwidth" in roots
+    else:
+        assert "gdrcopy" not in ompi["deps"] and "nvbandwidth" not in roots
+
+
+@pytest.mark.spack
 def test_optimized3_builds_imb_with_both_mpis(concretizer: ConcretizerPool) -> None:
     roots = concretizer.result("BM.Optimized3.36")
     mpis = sorted(next(d for d in r["deps"] if d in spack_config.MPI_PACKAGES)
@@ -416,33 +603,3 @@ def test_local_without_a_detected_open_mpi_stops_naming_it() -> None:
                        match="found no Open MPI on this machine.*apt-get install openmpi-bin"):
         spack_config.gather(shapes.load("local"), without_mpi)
 
-
-def test_local_with_gpus_builds_a_cuda_aware_open_mpi_over_the_systems() -> None:
-    """On a GPU node whose system Open MPI is not CUDA-aware (the image's 4.1 on the
-    2x H200 machine), -d cuda needs Open MPI +cuda over UCX: the local shape builds
-    it instead of reusing the system's.  Without GPUs the system's stays."""
-    import dataclasses
-
-    from ocibench import machine, shapes, spack_config
-
-    detected = {
-        "gcc": [{"spec": "gcc@13.3.0 languages:=c,c++,fortran", "prefix": "/usr",
-                 "extra_attributes": {"compilers": {"c": "/usr/bin/gcc", "cxx": "/usr/bin/g++",
-                                                    "fortran": "/usr/bin/gfortran"}}}],
-        "openmpi": [{"spec": "openmpi@4.1.6~cuda fabrics=ucx", "prefix": "/usr"}],
-        "cuda": [{"spec": "cuda@13.0.88", "prefix": "/usr/local/cuda-13.0"}],
-    }
-    local = shapes.load("local")
-    gpus = shapes.load("BM.GPU4.8").gpus
-    with_gpus = dataclasses.replace(local, data={**local.data, "gpus": gpus})
-    facts = spack_config.gather(with_gpus, machine.Machine(detected))
-    assert not facts.mpi_external and "openmpi" not in facts.externals
-    require, _, notes = spack_config._stack_rules(facts)
-    assert {"fabrics=ucx", "+cuda"} <= set(require["openmpi"])
-    assert "+cuda" in require["ucx"]
-    assert any("not CUDA-aware" in n for n in notes)
-
-    without_gpus = dataclasses.replace(local, data={k: v for k, v in local.data.items()
-                                                    if k != "gpus"})
-    facts = spack_config.gather(without_gpus, machine.Machine(detected))
-    assert facts.mpi_external and facts.externals["openmpi"]

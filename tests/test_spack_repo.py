@@ -153,6 +153,8 @@ EXPECTED = {
     },
     "nccl-tests": {"methods": ["setup_build_environment", "build_targets", "spack_build_dir",
                                "install"]},
+    # libcheck only up to 2.4 (2.5's sanity has its own test suite)
+    "gdrcopy": {"added": ["depends_on check "], "dropped": ["depends_on check "]},
 }
 
 

@@ -91,6 +91,9 @@ def detect_machine(out_dir: Path, refresh: bool = False) -> Machine:
     nccl = detect_nccl()
     if nccl:
         found["nccl"] = [nccl]
+    boost = detect_boost()
+    if boost:
+        found["boost"] = [boost]
     out_dir.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
     return Machine(found)
@@ -186,6 +189,65 @@ def detect_nccl() -> dict[str, Any] | None:
             continue
         version = ".".join(p.group(1) for p in parts)  # type: ignore[union-attr]
         return {"spec": f"nccl@{version}", "prefix": str(prefix)}
+    return None
+
+
+#: Where an XPMEM user library may sit, relative to the node's root: first where OCI's
+#: tech tips install it (gpu-with-ubuntu sec 3-1 and build-openmpi sec 1-1-4: `git
+#: clone https://github.com/hpc/xpmem`, `./configure --prefix=/opt/xpmem`; the kernel
+#: module of the same build is what provides /dev/xpmem), then the system's prefixes.
+XPMEM_PREFIXES = ("opt/xpmem", "usr/local", "usr")
+#: The version an XPMEM external is declared with.  hpc/xpmem has had no release since
+#: 2.6.3; the tech tips build the head of its master branch, which is what Spack's
+#: xpmem recipe calls `master`.
+XPMEM_VERSION = "master"
+
+
+def has_device(name: str, root: Path = Path("/")) -> bool:
+    """Whether this node has /dev/<name> (a loaded kernel module's device node).
+
+    ``root`` is the filesystem root the probe reads (``/`` on a node; a fake tree in
+    the tests), as in ocibench.preflight."""
+    return (root / "dev" / name).exists()
+
+
+def detect_xpmem(root: Path = Path("/")) -> dict[str, Any] | None:
+    """The XPMEM user library that goes with this node's kernel module, as an external
+    entry (prefix as the node sees it), or None without /dev/xpmem or without a
+    library beside a header in :data:`XPMEM_PREFIXES`."""
+    if not has_device("xpmem", root):
+        return None
+    for rel in XPMEM_PREFIXES:
+        prefix = root / rel
+        if not (prefix / "include" / "xpmem.h").is_file():
+            continue
+        if any((prefix / lib / "libxpmem.so").exists() for lib in ("lib", "lib64")):
+            # ~kernel-module: the library is used; the module is the node's own.
+            return {"spec": f"xpmem@{XPMEM_VERSION} ~kernel-module", "prefix": f"/{rel}"}
+    return None
+
+
+#: Where a distribution puts Boost's libraries, relative to the root (Debian/Ubuntu, EL).
+BOOST_LIBDIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib")
+
+
+def detect_boost(root: Path = Path("/")) -> dict[str, Any] | None:
+    """The system's Boost with program_options (nvbandwidth's one Boost library), as an
+    external entry, or None.  Spack's boost recipe cannot detect an installation, and
+    without one Spack builds all of Boost for nvbandwidth.  nvbandwidth's CMakeLists
+    links Boost statically on every distribution but Fedora, so the static library
+    must be there too (Debian: libboost-program-options-dev ships both)."""
+    header = root / "usr/include/boost/version.hpp"
+    if not header.is_file():
+        return None
+    match = re.search(r"#define BOOST_VERSION (\d+)", header.read_text(errors="replace"))
+    if not match:
+        return None
+    number = int(match.group(1))
+    version = f"{number // 100000}.{number // 100 % 1000}.{number % 100}"
+    for libdir in BOOST_LIBDIRS:
+        if (root / libdir / "libboost_program_options.a").is_file():
+            return {"spec": f"boost@{version} +program_options", "prefix": "/usr"}
     return None
 
 

@@ -49,14 +49,16 @@ from typing import Any
 
 import yaml
 
-from ocibench import paths, shapes
+from ocibench import capabilities, paths, shapes
 from ocibench.machine import (
     DETECT_COMPILERS,
     Machine,
     cuda_driver_stub,
     detect_machine,
     detect_tools,
+    detect_xpmem,
     has_cuda_driver,
+    has_device,
 )
 from ocibench.paths import REPO_ROOT, SITE_DIR
 
@@ -101,6 +103,15 @@ MPI_USERS = ("osu-micro-benchmarks", "intel-mpi-benchmarks", "nccl-tests")
 GPU_ONLY = ("nccl-tests",)
 #: Built only where the shape has an RDMA network (perftest: OCI's ib_write_bw/lat checks).
 RDMA_ONLY = ("perftest",)
+#: Built wherever there are GPUs, beside the stack: NVIDIA's nvbandwidth measures the
+#: node's own copy-engine ceilings (host<->device, device<->device) that the GPU
+#: figures are judged against (issue 10, item 5).
+GPU_HELPERS = ("nvbandwidth",)
+#: The versions OCI's tech tips build under Open MPI 5.0.8: "gpu-with-ubuntu" sec 3-1
+#: (GPU shapes: GDRCopy 2.5.1, UCX 1.19.0, UCC 1.5.0) and "build-openmpi" sec 1-1-5
+#: and 1-1-6 (BM.Optimized3.36: UCX 1.19.0, UCC 1.5.0); ocitutorials
+#: content/hpc/tech-knowhow/<tip>/index.md.
+TECH_TIP_VERSIONS = {"ucx": "1.19.0", "gdrcopy": "2.5.1", "ucc": "1.5.0"}
 
 
 class SpackConfigError(shapes.ShapeError):
@@ -153,10 +164,16 @@ class Facts:
     rdma: bool
     mpi_external: bool  # the MPI is the image's/machine's, not built by Spack
     driver_stub: Path | None = None  # machine-described, CUDA but no driver: see cuda_driver_stub
-    notes: list[str] = field(default_factory=list)  # decisions derive() reports
+    #: What UCX is built to use (gdrdrv, xpmem, cma -> True/False): the shape's
+    #: ``capabilities:``, or on a machine-described shape what this node has
+    #: (:func:`_build_capabilities`).
+    build_caps: dict[str, bool] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # for the generated file's header
 
 
-def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
+def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/")) -> Facts:
+    """The facts of one shape; ``root`` is the filesystem root that the probes of a
+    machine-described shape read (``/``; a fake tree in the tests)."""
     sw = shape.data["software"]
     if is_machine_described(shape):
         if machine is None:
@@ -175,17 +192,12 @@ def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
     if not compilers:
         raise SpackConfigError(
             f"{shape.name}: no compiler (none declared, none found on this machine)")
-    notes: list[str] = []
-    if is_machine_described(shape) and shape.gpus and externals.get("openmpi") \
-            and all("~cuda" in e["spec"] for e in externals["openmpi"]):
-        # A node with GPUs needs a CUDA-aware MPI for -d cuda (seed 000 sec 2); the
-        # tech tip gpu-with-ubuntu builds Open MPI --with-cuda over UCX for it, and so
-        # does Spack here, from sources the site provides (docs/spack-env.md).
-        externals.pop("openmpi")
-        notes.append("openmpi: this machine's Open MPI is not CUDA-aware and it has GPUs: "
-                     "built +cuda over UCX instead")
-    elif is_machine_described(shape) and not shape.gpus \
-            and "openmpi" in (sw.get("stack") or {}) and not externals.get("openmpi"):
+    gpus = shape.gpus
+    mpi_external, mpi_note = _machine_mpi(shape, externals)
+    if mpi_note:
+        externals.pop("openmpi", None)  # built instead: see _machine_mpi
+    if is_machine_described(shape) and "openmpi" in (sw.get("stack") or {}) \
+            and not externals.get("openmpi") and not gpus:
         # The local shape builds against this machine's Open MPI (docs/spack-env.md).
         # Without it Spack would plan Open MPI and some 40 dependencies from source,
         # which fails offline on a download that never names the missing MPI.
@@ -194,7 +206,6 @@ def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
             f"{shape.name} shape builds against it: install it (Debian/Ubuntu: apt-get "
             "install openmpi-bin libopenmpi-dev; EL: dnf install openmpi openmpi-devel, "
             "with its bin/ on PATH), then run `make setup` again")
-    gpus = shape.gpus
     cuda = bool(externals.get("cuda")) and (bool(gpus) or is_machine_described(shape))
     if gpus and not externals.get("cuda"):
         raise SpackConfigError(f"{shape.name}: a GPU shape needs software.externals.cuda")
@@ -210,6 +221,10 @@ def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
     stub = None
     if cuda and is_machine_described(shape) and not has_cuda_driver():
         stub = cuda_driver_stub(externals["cuda"][0]["prefix"])
+    if is_machine_described(shape) and "xpmem" not in externals:
+        found = detect_xpmem(root)
+        if found:
+            externals["xpmem"] = [found]
     return Facts(
         shape=shape,
         compilers=compilers,
@@ -219,10 +234,59 @@ def gather(shape: shapes.Shape, machine: Machine | None) -> Facts:
         cuda_arch_why=why,
         slurm=shape.data["scheduler"] == "slurm",
         rdma=str(network.get("rdma", "none")).lower() not in ("none", ""),
-        mpi_external=bool(externals.get("openmpi")) and is_machine_described(shape),
+        mpi_external=mpi_external,
         driver_stub=stub,
-        notes=notes,
+        build_caps=_build_capabilities(shape, cuda, root),
+        notes=[mpi_note] if mpi_note else [],
     )
+
+
+def _machine_mpi(shape: shapes.Shape, externals: dict[str, list[dict[str, Any]]]
+                 ) -> tuple[bool, str]:
+    """(whether the machine's Open MPI is used as is, why it is not).
+
+    A machine-described shape reuses this machine's Open MPI (an external, not built),
+    except on a node with GPUs where that MPI is not CUDA-aware (Spack's detection
+    reads ``ompi_info``: ``~cuda``): the GPU checks pass device buffers to MPI
+    (seed 000 sec 2, ``osu_latency -d cuda D D``), so there Open MPI is built, over
+    UCX, as on the documented GPU shapes (the 2 x H200 machine: Ubuntu's Open MPI 4.1
+    is not CUDA-aware, docs/gpu-results.md)."""
+    if not is_machine_described(shape):
+        return False, ""
+    found = externals.get("openmpi") or []
+    if not found:
+        return False, ""
+    # Spack writes the variants glued: openmpi@4.1.4~cuda+cxx~cxx_exceptions...
+    if not shape.gpus or any(re.search(r"\+cuda(?![\w-])", e["spec"]) for e in found):
+        return True, ""
+    name = re.split(r"[~+\s]", found[0]["spec"], maxsplit=1)[0]
+    return False, (f"this machine's {name} is not CUDA-aware and "
+                   "there are GPUs: Open MPI is built (over UCX)")
+
+
+def _build_capabilities(shape: shapes.Shape, cuda: bool, root: Path) -> dict[str, bool]:
+    """What UCX is built to use, from the capabilities the nodes have.
+
+    A documented shape: its ``capabilities:`` (ocibench.capabilities), the one source
+    of truth.  ``cma`` is on unless the shape says its nodes forbid it: UCX builds
+    its CMA transport by default and neither tech tip turns it off, while whether a
+    node allows it (Yama's ptrace_scope, CAP_SYS_PTRACE) is decided at run time by
+    UCX itself and reported by ``ocibench preflight``.
+
+    A machine-described shape (``local``): ``cma`` always (as above); ``gdrdrv``
+    wherever CUDA is, since UCX turns gdr_copy off by itself on a node without
+    /dev/gdrdrv and loading gdrdrv later then needs no rebuild; ``xpmem`` only where
+    /dev/xpmem exists, because XPMEM's user library comes with its kernel module
+    (both tech tips build the two together) and Spack's recipe cannot build the
+    library alone from a release (``~kernel-module`` needs xpmem@2.6.6:)."""
+    if is_machine_described(shape):
+        return {"cma": True, "gdrdrv": cuda, "xpmem": has_device("xpmem", root)}
+    declared = shape.data.get("capabilities") or {}
+    return {
+        "cma": capabilities.present(declared.get("cma", True)),
+        "gdrdrv": cuda and capabilities.present(declared.get("gdrdrv", False)),
+        "xpmem": capabilities.present(declared.get("xpmem", False)),
+    }
 
 
 def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[str]]:
@@ -264,8 +328,14 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
                 notes.append("openmpi: this machine's MPI, used as an external (not built)")
                 req = []
             else:
-                # seed 002 sec 1 / 000 sec 1: UCX-based OpenMPI (UCX_NET_DEVICES in every run)
-                req.append("fabrics=ucx")
+                # seed 002 sec 1 / 000 sec 1: UCX-based OpenMPI (UCX_NET_DEVICES in every
+                # run), with UCC as both tech tips configure it (build-openmpi sec 1-2,
+                # gpu-with-ubuntu sec 3-2: --with-ucx --with-ucc).  Not on a machine-
+                # described shape: Open MPI 5.0's coll/ucc is off unless coll_ucc_enable=1
+                # (ompi/mca/coll/ucc/coll_ucc_component.c), so the seeds' figures did not
+                # use it, and UCC +cuda compiles for every GPU architecture (see
+                # _transport_rules): a long build on a borrowed machine for nothing.
+                req.append("fabrics=ucx" if is_machine_described(shape) else "fabrics=ucx,ucc")
                 if facts.cuda:
                     req.append("+cuda")  # seed 000 sec 1: CUDA-aware OpenMPI for -d cuda D D
                 if facts.slurm:
@@ -297,23 +367,82 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
 
     if facts.cuda:
         specs += ["cuda", "nccl"]  # modules of their own: seeds 000/003 `module load nvhpc`
-    if "openmpi" in require and "fabrics=ucx" in require["openmpi"]:
-        ucx = []
-        if facts.rdma:
-            # seeds 000 sec 2-3, 002 sec 3, 004 sec 1: UCX_NET_DEVICES=mlx5_N:1 (RoCEv2 on
-            # ConnectX): UCX needs its verbs/rdmacm transports and mlx5 direct verbs
-            ucx += ["+verbs", "+rdmacm", "+rc", "+ud", "+dc", "+mlx5_dv", "+cma"]
-        if facts.cuda:
-            ucx.append("+cuda")  # seed 000 sec 2-3/2-4: device buffers across nodes
-        if ucx:
-            require["ucx"] = ucx
+        if shape.gpus:
+            # the node's own ceilings need its GPUs (a build host with a CUDA toolkit
+            # and no GPU has none to measure)
+            specs += list(GPU_HELPERS)
+    if "openmpi" in require and any(r.startswith("fabrics=") and "ucx" in r
+                                    for r in require["openmpi"]):
+        _transport_rules(facts, require, specs, notes)
     return require, specs, notes
 
 
+def _transport_rules(facts: Facts, require: dict[str, list[str]], specs: list[str],
+                     notes: list[str]) -> None:
+    """UCX, GDRCopy, XPMEM and UCC under the Open MPI this shape builds, as OCI's tech
+    tips build them ("gpu-with-ubuntu" sec 3-1 on GPU shapes, "build-openmpi" sec
+    1-1 on BM.Optimized3.36), each variant from a capability of the nodes."""
+    shape, caps = facts.shape, facts.build_caps
+    ucx = [f"@{TECH_TIP_VERSIONS['ucx']}"]
+    if caps["cma"]:
+        # Cross Memory Attach: UCX's configure builds it by default and the tech tips
+        # keep that default (build-openmpi sec 0 lists CMA among UCX's in-node
+        # transports); Spack's recipe defaults it off.
+        ucx.append("+cma")
+    if facts.rdma:
+        # seeds 000 sec 2-3, 002 sec 3, 004 sec 1: UCX_NET_DEVICES=mlx5_N:1 (RoCEv2 on
+        # ConnectX); build-openmpi sec 0: UD, RC and DC over the cluster network.  UCX's
+        # configure builds them (and rdmacm, mlx5 direct verbs) by default; Spack's
+        # recipe has them off.  (shape_rules holds capabilities.rdma equal to network.)
+        ucx += ["+verbs", "+rdmacm", "+rc", "+ud", "+dc", "+mlx5_dv"]
+    if facts.cuda:
+        # seed 000 sec 2-3/2-4: device buffers across nodes; gpu-with-ubuntu sec 3-1:
+        # configure-release --with-cuda
+        ucx.append("+cuda")
+    if caps["gdrdrv"]:
+        # gpu-with-ubuntu sec 3-1: GDRCopy 2.5.1 (its gdrdrv module loaded by a service),
+        # UCX --with-gdrcopy: small GPU messages by CPU load/store through BAR1
+        # (docs/gpu-results.md: 15.9 us D-D at 1 B without it).  A root of its own, so
+        # that its tools (gdrcopy_sanity, _copylat, _copybw) are in the module tree.
+        ucx.append("+gdrcopy")
+        require["gdrcopy"] = [f"@{TECH_TIP_VERSIONS['gdrcopy']}", f"cuda_arch={facts.cuda_arch}"]
+        specs.append("gdrcopy")
+    if caps["xpmem"]:
+        # gpu-with-ubuntu sec 3-1, build-openmpi sec 1-1-4/1-1-5: XPMEM (user library
+        # and kernel module from one build), UCX --with-xpmem.  The library is the
+        # node's, beside its kernel module: an external.
+        ucx.append("+xpmem")
+        if not facts.externals.get("xpmem"):
+            if not is_machine_described(shape):
+                raise SpackConfigError(
+                    f"{shape.name}: capabilities.xpmem is true but software.externals has no "
+                    "xpmem: name the XPMEM user library that comes with the nodes' kernel "
+                    "module (the tech tips install it with --prefix=/opt/xpmem)")
+            # /dev/xpmem without a library where the tech tips or the system put it:
+            # Spack builds the library only (the kernel module is the node's).
+            require["xpmem"] = ["~kernel-module"]
+            notes.append("xpmem: /dev/xpmem but no user library found; Spack builds it "
+                         "(~kernel-module, from xpmem's master branch)")
+    require["ucx"] = ucx
+    if is_machine_described(shape):
+        return  # no UCC: see openmpi's fabrics in _stack_rules
+    # UCC 1.5.0 under Open MPI (both tech tips); on GPU shapes --with-cuda --with-nccl
+    # (gpu-with-ubuntu sec 3-1).  No cuda_arch, as in the tech tip: UCC's configure
+    # then compiles for every architecture its CUDA supports (config/m4/cuda.m4), and
+    # the recipe would otherwise demand an NCCL built for that cuda_arch, which the
+    # image's NCCL external does not declare.
+    ucc = [f"@{TECH_TIP_VERSIONS['ucc']}"]
+    if facts.cuda:
+        ucc += ["+cuda", "+nccl"]
+    require["ucc"] = ucc
+
+
 def derive(shape: shapes.Shape, machine: Machine | None = None,
-           tools: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """The Spack configuration scope of one shape, as a mapping ready for YAML."""
-    facts = gather(shape, machine)
+           tools: dict[str, list[dict[str, Any]]] | None = None,
+           root: Path = Path("/")) -> dict[str, Any]:
+    """The Spack configuration scope of one shape, as a mapping ready for YAML
+    (``root``: the filesystem root of this machine's probes, see :func:`gather`)."""
+    facts = gather(shape, machine, root)
     target = shape.cpu["spack_target"]
     require, specs, notes = _stack_rules(facts)
 
