@@ -1,0 +1,161 @@
+"""The sweep's ReFrame runs: the check cases of the shape, then one run per step.
+
+* :func:`discover` runs ``reframe --dry-run`` over the selected checks: every case the
+  shape lists, its node count (the check's ``nodes``, else its ``ocibench.checkspec``
+  default) and the cases ReFrame skips (no Intel MPI, no RDMA device, ...), which the
+  sweep then leaves out.
+* :func:`run_step` runs one case on every node group of one wave: ``-n /<hash>`` picks
+  the case, ``-P sweep_nodes=a+b,c+d`` makes one test case per group, pinned to its
+  nodes (checks/base.py ``SweepNodes``), and ReFrame's asynchronous execution policy
+  submits them all at once.  ``max_pending_time`` bounds how long a job may wait to
+  start: the groups of a wave are disjoint and idle, so a job that waits longer is on
+  a node that does not start jobs.
+
+Results are read by the report's reader (:mod:`ocibench.report.load`), which judges
+every value with :func:`ocibench.judge.judge`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ocibench import checkspec, paths
+from ocibench.report import load
+from ocibench.sweep.plan import NODE_SEPARATOR, Case, Group, Wave
+from ocibench.sweep.verdicts import JobResult
+
+#: A failure reason that means the job never ran: cancelled while pending (ReFrame's
+#: max_pending_time, or blocked on an unavailable node), so it has no exit code.
+_NEVER_STARTED = re.compile(r"blocked|pending|exit code None|cancelled", re.IGNORECASE)
+
+
+class ReframeError(RuntimeError):
+    """ReFrame did not run or left no report; one line."""
+
+
+def reframe_argv() -> list[str]:
+    """ReFrame's command: the one beside this interpreter, else on PATH; the site
+    configuration ($RFM_CONFIG_FILES, else site/reframe_config.py) and checks/."""
+    beside = Path(sys.executable).parent / "reframe"
+    exe = str(beside) if beside.is_file() else shutil.which("reframe")
+    if not exe:
+        raise ReframeError("reframe not found beside python or on PATH "
+                           "(pip install -e '.[test]')")
+    config = os.environ.get("RFM_CONFIG_FILES") or str(paths.SITE_DIR / "reframe_config.py")
+    return [exe, "-C", config, "-c", str(paths.CHECKS_DIR)]
+
+
+def _job_options(partition: str | None, reservation: str | None) -> list[str]:
+    argv = []
+    if partition:
+        argv += ["-J", f"--partition={partition}"]
+    if reservation:
+        argv += ["-J", f"--reservation={reservation}"]
+    return argv
+
+
+def _reframe(argv: list[str], log: Path, report: Path) -> dict[str, Any]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False)
+    try:
+        return json.loads(report.read_text())
+    except (OSError, ValueError):
+        tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        raise ReframeError(f"ReFrame left no run report {report} "
+                           f"({tail[-1].strip() if tail else 'no output'}; see {log})") from None
+
+
+def _testcases(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [case for run in report.get("runs", []) for case in run.get("testcases", [])]
+
+
+def case_nodes(case: dict[str, Any]) -> int:
+    """A case's node count: its ``nodes`` variable, else its check's checkspec default."""
+    nodes = case.get("nodes")
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes >= 1:
+        return nodes
+    check = case.get("check_name")
+    if check in checkspec.CHECKS:
+        try:
+            default = checkspec.spec(check).param("nodes").default
+        except checkspec.ParamError:
+            default = None
+        if default:
+            return int(default)
+    return 1
+
+
+def discover(names: Sequence[str], excludes: Sequence[str], prefix: Path,
+             partition: str | None) -> tuple[list[Case], dict[str, str]]:
+    """The cases to sweep, and those ReFrame skips (name -> reason)."""
+    argv = reframe_argv() + ["--dry-run", "--prefix", str(prefix / "discover"),
+                             "--report-file", str(prefix / "discover.json")]
+    argv += [a for n in names for a in ("-n", n)] + [a for x in excludes for a in ("-x", x)]
+    argv += _job_options(partition, None)
+    report = _reframe(argv, prefix / "discover.log", prefix / "discover.json")
+    cases, skipped = [], {}
+    for case in _testcases(report):
+        name = case.get("display_name") or case["name"]
+        if case.get("result") == "skip":
+            skipped[name] = case.get("skip_reason") or "skipped by ReFrame"
+            continue
+        cases.append(Case(name, f"/{case['hashcode']}",
+                          str(case.get("check_name") or case["name"]), case_nodes(case)))
+    if not cases and not skipped:
+        raise ReframeError("no check matches the selection (-n/-x); "
+                           f"see {prefix / 'discover.log'}")
+    return cases, skipped
+
+
+def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: int,
+             partition: str | None, reservation: str | None) -> list[JobResult]:
+    """One case on every group of ``wave``; one JobResult per group."""
+    stem = prefix / f"step-{number:03d}"
+    groups = ",".join(NODE_SEPARATOR.join(g) for g in wave.groups)
+    argv = reframe_argv() + [
+        "-n", case.select, "-P", f"sweep_nodes={groups}", "-r", "--exec-policy=async",
+        "-S", f"max_pending_time={start_timeout}s", "--prefix", str(stem),
+        "--report-file", f"{stem}.json"] + _job_options(partition, reservation)
+    report = _reframe(argv, Path(f"{stem}.log"), Path(f"{stem}.json"))
+    return results(report, Path(f"{stem}.json"), wave, case)
+
+
+def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[JobResult]:
+    """The JobResult of every group of ``wave`` from a ReFrame run report; a group the
+    report does not mention never started."""
+    load.check_run_report(path, report)
+    found: dict[Group, JobResult] = {}
+    for raw in _testcases(report):
+        group = tuple(str(raw.get("sweep_nodes") or "").split(NODE_SEPARATOR))
+        if group not in wave.groups:
+            continue
+        job = JobResult(case, group, wave.kind)
+        if raw.get("result") == "skip":
+            job.skipped = raw.get("skip_reason") or "skipped by ReFrame"
+        elif "check_name" in raw:
+            result = load._testcase_result(path, raw)   # judges every value (judge.judge)
+            job.rows = list(result.rows)
+            if raw.get("result") != "pass" and _NEVER_STARTED.search(raw.get("fail_reason") or ""):
+                job.never_started = raw.get("fail_reason")
+            elif not result.ok:
+                job.failed = " ".join((result.reason or "failed").split())
+        elif raw.get("result") != "pass":   # preflight: no figures, its reason only
+            reason = " ".join((raw.get("fail_reason") or "failed").split())
+            if _NEVER_STARTED.search(reason):
+                job.never_started = reason
+            else:
+                job.failed = reason
+        found[group] = job
+    for group in wave.groups:
+        found.setdefault(group, JobResult(case, group, wave.kind,
+                                          never_started="ReFrame did not run it"))
+    return [found[g] for g in wave.groups]
