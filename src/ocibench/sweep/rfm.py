@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from ocibench import checkspec, paths
-from ocibench.report import load
 from ocibench.sweep.plan import NODE_SEPARATOR, Case, Group, Wave
 from ocibench.sweep.verdicts import JobResult
 
@@ -62,10 +61,16 @@ def _job_options(partition: str | None, reservation: str | None) -> list[str]:
     return argv
 
 
+#: ReFrame's summary line when the selection is empty (it then writes no report).
+_NOTHING_RAN = "Ran 0/0 test case(s)"
+
+
 def _reframe(argv: list[str], log: Path, report: Path) -> dict[str, Any]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
         subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if not report.exists() and _NOTHING_RAN in log.read_text(errors="replace"):
+        return {"runs": []}
     try:
         return json.loads(report.read_text())
     except (OSError, ValueError):
@@ -132,6 +137,10 @@ def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: i
 def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[JobResult]:
     """The JobResult of every group of ``wave`` from a ReFrame run report; a group the
     report does not mention never started."""
+    # Here, not at the top: the report package draws plots (matplotlib), which the
+    # plan (--dry-run) does not need.
+    from ocibench.report import load
+
     load.check_run_report(path, report)
     found: dict[Group, JobResult] = {}
     for raw in _testcases(report):

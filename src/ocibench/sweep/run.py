@@ -14,8 +14,7 @@ from ocibench.sweep import actions, plan, rfm, slurm, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
 from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 
-#: Seconds a job may pend before its nodes count as unreachable.
-START_TIMEOUT_S = 300
+START_TIMEOUT_S = slurm.START_TIMEOUT_S
 
 
 @dataclass
@@ -79,7 +78,7 @@ def select_nodes(options: Options) -> tuple[list[str], dict[str, str], list[str]
             raise slurm.UsageError(f"--partition {options.partition}: unknown partition; "
                                    f"Slurm has {', '.join(known) or 'none'}")
     states = slurm.node_states(options.partition)
-    if options.nodes:
+    if options.nodes is not None:
         listed = slurm.expand_hostlist(options.nodes)
         outside = [n for n in listed if n not in states]
         if outside:

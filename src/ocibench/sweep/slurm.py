@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 from ocibench.sweep.actions import REASON_PREFIX
 
+#: Seconds a sweep's job may pend before its nodes count as unreachable: the groups
+#: of a wave are disjoint and idle, so a job starts at once on nodes that work.
+START_TIMEOUT_S = 300
+
 #: Seconds a Slurm client command may take.
 TIMEOUT_S = 30
 
@@ -33,18 +37,26 @@ class UsageError(ValueError):
     """A bad hostlist, partition or node; one line."""
 
 
-def _run(argv: list[str]) -> str:
+def _call(argv: list[str]) -> subprocess.CompletedProcess:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
+        return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
                               check=False)
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]} not found: ocibench sweep runs where Slurm's "
                          "client commands are (a login or head node)") from None
     except subprocess.TimeoutExpired:
         raise SlurmError(f"{' '.join(argv)}: no answer in {TIMEOUT_S} s") from None
+
+
+def _last_line(text: str) -> str | None:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def _run(argv: list[str]) -> str:
+    done = _call(argv)
     if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        why = lines[-1] if lines else f"exit status {done.returncode}"
+        why = _last_line(done.stderr) or f"exit status {done.returncode}"
         raise SlurmError(f"{' '.join(argv)}: {why}")
     return done.stdout
 
@@ -53,10 +65,14 @@ def expand_hostlist(text: str) -> list[str]:
     """``node[1-3],gpu7`` as Slurm expands it (``scontrol show hostnames``), in order."""
     if not text or not text.strip():
         raise UsageError("--nodes: empty hostlist")
-    try:
-        names = _run(["scontrol", "show", "hostnames", text]).split()
-    except SlurmError as err:
-        raise UsageError(f"--nodes {text!r}: {err}") from None
+    done = _call(["scontrol", "show", "hostnames", text])
+    # scontrol exits 0 on a bad range and says "Invalid hostlist: ..." instead
+    said = next((line for line in (done.stdout + done.stderr).splitlines()
+                 if "Invalid hostlist" in line or "error" in line.lower()), None)
+    if done.returncode != 0 or said:
+        why = said or _last_line(done.stderr) or f"exit status {done.returncode}"
+        raise UsageError(f"--nodes {text!r}: bad hostlist: {why.strip()}")
+    names = done.stdout.split()
     bad = next((n for n in names if not _HOST.fullmatch(n)), None)
     if bad is not None or not names:
         raise UsageError(f"--nodes {text!r}: bad hostlist (Slurm expands it to {bad!r}); "

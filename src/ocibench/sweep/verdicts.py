@@ -305,8 +305,10 @@ def attribute_pairs(pairs: Mapping[Group, Cell], retests: Mapping[Group, Cell],
 
 
 def _pass_of(mine: list[tuple[Group, Cell]], jobs: list[Group]) -> Cell:
-    cell = mine[0][1]
-    return replace(cell, jobs=jobs)
+    """The node's passing pair (its value is the node's), with every job listed."""
+    cell = next((c for _, c in mine if not is_bad(c)), None) or \
+        Cell(NodeVerdict.PASS, "passes")
+    return replace(cell, verdict=NodeVerdict.PASS, action=None, jobs=jobs)
 
 
 def attribute_groups(groups: Mapping[Group, Cell], pinned_bad: set[str]) -> dict[str, Cell]:
@@ -353,8 +355,11 @@ def node_results(plan: Plan, cells: Mapping[str, Mapping[str, Cell]],
                 if cell.verdict is not NodeVerdict.PASS else action
             if _worse(cell.verdict, verdict):
                 verdict, reason = cell.verdict, f"{case}: {cell.reason}"
-        if verdict is NodeVerdict.PASS and not mine:
-            reason = "no check ran on this node"
+        if verdict is NodeVerdict.PASS:
+            # a pass that needed a second look says so (a partner's or a re-tested pair)
+            notes = [f"{case}: {cell.reason}" for case, cell in mine.items()
+                     if cell.reason.startswith("passes")]
+            reason = "; ".join([reason] + notes) if mine else "no check ran on this node"
         drain = None
         if actions.drains(action):
             worst = max((c for c in mine.items() if actions.drains(c[1].action)),
