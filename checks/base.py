@@ -226,7 +226,12 @@ def pin_ranks(cores: list[int], openmpi: str) -> tuple[list[str], list[str]]:
     return options, [probe, f'case "$ocibench_ompi" in {cases}*) {fail} ;; esac']
 
 
-class SweepNodes(rfm.RegressionMixin):
+#: ReFrame 4.10 renamed RegressionMixin (deprecated there, with a warning per class) to
+#: RegressionTestPlugin; 4.9, the oldest this project runs, has only the former.
+_Plugin = getattr(rfm, "RegressionTestPlugin", None) or rfm.RegressionMixin
+
+
+class SweepNodes(_Plugin):
     """The nodes ``ocibench sweep`` pins a job to (docs/sweep.md).
 
     The sweep runs ReFrame with ``-P sweep_nodes=a+b,c+d`` (ReFrame's --parameterize):

@@ -55,9 +55,9 @@ def reframe_argv() -> list[str]:
 def _job_options(partition: str | None, reservation: str | None) -> list[str]:
     argv = []
     if partition:
-        argv += ["-J", f"--partition={partition}"]
+        argv.append(f"--job-option=--partition={partition}")
     if reservation:
-        argv += ["-J", f"--reservation={reservation}"]
+        argv.append(f"--job-option=--reservation={reservation}")
     return argv
 
 
