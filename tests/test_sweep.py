@@ -368,3 +368,13 @@ def test_a_bad_hostlist_is_one_line_and_exit_2(slurm_client, hostlist):
 def test_drain_fraction_is_checked_by_the_parser():
     done = ocibench("--dry-run", "--max-drain-fraction", "1.5")
     assert done.returncode == 2 and "not a fraction" in done.stderr
+
+
+def test_a_job_cancelled_while_pending_never_started():
+    from ocibench.sweep.rfm import never_started
+    pending = {"result": "fail", "fail_phase": "run", "job_nodelist": [],
+               "fail_reason": "job blocked error: ReqNodeNotAvail, UnavailableNodes:node7"}
+    assert "ReqNodeNotAvail" in never_started(pending)
+    assert never_started({**pending, "job_nodelist": ["node6", "node7"]}) is None  # it ran
+    assert never_started({**pending, "fail_phase": "setup"}) is None
+    assert never_started({**pending, "result": "pass"}) is None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,9 +30,17 @@ from ocibench import checkspec, paths
 from ocibench.sweep.plan import NODE_SEPARATOR, Case, Group, Wave
 from ocibench.sweep.verdicts import JobResult
 
-#: A failure reason that means the job never ran: cancelled while pending (ReFrame's
-#: max_pending_time, or blocked on an unavailable node), so it has no exit code.
-_NEVER_STARTED = re.compile(r"blocked|pending|exit code None|cancelled", re.IGNORECASE)
+
+def never_started(raw: dict[str, Any]) -> str | None:
+    """Why a failed test case's job never ran, or None when it ran.  A job cancelled
+    while pending (ReFrame's max_pending_time, or blocked on an unavailable node) got
+    no nodes: Slurm reports none (``job_nodelist`` empty), and it failed after setup."""
+    if raw.get("result") in ("pass", "skip") or raw.get("job_nodelist"):
+        return None
+    if raw.get("fail_phase") in ("run", "sanity", "performance"):
+        reason = " ".join((raw.get("fail_reason") or "").split())
+        return f"cancelled while pending ({reason})" if reason else "cancelled while pending"
+    return None
 
 
 class ReframeError(RuntimeError):
@@ -153,16 +160,13 @@ def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[
         elif "check_name" in raw:
             result = load._testcase_result(path, raw)   # judges every value (judge.judge)
             job.rows = list(result.rows)
-            if raw.get("result") != "pass" and _NEVER_STARTED.search(raw.get("fail_reason") or ""):
-                job.never_started = raw.get("fail_reason")
-            elif not result.ok:
+            job.never_started = never_started(raw)
+            if not job.never_started and not result.ok:
                 job.failed = " ".join((result.reason or "failed").split())
         elif raw.get("result") != "pass":   # preflight: no figures, its reason only
-            reason = " ".join((raw.get("fail_reason") or "failed").split())
-            if _NEVER_STARTED.search(reason):
-                job.never_started = reason
-            else:
-                job.failed = reason
+            job.never_started = never_started(raw)
+            if not job.never_started:
+                job.failed = " ".join((raw.get("fail_reason") or "failed").split())
         found[group] = job
     for group in wave.groups:
         found.setdefault(group, JobResult(case, group, wave.kind,
