@@ -378,3 +378,46 @@ def test_a_job_cancelled_while_pending_never_started():
     assert never_started({**pending, "job_nodelist": ["node6", "node7"]}) is None  # it ran
     assert never_started({**pending, "fail_phase": "setup"}) is None
     assert never_started({**pending, "result": "pass"}) is None
+
+
+def test_a_step_pins_one_real_job_per_group_and_judges_it(lmod_init, mpirun, tmp_path,
+                                                          monkeypatch):
+    """One wave of the single-node osu_latency on two "nodes" of the local shape, through
+    ReFrame (-P sweep_nodes) and the real benchmark: every group gets its own job, read
+    back by its sweep_nodes and judged (the local scheduler runs both here)."""
+    from ocibench.sweep import rfm
+    root = paths.module_root("local")
+    if not (sorted(root.glob("Core")) + sorted(root.glob("*/Core"))):
+        pytest.skip(f"no local Lmod module tree under {root} (make install builds it)")
+    monkeypatch.setenv("OCIBENCH_SHAPE", "local")
+    monkeypatch.setenv("PYTHONPATH", str(paths.REPO_ROOT / "src"))   # for the jobs, too
+    cases, skipped = rfm.discover(["osu_latency%buffers=H-H"], [], tmp_path, None)
+    assert [c.nodes for c in cases] == [1], cases
+    assert "osu_latency %buffers=H-H %nodes=2" in skipped   # local runs on this machine only
+    wave = plan.Wave(SINGLE, 1, (("nodeA",), ("nodeB",)), tuple(cases))
+    jobs = rfm.run_step(1, wave, cases[0], tmp_path, 60, None, None)
+    assert [j.nodes for j in jobs] == [("nodeA",), ("nodeB",)]
+    for job in jobs:
+        assert job.failed is None and job.never_started is None, job
+        assert [(r.metric, r.key) for r in job.rows] == [("latency", 1)]
+    report = json.loads((tmp_path / "step-001.json").read_text())
+    pinned = sorted(c["sweep_nodes"] for r in report["runs"] for c in r["testcases"])
+    assert pinned == ["nodeA", "nodeB"]
+
+
+def test_every_check_pins_its_job_to_the_sweep_nodes(slurm_client, tmp_path):
+    """ReFrame's own --dry-run writes the Slurm job scripts: the group given with
+    -P sweep_nodes is the job's --nodelist (checks/base.py SweepNodes), for a benchmark
+    and for preflight."""
+    from ocibench.sweep import rfm
+    argv = rfm.reframe_argv() + [
+        "--dry-run", "-n", "osu_latency%buffers=H-H%nodes=2", "-n", "preflight",
+        "-P", "sweep_nodes=node1+node2,node3+node4", "--prefix", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **slurm_client})
+    assert done.returncode == 0, done.stdout[-2000:]
+    scripts = sorted(tmp_path.glob("stage/**/rfm_job.sh"))
+    nodelists = sorted(line.strip() for s in scripts for line in s.read_text().splitlines()
+                       if line.startswith("#SBATCH --nodelist"))
+    assert len(scripts) == 4, scripts
+    assert nodelists == ["#SBATCH --nodelist=node[1-2]"] * 2 + ["#SBATCH --nodelist=node[3-4]"] * 2

@@ -42,7 +42,7 @@ MAX_DRAIN_FRACTION = 0.25
 _PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), action) for pattern, action in (
         (r"Lmod has detected|module\(s\) are unknown|unsafe module tree", Action.FIX_SOFTWARE),
-        (r"command not found|cannot open shared object file", Action.FIX_SOFTWARE),
+        (r"command not found|cannot open shared object file|No module named", Action.FIX_SOFTWARE),
         (r"is written for Open MPI|needs Open MPI|CUDA-aware|cuda support", Action.FIX_SOFTWARE),
         (r"network device .* is not available|no port \d+ of", Action.DRAIN),
         (r"#wrong|Out of bounds values|NODE_FAIL|BOOT_FAIL|Xid", Action.DRAIN),

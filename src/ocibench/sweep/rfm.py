@@ -146,9 +146,9 @@ def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[
     report does not mention never started."""
     # Here, not at the top: the report package draws plots (matplotlib), which the
     # plan (--dry-run) does not need.
-    from ocibench.report import load
+    from ocibench.report.load import _testcase_result, check_run_report
 
-    load.check_run_report(path, report)
+    check_run_report(path, report)
     found: dict[Group, JobResult] = {}
     for raw in _testcases(report):
         group = tuple(str(raw.get("sweep_nodes") or "").split(NODE_SEPARATOR))
@@ -158,7 +158,7 @@ def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[
         if raw.get("result") == "skip":
             job.skipped = raw.get("skip_reason") or "skipped by ReFrame"
         elif "check_name" in raw:
-            result = load._testcase_result(path, raw)   # judges every value (judge.judge)
+            result = _testcase_result(path, raw)   # judges every value (judge.judge)
             job.rows = list(result.rows)
             job.never_started = never_started(raw)
             if not job.never_started and not result.ok:
