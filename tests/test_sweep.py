@@ -430,3 +430,17 @@ def test_every_check_pins_its_job_to_the_sweep_nodes(slurm_client, tmp_path):
                        if line.startswith("#SBATCH --nodelist"))
     assert len(scripts) == 4, scripts
     assert nodelists == ["#SBATCH --nodelist=node[1-2]"] * 2 + ["#SBATCH --nodelist=node[3-4]"] * 2
+
+
+def test_slurm_states_say_which_nodes_are_swept_and_why_not():
+    from ocibench.sweep import slurm
+    states = slurm.parse_sinfo(
+        "node1|idle|none\nnode2|mix|none\nnode3|drain|ocibench: osu_bw 9.00 MB/s (x)\n"
+        "node4|down*|Not responding\nnode5|drain|bad DIMM, ticket 42\nnode1|idle|none\n"
+        "node6|idle~|none\n")
+    assert [n for n, s in states.items() if s.sweepable] == ["node1"]
+    assert states["node3"].drained_by_us and not states["node5"].drained_by_us
+    assert states["node2"].why_not() == "Slurm state mix (running other jobs)"
+    assert states["node4"].why_not() == "Slurm state down* (not responding): Not responding"
+    assert states["node5"].why_not() == "Slurm state drain: bad DIMM, ticket 42"
+    assert not states["node6"].sweepable                # powered down
