@@ -277,7 +277,7 @@ def test_drain_cap_refuses_the_whole_set():
     wanted = {f"node{i}": "ocibench: x" for i in range(1, 4)}
     refused = actions.decide(wanted, 8)
     assert refused.cap == 2 and refused.nodes == {}
-    assert "refusing to drain 3 of 8" in refused.refused and "\n" not in refused.refused
+    assert "refusing to drain 3 of the 8 nodes" in refused.refused and "\n" not in refused.refused
     assert actions.decide(dict(list(wanted.items())[:2]), 8).nodes.keys() == {"node1", "node2"}
     assert actions.decide(wanted, 8, force=True).nodes == wanted
     assert actions.decide(wanted, 8, fraction=0.5).refused is None
