@@ -444,3 +444,18 @@ def test_slurm_states_say_which_nodes_are_swept_and_why_not():
     assert states["node4"].why_not() == "Slurm state down* (not responding): Not responding"
     assert states["node5"].why_not() == "Slurm state drain: bad DIMM, ticket 42"
     assert not states["node6"].sweepable                # powered down
+
+
+def test_two_nodes_share_a_failure_and_a_lone_pair_is_rerun(optimized):
+    jobs = pair_jobs(optimized, [9.0, 9.0])[:1]                 # N = 2: one pair
+    nodes = sweeping.judge_nodes(plan.make_plan(names(2), [PAIR_CASE]), jobs, 3.5, {})
+    assert {n.verdict for n in nodes.values()} == {NodeVerdict.FAIL}
+    assert "which node cannot be told" in nodes["node1"].reason
+    # node4's other pair never ran (node5 went down): its failure is not pinned
+    jobs = pair_jobs(optimized, [1.7, 1.7, 9.0, 1.7, 1.7, 1.7])
+    jobs[3].never_started = "cancelled while pending"
+    nodes = sweeping.judge_nodes(plan.make_plan(names(6), [PAIR_CASE]), jobs, 3.5,
+                                 {"node5": "Slurm state down*"})
+    assert nodes["node4"].verdict is NodeVerdict.FAIL and nodes["node4"].action is Action.RERUN
+    assert "other pair did not run" in nodes["node4"].reason
+    assert nodes["node5"].verdict is NodeVerdict.UNREACHABLE

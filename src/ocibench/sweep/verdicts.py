@@ -293,10 +293,16 @@ def attribute_pairs(pairs: Mapping[Group, Cell], retests: Mapping[Group, Cell],
         if not bad:
             result[node] = _pass_of(mine, jobs)
             continue
-        if len(mine) == 1:   # N = 2: one pair, nothing to compare with
+        if len(pairs) == 1:   # N = 2: one pair, nothing to compare with
             pair, cell = bad[0]
             result[node] = replace(cell, jobs=jobs, reason=(
                 f"the only pair ({'+'.join(pair)}), which node cannot be told: {cell.reason}"))
+            continue
+        if len(mine) == 1:    # its other pair did not run (a partner unreachable)
+            pair, cell = bad[0]
+            result[node] = replace(cell, action=Action.RERUN, jobs=jobs, reason=(
+                f"its pair {'+'.join(pair)} failed and its other pair did not run: "
+                f"{cell.reason}"))
             continue
         if len(bad) == 2:
             worst = max(bad, key=lambda pc: _ORDER[pc[1].verdict])[1]
