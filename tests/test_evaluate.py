@@ -539,3 +539,20 @@ def test_pageable_copy_without_a_driver_says_so_in_one_line(capsys):
     assert pageable_copy.main(["--copies", "1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("pageable_copy: no CUDA driver (libcuda.so.1)") and err.count("\n") == 1
+
+
+def test_nvbandwidth_reads_a_real_capture_and_names_the_missing_pageable_rate():
+    """A real nvbandwidth v0.8 run on 2x H200: the copy-engine figures OMB's runs are
+    bounded by; without the pageable copy after it the check's output is incomplete."""
+    text = (Path(__file__).resolve().parent / "data" / "nvbandwidth"
+            / "h200x2.nvbandwidth-v0.8.txt").read_text()
+    lines = text.splitlines()
+    where = outputs.nvbandwidth_gpus(2)
+    read = {key: outputs._nvb_testcase("nvbandwidth", lines, outputs.NVBANDWIDTH_CEILINGS[key],
+                                       where[key])
+            for key in ("host_to_device", "device_to_host", "device_to_device_read",
+                        "device_to_device_write")}
+    assert read == {"host_to_device": 55.55, "device_to_host": 55.38,
+                    "device_to_device_read": 393.76, "device_to_device_write": 396.18}
+    with pytest.raises(outputs.SanityError, match="no 'pageable host_to_device GPU 1"):
+        outputs.parse("nvbandwidth", text, {"gpus_per_node": 2})
