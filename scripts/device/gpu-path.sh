@@ -19,7 +19,7 @@
 #   4. beside it, the seeds' hand build (seed 000 sec 1, seed 003 sec 2) of the same
 #      OMB and nccl-tests sources against the same OpenMPI
 #   5. sanity: modules, the PML chosen (with and without pml = ucx), both PMLs' D D
-#      bandwidth, both osu_latency binaries alternating, the copy engines' ceiling
+#      bandwidth, both osu_latency binaries alternating, the node's copy ceilings
 #   6. ROUNDS x (reframe -c checks/ -r -t gpu, then the seeds' command lines by hand)
 #   7. scripts/device/summarize.py: both sets of figures, ratios, fractions of the links
 #   8. OCIBENCH_BUILDCACHE=1: push UCX and Open MPI to a build cache and reinstall them
@@ -446,8 +446,11 @@ pipeline() {
         done
       done
     )
-    "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O2 -arch=sm_90 -o "$WORK/copy_ceiling" scripts/device/copy_ceiling.cu \
-      && "$WORK/copy_ceiling" | tee "$RES/copy-ceiling.txt"
+    # The node's copy ceilings: the nvbandwidth check (copy engines and the pageable
+    # copy) runs with the checks; here the same two commands, for the summary.
+    module load nvbandwidth && nvbandwidth -b 256 -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
+      device_to_device_memcpy_read_ce device_to_device_memcpy_write_ce | tee "$RES/copy-ceiling.txt"
+    python3 -m ocibench.pageable_copy --size $((256 * 2**20)) | tee -a "$RES/copy-ceiling.txt"
   ) >"$LOGS/07-sanity.log" 2>&1
 
   step transports

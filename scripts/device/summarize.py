@@ -187,8 +187,8 @@ def summarize(results: Path) -> dict:
                 if row[f"{who}_median"]:
                     row[f"{who}_fraction"] = row[f"{who}_median"] / limit
         rows.append(row)
-    # the copy engines' own rates (scripts/device/copy_ceiling.cu), the ceiling the
-    # MPI figures are held against besides the links' limits
+    # the node's copy ceilings (nvbandwidth, ocibench.pageable_copy: gpu-path.sh), which
+    # the MPI figures are held against besides the links' limits
     ceiling = results / "copy-ceiling.txt"
     copies = ceiling.read_text().splitlines() if ceiling.is_file() else []
     return {"runs": runs, "rows": rows, "copy_ceiling": copies, "notes": notes}
