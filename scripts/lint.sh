@@ -21,7 +21,7 @@ else
   passed+=(ruff)
 fi
 
-shell_scripts=(scripts/*.sh scripts/*/*.sh .ci/run)
+shell_scripts=(scripts/*.sh scripts/*/*.sh .ci/run bin/ocibench)
 if ! command -v shellcheck >/dev/null; then
   say "SKIPPED shellcheck: not installed (scripts/prereqs.sh installs it only as root" \
     "with apt-get); install the shellcheck package to lint scripts/"

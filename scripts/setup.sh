@@ -2,7 +2,8 @@
 # `make setup`: everything `make install` needs, in the per-user cache
 # (~/.cache/oci-hpc-bench, or $OCIBENCH_CACHE; see src/ocibench/paths.py):
 #
-#   1. the Python tools: this package (editable) with clingo and ReFrame;
+#   1. the Python tools this package needs (clingo, ReFrame, ...; never the package
+#      itself: it runs from this checkout's src/, the command is bin/ocibench);
 #      Lmod from the OS when it is absent (Debian/Ubuntu apt-get, EL dnf)
 #   2. the pinned Spack (v1.1.0) and its builtin packages (releases/v2025.11):
 #      git clone from GitHub when online; offline from a checkout or tarball named
@@ -28,17 +29,15 @@ die() { echo "setup: ERROR: $*" >&2; exit 1; }
 # -- 1. Python tools and Lmod ---------------------------------------------------
 python=${OCIBENCH_PYTHON:-$(command -v python3 || true)}
 [[ -n $python ]] || die "no python3 on PATH"
-if "$python" - <<'EOF' 2>/dev/null
-import importlib.util, pathlib, sys
-import ocibench, clingo, reframe  # noqa: F401
-# the editable install of THIS checkout, not some other copy
-sys.exit(0 if pathlib.Path(ocibench.__file__).resolve().is_relative_to(pathlib.Path.cwd().resolve()) else 1)
-EOF
-then
-  say "python tools present (ocibench from this checkout, clingo, reframe)"
+# This checkout's ocibench, by PYTHONPATH: the project itself is never pip-installed
+# (src/ocibench/requirements.py says why), only what it needs.
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+mapfile -t missing < <("$python" -m ocibench.requirements --missing test report)
+if ((${#missing[@]} == 0)); then
+  say "python tools present (clingo, reframe, ...); ocibench runs from $PWD/src (bin/ocibench)"
 else
-  say "installing python tools: pip install -e '.[test,report]'"
-  "$python" -m pip install --quiet --disable-pip-version-check -e '.[test,report]' \
+  say "installing python tools: ${missing[*]}"
+  "$python" -m pip install --quiet --disable-pip-version-check "${missing[@]}" \
     || die "pip install failed (offline? point pip at a wheel house: PIP_FIND_LINKS=... PIP_NO_INDEX=1)"
 fi
 
@@ -75,9 +74,6 @@ else
   say "WARNING: no mpicc/mpirun on PATH and they cannot be installed here (not root):"
   say "         the local shape needs this machine's Open MPI (with its headers)"
 fi
-
-# From here on this checkout's ocibench, even if another copy is pip-installed.
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
 # -- 2. Spack and its builtin packages ---------------------------------------------
 read -r spack_root packages_root cache <<<"$("$python" - <<'EOF'

@@ -7,4 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/prereqs.sh
 bash scripts/lint.sh
+# This checkout's ocibench (never a pip-installed copy of another clone).
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 exec python3 -m pytest -ra "$@"

@@ -121,6 +121,7 @@ def test_documented_scope_has_what_its_readers_need(name: str) -> None:
     assert env_vars["set"]["RFM_CONFIG_FILES"].endswith("site/reframe_config.py")
     assert env_vars["prepend_path"]["MODULEPATH"] == str(spack_config.modulepath(name))
     assert env_vars["prepend_path"]["PYTHONPATH"] == str(REPO_ROOT / "src")
+    assert env_vars["prepend_path"]["PATH"] == str(REPO_ROOT / "bin")  # bin/ocibench
     assert scope["concretizer"]["targets"]["host_compatible"] is False
 
 

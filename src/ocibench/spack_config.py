@@ -20,7 +20,8 @@ The generated layer of a shape holds:
 * ``modules:default:roots:lmod`` = :func:`ocibench.paths.module_root` and the
   core compilers of the Lmod hierarchy;
 * ``env_vars`` that ``spack env activate .`` exports (the shape, ReFrame's
-  configuration, ``PYTHONPATH`` for ``ocibench``, the module tree on ``MODULEPATH``).
+  configuration, this checkout's ``bin/`` on ``PATH`` and ``src/`` on ``PYTHONPATH`` for
+  the ``ocibench`` command, the module tree on ``MODULEPATH``).
   They hold absolute paths of this checkout, which is why they live in this
   git-ignored generated layer: Spack does not expand ``$env`` in ``env_vars``.
 
@@ -341,6 +342,8 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
             "RFM_CONFIG_FILES": str(SITE_DIR / "reframe_config.py"),
         },
         "prepend_path": {
+            # this checkout's `ocibench` command and package (never pip-installed)
+            "PATH": str(REPO_ROOT / "bin"),
             "PYTHONPATH": str(REPO_ROOT / "src"),
             "MODULEPATH": str(modulepath(shape.name)),
         },
