@@ -84,3 +84,15 @@ def gpu_count() -> int:
         return 0
     out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
     return out.stdout.count("GPU ") if out.returncode == 0 else 0
+
+
+#: Markers of the test files that take minutes: they start first, so that under
+#: pytest-xdist (scripts/test.sh: one file per process) they overlap each other instead
+#: of one of them starting last.
+SLOW_MARKERS = ("slow", "cluster", "install", "spack")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    slow_files = {item.path for item in items
+                  if any(item.get_closest_marker(m) for m in SLOW_MARKERS)}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: order kept within

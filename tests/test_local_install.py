@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -23,20 +22,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-import user_installation
-from ocibench import machine, paths, spack_config
-from ocibench.paths import REPO_ROOT
+from ocibench import paths, spack_config
+from private_checkout import private_checkout, private_spack_scope
 
 pytestmark = pytest.mark.install
 
 SHAPE = "local"
 INSTALL_TIMEOUT_S = 3 * 3600
-#: What a private copy of the checkout leaves out: git, generated and run outputs.
-NOT_COPIED = (".git", ".spack-env", "spack.lock", "generated", "__pycache__", "output",
-              "stage", "perflogs", "reports", ".carry", ".whl", ".venv", "*.egg-info",
-              ".pytest_cache", ".ruff_cache")
-
-
 def _sources_or_skip() -> str:
     """Where the local install gets its sources from, or SKIP saying what is missing."""
     develop = spack_config.LOCAL_DEVELOP_DIR / f"{SHAPE}.yaml"
@@ -48,32 +40,6 @@ def _sources_or_skip() -> str:
         f"no sources for an offline build: neither {develop} "
         f"(scripts/mirror-from-checkouts.sh) nor a source mirror at {paths.source_mirror()} "
         "(spack mirror create; docs/spack-env.md)")
-
-
-def private_spack_scope(where: Path) -> Path:
-    """A Spack user scope that installs into `where`/store and reads the user's install
-    tree as an upstream (Spack never writes to an upstream)."""
-    scope = where / "spack-scope"
-    scope.mkdir(parents=True)
-    (scope / "config.yaml").write_text(yaml.safe_dump(
-        {"config": {"install_tree": {"root": str(where / "store")}}}))
-    upstream = user_installation.user_install_tree()
-    if upstream.is_dir():
-        (scope / "upstreams.yaml").write_text(yaml.safe_dump(
-            {"upstreams": {"user": {"install_tree": str(upstream)}}}))
-    return scope
-
-
-def private_checkout(where: Path) -> Path:
-    """A copy of this checkout: an environment of its own, as a fresh clone has."""
-    clone = where / "checkout"
-    shutil.copytree(REPO_ROOT, clone, symlinks=True, ignore=shutil.ignore_patterns(*NOT_COPIED))
-    # This machine's detection, if `make setup` cached it: the same machine.
-    detected = spack_config.GENERATED_DIR / machine.MACHINE_FILE
-    if detected.is_file():
-        (clone / "site" / "spack" / "generated").mkdir(parents=True)
-        shutil.copy(detected, clone / "site" / "spack" / "generated" / machine.MACHINE_FILE)
-    return clone
 
 
 @pytest.fixture(scope="session")

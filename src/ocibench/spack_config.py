@@ -42,6 +42,7 @@ Optional shape-file field read here (additive to the schema in ocibench.shapes):
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -383,8 +384,12 @@ def _mirrors() -> dict[str, Any]:
     if paths.source_mirror().is_dir():
         mirrors["ocibench-source"] = {"url": f"file://{paths.source_mirror()}", "binary": False}
     if paths.build_cache().is_dir():
+        # A bundle's build cache is signed (scripts/bundle.sh; setup trusts its key and
+        # sets OCIBENCH_BUILD_CACHE_SIGNED=1), and Spack then checks every binary's
+        # signature; a cache pushed by hand with --unsigned is used as it is.
+        signed = os.environ.get("OCIBENCH_BUILD_CACHE_SIGNED") == "1"
         mirrors["ocibench-buildcache"] = {
-            "url": f"file://{paths.build_cache()}", "source": False, "signed": False}
+            "url": f"file://{paths.build_cache()}", "source": False, "signed": signed}
     return mirrors
 
 
