@@ -23,6 +23,9 @@
 #                            checked like a download; otherwise into develop/ (provenance
 #                            dev_path=..., never under the recipe's checksum)
 #   OCIBENCH_BUNDLE_PARTS    what to write (default: spack mirror develop buildcache wheels os)
+#   OCIBENCH_BUNDLE_PIP_ARGS  extra `pip download` options for a node with another Python,
+#                            e.g. "--only-binary=:all: --python-version 3.12
+#                            --platform manylinux2014_x86_64"
 #   OCIBENCH_BUNDLE_KEY      the Spack GPG key that signs (default: the first signing key in
 #                            Spack's keyring; one is created if there is none)
 #
@@ -172,7 +175,9 @@ info+=("signed=$signed")
 # -- Python tools and Lmod ---------------------------------------------------------------
 if want wheels; then
   mapfile -t reqs < <("$python" -m ocibench.requirements test report)
-  "$python" -m pip download --quiet --disable-pip-version-check -d "$out/wheels" "${reqs[@]}" \
+  # shellcheck disable=SC2086  # OCIBENCH_BUNDLE_PIP_ARGS is a list of options
+  "$python" -m pip download --quiet --disable-pip-version-check -d "$out/wheels" \
+    ${OCIBENCH_BUNDLE_PIP_ARGS:-} "${reqs[@]}" \
     || die "pip download failed (offline? OCIBENCH_BUNDLE_PARTS without wheels)"
 fi
 if want os; then

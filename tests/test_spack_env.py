@@ -232,8 +232,14 @@ def env_dir(spack_exe: Path, tmp_path_factory) -> Path:
     for name in ENV_FILES:
         shutil.copy(REPO_ROOT / name, root / name)
     (root / "repos").symlink_to(REPO_ROOT / "repos")
-    written = spack_config.write(None, root / "site" / "spack" / "generated",
-                                 detected=shapes.detect())
+    generated = root / "site" / "spack" / "generated"
+    # This machine's Spack detection as `make setup` cached it: the same machine, and
+    # detection need not run again (tests/test_bundle.py runs it on a cold Spack).
+    detected = spack_config.GENERATED_DIR / machine.MACHINE_FILE
+    if detected.is_file():
+        generated.mkdir(parents=True)
+        shutil.copy(detected, generated / machine.MACHINE_FILE)
+    written = spack_config.write(None, generated, detected=shapes.detect())
     assert len(written) == len(SHAPES) + 1
     return root
 
