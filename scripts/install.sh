@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "install: $*" >&2; exit 1; }
-# This checkout's ocibench, whichever copy `pip install -e` last pointed Python at.
+# This checkout's ocibench (the project is never pip-installed: src/ocibench/requirements.py).
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
 # Module files and installed prefixes: readable by every user, writable by the owner
