@@ -183,8 +183,10 @@ fi
 if want os; then
   mkdir -p "$out/os-packages"
   if command -v apt-get >/dev/null; then
+    # (apt-get warns that root downloads unsandboxed: harmless, and not shown)
     (cd "$out/os-packages" && apt-get download lmod lua5.3 lua-filesystem lua-json lua-posix \
-       lua-term lua-bit32 lua-lpeg >/dev/null) || die "apt-get download of Lmod failed"
+       lua-term lua-bit32 lua-lpeg 2>&1 >/dev/null | grep -v 'unsandboxed' >&2 || true
+     ls lmod_*.deb >/dev/null) || die "apt-get download of Lmod failed"
   elif command -v dnf >/dev/null; then
     dnf download -q --resolve --destdir "$out/os-packages" Lmod || die "dnf download Lmod failed"
   else
