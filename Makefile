@@ -17,7 +17,10 @@ test:  ## lint, then the test suite (what CI runs)
 lint:  ## ruff and shellcheck only (make test runs them first)
 	bash scripts/lint.sh
 
-.PHONY: help setup install test lint
+bundle:  ## everything an air-gapped node needs for `make install OCIBENCH_BUNDLE=<dir>` (docs/spack-env.md)
+	bash scripts/bundle.sh
+
+.PHONY: help setup install test lint bundle
 
 test-cluster:  ## multi-node checks through a Slurm cluster of network namespaces on this machine (root; docs/cluster.md)
 	bash scripts/cluster/test.sh

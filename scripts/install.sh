@@ -6,12 +6,12 @@
 #   OCIBENCH_JOBS=<n>        parallel make jobs (default: all cores)
 #
 # Prints the `module use` line at the end; the time of the install goes to
-# $OCIBENCH_CACHE/install-<shape>.log.
+# install-<shape>.log beside the module trees (<modules root>/install-<shape>.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "install: $*" >&2; exit 1; }
-# This checkout's ocibench, whichever copy `pip install -e` last pointed Python at.
+# This checkout's ocibench (the project is never pip-installed: src/ocibench/requirements.py).
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
 # Module files and installed prefixes: readable by every user, writable by the owner
@@ -34,7 +34,8 @@ export OCIBENCH_SHAPE=$shape
 spack env activate .
 
 jobs=${OCIBENCH_JOBS:-$(nproc)}
-log="$(python3 -c 'from ocibench import paths; print(paths.cache_dir())')/install-$shape.log"
+log="$(dirname "$module_root")/install-$shape.log"
+mkdir -p "$(dirname "$log")"
 echo "install: shape $shape, $jobs jobs, spack $(spack --version)"
 start=$(date +%s)
 # Re-concretize every time: spack.lock is per checkout and per shape (not committed,
@@ -47,8 +48,9 @@ echo "$(date -u +%FT%TZ) shape=$shape seconds=$((end - start)) jobs=$jobs" >>"$l
 echo "install: spack install took $((end - start)) s (logged in $log)"
 
 # The tree is rebuilt from scratch, so a module of a spec no longer in the
-# environment does not linger.
-spack module lmod refresh --delete-tree -y
+# environment does not linger.  --upstream-modules: a spec reused from an upstream
+# Spack (a site's shared install tree, `upstreams.yaml`) gets its module here too.
+spack module lmod refresh --delete-tree --upstream-modules -y
 [[ -d $modulepath ]] || die "no module tree at $modulepath after refresh"
 echo
 echo "Module tree of $shape: $module_root"

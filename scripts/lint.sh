@@ -11,7 +11,7 @@ say() { echo "lint: $*" >&2; }
 failed=() passed=() skipped=()
 
 if ! python3 -m ruff --version >/dev/null 2>&1; then
-  say "ruff is not installed: pip install -e '.[test]' (scripts/prereqs.sh does)"
+  say "ruff is not installed: pip install ruff (scripts/prereqs.sh does)"
   failed+=(ruff)
 elif ! python3 -m ruff check --quiet --output-format concise .; then
   say "ruff found the problems above (settings: pyproject.toml [tool.ruff];" \
@@ -21,7 +21,7 @@ else
   passed+=(ruff)
 fi
 
-shell_scripts=(scripts/*.sh scripts/*/*.sh .ci/run)
+shell_scripts=(scripts/*.sh scripts/*/*.sh .ci/run bin/ocibench)
 if ! command -v shellcheck >/dev/null; then
   say "SKIPPED shellcheck: not installed (scripts/prereqs.sh installs it only as root" \
     "with apt-get); install the shellcheck package to lint scripts/"

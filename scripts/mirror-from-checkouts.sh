@@ -40,7 +40,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "mirror-from-checkouts: $*" >&2; exit 1; }
-# This checkout's ocibench, whichever copy `pip install -e` last pointed Python at.
+# This checkout's ocibench (the project is never pip-installed: src/ocibench/requirements.py).
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
 shape=""

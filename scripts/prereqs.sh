@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install what the test suite drives for real, when it is missing: the project's
-# Python package with its test tools (ruff included), the Debian packages of the real
+# Install what the test suite drives for real, when it is missing: the Python tools
+# the project and its tests need (ruff included; never the project itself, which the
+# tests import from this checkout's src/: src/ocibench/requirements.py), the Debian packages of the real
 # parts (Lmod, OpenMPI, Slurm + munge, hwloc/numactl, Chromium) and shellcheck for
 # scripts/lint.sh.  Idempotent and quick when everything is present.  Spack is NOT
 # installed here: `make setup` does that, and the Spack tests are skipped (with the
@@ -8,7 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test,report]'
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+mapfile -t missing < <(python3 -m ocibench.requirements --missing test report)
+if ((${#missing[@]})); then
+  echo "prereqs: installing python tools: ${missing[*]}"
+  python3 -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+fi
 
 # Debian package -> a command or file that proves it is installed.
 declare -A probes=(

@@ -2,7 +2,8 @@
 # `make setup`: everything `make install` needs, in the per-user cache
 # (~/.cache/oci-hpc-bench, or $OCIBENCH_CACHE; see src/ocibench/paths.py):
 #
-#   1. the Python tools: this package (editable) with clingo and ReFrame;
+#   1. the Python tools this package needs (clingo, ReFrame, ...; never the package
+#      itself: it runs from this checkout's src/, the command is bin/ocibench);
 #      Lmod from the OS when it is absent (Debian/Ubuntu apt-get, EL dnf)
 #   2. the pinned Spack (v1.1.0) and its builtin packages (releases/v2025.11):
 #      git clone from GitHub when online; offline from a checkout or tarball named
@@ -14,6 +15,11 @@
 #
 # Idempotent: what is in place is checked, not redone.  The source mirror and binary
 # build cache ($OCIBENCH_SOURCE_MIRROR, $OCIBENCH_BUILD_CACHE) are used when present.
+#
+# OCIBENCH_BUNDLE=<dir> (scripts/bundle.sh wrote it): everything comes from there, with
+# no network: its SHA256SUMS are checked first, then Spack, the builtin packages, the
+# Python wheels, Lmod's packages, the source mirror, the develop sources and the build
+# cache (signed: its key is trusted) are taken from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,26 +31,59 @@ PACKAGES_URL=https://github.com/spack/spack-packages
 say() { echo "setup: $*"; }
 die() { echo "setup: ERROR: $*" >&2; exit 1; }
 
+# -- 0. an air-gapped bundle -------------------------------------------------------
+bundle=${OCIBENCH_BUNDLE:-}
+bundle_value() { sed -n "s/^$1=//p" "$bundle/BUNDLE"; }
+if [[ -n $bundle ]]; then
+  [[ -f $bundle/BUNDLE && -f $bundle/SHA256SUMS ]] \
+    || die "OCIBENCH_BUNDLE=$bundle is no bundle (no BUNDLE and SHA256SUMS): \`make bundle\` writes one"
+  bundle=$(cd "$bundle" && pwd)
+  (cd "$bundle" && sha256sum --quiet --strict -c SHA256SUMS) \
+    || die "bundle $bundle: the files above do not match its SHA256SUMS (damaged or altered)"
+  say "bundle $bundle: checksums verified (shape $(bundle_value shape), signed=$(bundle_value signed))"
+  [[ -f $bundle/spack.tar.gz ]] \
+    && export OCIBENCH_SPACK_SOURCE=${OCIBENCH_SPACK_SOURCE:-$bundle/spack.tar.gz}
+  [[ -f $bundle/spack-packages.tar.gz ]] \
+    && export OCIBENCH_SPACK_PACKAGES_SOURCE=${OCIBENCH_SPACK_PACKAGES_SOURCE:-$bundle/spack-packages.tar.gz}
+  [[ -d $bundle/mirror ]] && export OCIBENCH_SOURCE_MIRROR=${OCIBENCH_SOURCE_MIRROR:-$bundle/mirror}
+  if [[ -d $bundle/buildcache ]]; then
+    export OCIBENCH_BUILD_CACHE=${OCIBENCH_BUILD_CACHE:-$bundle/buildcache}
+    [[ $(bundle_value signed) == yes ]] && export OCIBENCH_BUILD_CACHE_SIGNED=1
+  fi
+  [[ -d $bundle/wheels ]] && export PIP_NO_INDEX=1 PIP_FIND_LINKS=$bundle/wheels
+fi
+
 # -- 1. Python tools and Lmod ---------------------------------------------------
 python=${OCIBENCH_PYTHON:-$(command -v python3 || true)}
 [[ -n $python ]] || die "no python3 on PATH"
-if "$python" - <<'EOF' 2>/dev/null
-import importlib.util, pathlib, sys
-import ocibench, clingo, reframe  # noqa: F401
-# the editable install of THIS checkout, not some other copy
-sys.exit(0 if pathlib.Path(ocibench.__file__).resolve().is_relative_to(pathlib.Path.cwd().resolve()) else 1)
-EOF
-then
-  say "python tools present (ocibench from this checkout, clingo, reframe)"
+# This checkout's ocibench, by PYTHONPATH: the project itself is never pip-installed
+# (src/ocibench/requirements.py says why), only what it needs.
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+mapfile -t missing < <("$python" -m ocibench.requirements --missing test report)
+if ((${#missing[@]} == 0)); then
+  say "python tools present (clingo, reframe, ...); ocibench runs from $PWD/src (bin/ocibench)"
 else
-  say "installing python tools: pip install -e '.[test,report]'"
-  "$python" -m pip install --quiet --disable-pip-version-check -e '.[test,report]' \
+  say "installing python tools: ${missing[*]}"
+  "$python" -m pip install --quiet --disable-pip-version-check "${missing[@]}" \
     || die "pip install failed (offline? point pip at a wheel house: PIP_FIND_LINKS=... PIP_NO_INDEX=1)"
 fi
 
 lmod_init=${LMOD_PKG:-/usr/share/lmod/lmod}/init/bash
+os_packages=()
+if [[ -n $bundle && -d $bundle/os-packages ]]; then
+  mapfile -t os_packages < <(find "$bundle/os-packages" -name '*.deb' -o -name '*.rpm')
+fi
 if [[ -f $lmod_init ]]; then
   say "lmod present ($lmod_init)"
+elif ((${#os_packages[@]})) && [[ $(id -u) -eq 0 ]]; then
+  say "installing lmod from the bundle's OS packages"
+  if command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-download "${os_packages[@]}" \
+      >/dev/null || die "apt-get install of the bundle's Lmod packages failed"
+  else
+    dnf install -y -q --disablerepo='*' "${os_packages[@]}" \
+      || die "dnf install of the bundle's Lmod packages failed"
+  fi
 elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
   say "installing lmod (apt-get)"
   if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lmod >/dev/null; }; then
@@ -75,9 +114,6 @@ else
   say "WARNING: no mpicc/mpirun on PATH and they cannot be installed here (not root):"
   say "         the local shape needs this machine's Open MPI (with its headers)"
 fi
-
-# From here on this checkout's ocibench, even if another copy is pip-installed.
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
 # -- 2. Spack and its builtin packages ---------------------------------------------
 read -r spack_root packages_root cache <<<"$("$python" - <<'EOF'
@@ -143,6 +179,33 @@ fi
 # -- 4. generated scopes --------------------------------------------------------------
 shape=$("$python" -m ocibench.cli shape) || die "shape detection failed"
 say "this machine is shape $shape"
+if [[ -n $bundle ]]; then
+  [[ $(bundle_value shape) == "$shape" ]] || die "bundle $bundle was made for shape \
+$(bundle_value shape), this machine is $shape (OCIBENCH_SHAPE=$(bundle_value shape) uses it anyway)"
+  if [[ -d $bundle/keys ]]; then
+    "$spack_root/bin/spack" gpg trust "$bundle"/keys/*.pub >/dev/null \
+      || die "cannot trust the bundle's signing key ($bundle/keys)"
+    say "trusting the bundle's signing key ($bundle/keys)"
+  fi
+  if [[ -s $bundle/develop/SOURCES ]]; then
+    # Sources that are git revisions, not release files: develop specs, as
+    # scripts/mirror-from-checkouts.sh makes them (dev_path= in every spec built so).
+    mkdir -p "$cache/dev-src" "$cache/develop"
+    develop="$cache/develop/$shape.yaml"
+    printf '# GENERATED by scripts/setup.sh from the bundle %s\ndevelop:\n' "$bundle" >"$develop"
+    while read -r pkg version commit; do
+      dest="$cache/dev-src/$pkg-$version"
+      if [[ ! -f $dest/.ocibench-source || $(cat "$dest/.ocibench-source") != "$commit" ]]; then
+        rm -rf "$dest"
+        tar -xzf "$bundle/develop/$pkg-$version.tar.gz" -C "$cache/dev-src"
+        echo "$commit" >"$dest/.ocibench-source"
+      fi
+      printf '  %s:\n    # git %s\n    spec: %s@=%s\n    path: %s\n' \
+        "$pkg" "$commit" "$pkg" "$version" "$dest" >>"$develop"
+    done <"$bundle/develop/SOURCES"
+    say "develop sources of the bundle: $develop"
+  fi
+fi
 # --detect: compilers and externals of this machine, found again on every setup
 # (quick) so that a newly installed compiler or CUDA is picked up.
 "$python" -m ocibench.cli spack-config --detect >/dev/null || die "ocibench spack-config failed"

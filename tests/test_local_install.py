@@ -1,7 +1,11 @@
-"""The real install of the `local` shape and its Lmod module tree.
+"""The real install of the `local` shape and its Lmod module tree, kept private.
 
-`make install` (scripts/install.sh) with OCIBENCH_SHAPE=local: a no-op `spack install`
-when everything is built already (this machine, CI), the full build otherwise.
+`make install` (scripts/install.sh) with OCIBENCH_SHAPE=local runs in a private copy of
+this checkout (its own spack.lock, .spack-env and generated scopes), with a temporary
+module root and its own Spack scope: a private install tree, with the user's install
+tree as a read-only Spack upstream.  What the user built already is reused from there
+(a no-op `spack install` on a machine that ran `make install`), the rest is built into
+the private tree; nothing the user installed changes (conftest.py checks that).
 Then, in a fresh shell with nothing but Lmod, `module load openmpi omb` must give the
 benchmarks of the seeds, and `mpirun -n 2 osu_latency` must run.
 """
@@ -19,14 +23,12 @@ import pytest
 import yaml
 
 from ocibench import paths, spack_config
-from ocibench.paths import REPO_ROOT
+from private_checkout import private_checkout, private_spack_scope
 
 pytestmark = pytest.mark.install
 
 SHAPE = "local"
 INSTALL_TIMEOUT_S = 3 * 3600
-
-
 def _sources_or_skip() -> str:
     """Where the local install gets its sources from, or SKIP saying what is missing."""
     develop = spack_config.LOCAL_DEVELOP_DIR / f"{SHAPE}.yaml"
@@ -41,32 +43,44 @@ def _sources_or_skip() -> str:
 
 
 @pytest.fixture(scope="session")
-def installed(spack_exe: Path) -> subprocess.CompletedProcess:
+def private(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("local-install")
+
+
+@pytest.fixture(scope="session")
+def installed(spack_exe: Path, private: Path) -> subprocess.CompletedProcess:
     _sources_or_skip()
+    clone = private_checkout(private)
     env = {**os.environ, "OCIBENCH_SHAPE": SHAPE,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT / "src"),
-                                                       os.environ.get("PYTHONPATH")]))}
-    # the generated scopes are `make setup`'s; regenerate them for this shape
+           "OCIBENCH_MODULES_ROOT": str(private / "modules"),
+           "SPACK_USER_CONFIG_PATH": str(private_spack_scope(private)),
+           "PYTHONPATH": str(clone / "src")}
+    # the generated scopes are `make setup`'s; generate them in the copy for this shape
     subprocess.run([sys.executable, "-m", "ocibench.cli", "spack-config", "--shape", SHAPE],
-                   cwd=REPO_ROOT, env=env, check=True, capture_output=True)
-    done = subprocess.run(["bash", "scripts/install.sh"], cwd=REPO_ROOT, env=env,
+                   cwd=clone, env=env, check=True, capture_output=True)
+    done = subprocess.run(["bash", "scripts/install.sh"], cwd=clone, env=env,
                           capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
     assert done.returncode == 0, f"make install failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
 
 
 @pytest.fixture(scope="session")
-def modulepath(installed) -> Path:
-    return spack_config.modulepath(SHAPE)
+def module_root(installed, private: Path) -> Path:
+    return private / "modules" / SHAPE
 
 
-def _generated_scope() -> dict:
-    path = spack_config.GENERATED_DIR / spack_config.SHAPES_SUBDIR / f"{SHAPE}.yaml"
-    return yaml.safe_load(path.read_text())
+@pytest.fixture(scope="session")
+def modulepath(module_root: Path) -> Path:
+    return module_root / "Core"
 
 
-def _expects_nccl() -> bool:
-    req = _generated_scope()["packages"].get("osu-micro-benchmarks", {}).get("require", [""])
+@pytest.fixture(scope="session")
+def expects_nccl(installed, private: Path) -> bool:
+    """Whether the private checkout's generated scope asks OMB for +nccl (CUDA found)."""
+    scope = (private / "checkout" / "site" / "spack" / "generated" / spack_config.SHAPES_SUBDIR
+             / f"{SHAPE}.yaml")
+    req = yaml.safe_load(scope.read_text())["packages"].get(
+        "osu-micro-benchmarks", {}).get("require", [""])
     return "+nccl" in req[0]
 
 
@@ -86,12 +100,12 @@ def test_install_reports_the_module_use_line(installed, modulepath: Path) -> Non
     assert f"module use {modulepath}" in installed.stdout
 
 
-def test_module_tree_exists(modulepath: Path) -> None:
+def test_module_tree_exists(module_root: Path, modulepath: Path) -> None:
     assert modulepath.is_dir(), f"no module tree at {modulepath}"
     names = {p.parent.name for p in modulepath.rglob("*.lua")}
     assert "openmpi" in names
     # omb sits below the MPI level of the hierarchy, not in Core
-    omb = list(paths.module_root(SHAPE).rglob("omb/*.lua"))
+    omb = list(module_root.rglob("omb/*.lua"))
     assert omb and all(modulepath not in p.parents for p in omb), omb
 
 
@@ -112,8 +126,8 @@ def _assert_world_readable_owner_writable(root: Path) -> int:
     return checked
 
 
-def test_module_tree_permissions(modulepath: Path) -> None:
-    assert _assert_world_readable_owner_writable(paths.module_root(SHAPE)) > 0
+def test_module_tree_permissions(module_root: Path) -> None:
+    assert _assert_world_readable_owner_writable(module_root) > 0
 
 
 def test_installed_prefixes_permissions(lmod_init: Path, modulepath: Path) -> None:
@@ -126,9 +140,10 @@ def test_installed_prefixes_permissions(lmod_init: Path, modulepath: Path) -> No
     assert _assert_world_readable_owner_writable(prefix) > 10
 
 
-def test_module_load_puts_the_benchmarks_on_path(lmod_init: Path, modulepath: Path) -> None:
+def test_module_load_puts_the_benchmarks_on_path(lmod_init: Path, modulepath: Path,
+                                                 expects_nccl: bool) -> None:
     wanted = ["osu_latency", "osu_bw", "osu_alltoall", "osu_allreduce"]
-    if _expects_nccl():
+    if expects_nccl:
         wanted += ["osu_xccl_allreduce", "osu_xccl_latency"]
     script = f"module use {modulepath}\nmodule load openmpi omb\n" + "".join(
         f"command -v {exe} || echo MISSING {exe}\n" for exe in wanted)
@@ -140,12 +155,12 @@ def test_module_load_puts_the_benchmarks_on_path(lmod_init: Path, modulepath: Pa
     assert spec and re.fullmatch(r"osu-micro-benchmarks@[\w.]+/[a-z0-9]{32}", spec.group(1)), done.stdout
     loaded = done.stdout + done.stderr
     assert re.search(r"^omb/", loaded, re.M) and re.search(r"^openmpi/", loaded, re.M)
-    if _expects_nccl():  # cuda and nccl come along with omb (autoload)
+    if expects_nccl:  # cuda and nccl come along with omb (autoload)
         assert re.search(r"^cuda/", loaded, re.M) and re.search(r"^nccl/", loaded, re.M)
 
 
-def test_omb_module_has_help_and_whatis(modulepath: Path) -> None:
-    omb = next(paths.module_root(SHAPE).rglob("omb/*.lua"))
+def test_omb_module_has_help_and_whatis(module_root: Path) -> None:
+    omb = next(module_root.rglob("omb/*.lua"))
     text = omb.read_text()
     assert "help([[" in text and "whatis([[" in text
     assert "OCIBENCH_SPEC_OSU_MICRO_BENCHMARKS" in text

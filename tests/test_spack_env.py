@@ -136,6 +136,7 @@ def test_documented_scope_has_what_its_readers_need(name: str) -> None:
     assert env_vars["set"]["RFM_CONFIG_FILES"].endswith("site/reframe_config.py")
     assert env_vars["prepend_path"]["MODULEPATH"] == str(spack_config.modulepath(name))
     assert env_vars["prepend_path"]["PYTHONPATH"] == str(REPO_ROOT / "src")
+    assert env_vars["prepend_path"]["PATH"] == str(REPO_ROOT / "bin")  # bin/ocibench
     assert scope["concretizer"]["targets"]["host_compatible"] is False
 
 
@@ -389,8 +390,14 @@ def env_dir(spack_exe: Path, tmp_path_factory) -> Path:
     for name in ENV_FILES:
         shutil.copy(REPO_ROOT / name, root / name)
     (root / "repos").symlink_to(REPO_ROOT / "repos")
-    written = spack_config.write(None, root / "site" / "spack" / "generated",
-                                 detected=shapes.detect())
+    generated = root / "site" / "spack" / "generated"
+    # This machine's Spack detection as `make setup` cached it: the same machine, and
+    # detection need not run again (tests/test_bundle.py runs it on a cold Spack).
+    detected = spack_config.GENERATED_DIR / machine.MACHINE_FILE
+    if detected.is_file():
+        generated.mkdir(parents=True)
+        shutil.copy(detected, generated / machine.MACHINE_FILE)
+    written = spack_config.write(None, generated, detected=shapes.detect())
     assert len(written) == len(SHAPES) + 1
     return root
 

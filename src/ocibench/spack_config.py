@@ -20,7 +20,8 @@ The generated layer of a shape holds:
 * ``modules:default:roots:lmod`` = :func:`ocibench.paths.module_root` and the
   core compilers of the Lmod hierarchy;
 * ``env_vars`` that ``spack env activate .`` exports (the shape, ReFrame's
-  configuration, ``PYTHONPATH`` for ``ocibench``, the module tree on ``MODULEPATH``).
+  configuration, this checkout's ``bin/`` on ``PATH`` and ``src/`` on ``PYTHONPATH`` for
+  the ``ocibench`` command, the module tree on ``MODULEPATH``).
   They hold absolute paths of this checkout, which is why they live in this
   git-ignored generated layer: Spack does not expand ``$env`` in ``env_vars``.
 
@@ -41,6 +42,7 @@ Optional shape-file field read here (additive to the schema in ocibench.shapes):
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -482,6 +484,8 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
             "RFM_CONFIG_FILES": str(SITE_DIR / "reframe_config.py"),
         },
         "prepend_path": {
+            # this checkout's `ocibench` command and package (never pip-installed)
+            "PATH": str(REPO_ROOT / "bin"),
             "PYTHONPATH": str(REPO_ROOT / "src"),
             "MODULEPATH": str(modulepath(shape.name)),
         },
@@ -521,8 +525,12 @@ def _mirrors() -> dict[str, Any]:
     if paths.source_mirror().is_dir():
         mirrors["ocibench-source"] = {"url": f"file://{paths.source_mirror()}", "binary": False}
     if paths.build_cache().is_dir():
+        # A bundle's build cache is signed (scripts/bundle.sh; setup trusts its key and
+        # sets OCIBENCH_BUILD_CACHE_SIGNED=1), and Spack then checks every binary's
+        # signature; a cache pushed by hand with --unsigned is used as it is.
+        signed = os.environ.get("OCIBENCH_BUILD_CACHE_SIGNED") == "1"
         mirrors["ocibench-buildcache"] = {
-            "url": f"file://{paths.build_cache()}", "source": False, "signed": False}
+            "url": f"file://{paths.build_cache()}", "source": False, "signed": signed}
     return mirrors
 
 

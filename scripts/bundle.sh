@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# `make bundle`: everything an air-gapped node needs for `make install`, in one directory
+# made on a host that has the sources (docs/spack-env.md, "Air-gapped sites"):
+#
+#   BUNDLE                   shape, Spack and builtin-package revisions, signed or not
+#   SHA256SUMS               the sha256 of every other file (checked before anything is used)
+#   spack.tar.gz             the pinned Spack (git archive of the checkout in the cache)
+#   spack-packages.tar.gz    its builtin packages (repos/spack_repo/builtin)
+#   mirror/                  a Spack source mirror of the shape's specs (`spack mirror create`):
+#                            the upstream files, installed with their recipes' sha256 checked
+#   develop/                 sources given as git revisions whose archive is not the release
+#                            file (e.g. OMB 7.4's import commit): Spack develop specs
+#   buildcache/              `spack buildcache push` of what this host installed: signed
+#                            (public key in keys/), unsigned only with OCIBENCH_BUNDLE_UNSIGNED=1
+#   wheels/                  the Python tools (pip download, for OCIBENCH_PYTHON's version)
+#   os-packages/             Lmod and its Lua modules as the OS's packages (apt-get/dnf download)
+#
+#   OCIBENCH_BUNDLE=<dir>    where to write it (default: bundle-<shape> in the checkout)
+#   PKG=GITDIR[#REV][@VERSION] ...  (arguments, or OCIBENCH_SRC_OMB/_NCCL_TESTS/_IMB/_STREAM as
+#                            for scripts/mirror-from-checkouts.sh): sources from git.  Where
+#                            `git archive | gzip -n` gives the recipe's sha256 (GitHub's release
+#                            archives: IMB, nccl-tests), the file goes into mirror/ and is
+#                            checked like a download; otherwise into develop/ (provenance
+#                            dev_path=..., never under the recipe's checksum)
+#   OCIBENCH_BUNDLE_PARTS    what to write (default: spack mirror develop buildcache wheels os)
+#   OCIBENCH_BUNDLE_PIP_ARGS  extra `pip download` options for a node with another Python,
+#                            e.g. "--only-binary=:all: --python-version 3.12
+#                            --platform manylinux2014_x86_64"
+#   OCIBENCH_BUNDLE_KEY      the Spack GPG key that signs (default: the first signing key in
+#                            Spack's keyring; one is created if there is none)
+#
+# On the node: `make install OCIBENCH_BUNDLE=<dir>` (scripts/setup.sh) checks SHA256SUMS,
+# then takes Spack, the tools, Lmod, the mirror, the develop sources and the build cache
+# from the bundle, with no network.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "bundle: $*"; }
+die() { echo "bundle: ERROR: $*" >&2; exit 1; }
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+python=${OCIBENCH_PYTHON:-python3}
+
+args=()
+for arg in "$@"; do
+  [[ $arg == *=* ]] || die "unexpected argument '$arg' (expected PKG=GITDIR[#REV][@VERSION])"
+  args+=("$arg")
+done
+if ((${#args[@]} == 0)); then
+  [[ -n ${OCIBENCH_SRC_OMB:-} ]] && args+=("osu-micro-benchmarks=$OCIBENCH_SRC_OMB")
+  [[ -n ${OCIBENCH_SRC_NCCL_TESTS:-} ]] && args+=("nccl-tests=$OCIBENCH_SRC_NCCL_TESTS")
+  [[ -n ${OCIBENCH_SRC_IMB:-} ]] && args+=("intel-mpi-benchmarks=$OCIBENCH_SRC_IMB")
+  [[ -n ${OCIBENCH_SRC_STREAM:-} ]] && args+=("stream=$OCIBENCH_SRC_STREAM")
+fi
+
+shape=$("$python" -m ocibench.cli shape) || die "cannot detect the shape"
+out=${OCIBENCH_BUNDLE:-$PWD/bundle-$shape}
+parts=" ${OCIBENCH_BUNDLE_PARTS:-spack mirror develop buildcache wheels os} "
+want() { [[ $parts == *" $1 "* ]]; }
+read -r spack_root packages_root <<<"$("$python" -c \
+  'from ocibench import paths; print(paths.spack_root(), paths.builtin_repo().parents[2])')"
+spack=$spack_root/bin/spack
+[[ -x $spack ]] || die "no Spack at $spack_root: run \`make setup\` first"
+export SPACK_PYTHON=${SPACK_PYTHON:-$(command -v "$python")}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+[[ ! -e $out/SHA256SUMS ]] || rm "$out/SHA256SUMS"  # rewritten at the end
+
+# -- Spack and its builtin packages: git archives of the pinned checkouts -------------
+archive() {  # name checkout dest [path]: the checkout's HEAD, or the tarball it came from
+  local name=$1 dir=$2 dest=$3 path=${4:-}
+  if git -C "$dir" rev-parse --git-dir >/dev/null 2>&1; then
+    git -C "$dir" archive --prefix="$name/" HEAD ${path:+"$path"} | gzip -n >"$dest"
+    git -C "$dir" rev-parse HEAD
+  elif [[ -f $dir/.ocibench-source && -f $(cat "$dir/.ocibench-source") ]]; then
+    cp "$(cat "$dir/.ocibench-source")" "$dest"  # set up from a tarball: the same file
+    echo "tarball:$(sha256sum "$dest" | cut -d' ' -f1)"
+  else
+    die "$dir is neither a git checkout nor set up from a tarball"
+  fi
+}
+info=("shape=$shape")
+if want spack; then
+  info+=("spack=$(archive spack "$spack_root" "$out/spack.tar.gz")")
+  info+=("spack-packages=$(archive spack-packages "$packages_root" "$out/spack-packages.tar.gz" \
+          repos/spack_repo/builtin)")
+  say "spack.tar.gz, spack-packages.tar.gz <- $spack_root, $packages_root"
+fi
+
+# -- sources from git: upstream's archive (mirror, checked) or develop specs ----------
+builtin=$("$python" -c 'from ocibench import paths; print(paths.builtin_repo())')
+mkdir -p "$out/mirror" "$out/develop"
+: >"$out/develop/SOURCES"
+for arg in "${args[@]}"; do
+  pkg=${arg%%=*}; rest=${arg#*=}; version=""; rev=HEAD
+  if [[ $rest == *@* ]]; then version=${rest##*@}; rest=${rest%@*}; fi
+  if [[ $rest == *'#'* ]]; then rev=${rest##*#}; rest=${rest%%#*}; fi
+  commit=$(git -C "$rest" rev-parse --verify --quiet "$rev^{commit}") \
+    || die "$pkg: no revision '$rev' in $rest"
+  if [[ -z $version ]]; then
+    version=$(git -C "$rest" describe --tags --exact-match "$commit" 2>/dev/null \
+              | sed -E 's/^[^0-9]*//') || true
+  fi
+  [[ -n $version ]] || die "$pkg: cannot tell the version of $rev; give it as $pkg=$rest#$rev@VERSION"
+  recipe=$builtin/packages/${pkg//-/_}/package.py
+  sha=$(grep -oE "\"$version\", *sha256=\"[0-9a-f]{64}\"" "$recipe" 2>/dev/null \
+        | grep -oE '[0-9a-f]{64}' | head -1) || true
+  tmp=$(mktemp)
+  # GitHub's release archives are `git archive` of the tag, gzip -n, prefixed <repo>-<tag>/
+  tag=$(git -C "$rest" describe --tags --exact-match "$commit" 2>/dev/null || true)
+  # the repository's name, for the archive's top directory: the recipe's GitHub URL
+  repo=$(grep -oE 'github\.com/[^/]+/[^/]+/archive' "$recipe" 2>/dev/null | head -1 | cut -d/ -f3) \
+    || true
+  matched=""
+  if [[ -n $sha && -n $tag && -n $repo ]] && want mirror; then
+    for prefix in "$repo-${tag#v}" "$repo-$tag"; do
+      git -C "$rest" archive --format=tar --prefix="$prefix/" "$commit" | gzip -n >"$tmp"
+      if [[ $(sha256sum "$tmp" | cut -d' ' -f1) == "$sha" ]]; then matched=$prefix; break; fi
+    done
+  fi
+  if [[ -n $matched ]]; then
+    # where Spack looks for it: by the recipe's digest (spack/mirrors/layout.py)
+    dest=$out/mirror/_source-cache/archive/${sha:0:2}/$sha.tar.gz
+    mkdir -p "$(dirname "$dest")"
+    mv "$tmp" "$dest"
+    say "$pkg@$version <- $rest $rev: the release archive (sha256 $sha, as the recipe): mirror"
+  elif want develop; then
+    git -C "$rest" archive --format=tar --prefix="$pkg-$version/" "$commit" | gzip -n \
+      >"$out/develop/$pkg-$version.tar.gz"
+    rm -f "$tmp"
+    echo "$pkg $version $commit" >>"$out/develop/SOURCES"
+    say "$pkg@$version <- $rest $rev ($commit): not the release file, a develop spec"
+  fi
+done
+
+# -- the shape's environment: sources of what it needs, binaries of what is built -----
+if want mirror || want buildcache; then
+  # shellcheck source=/dev/null  # Spack's own script, not this repository's
+  . "$spack_root/share/spack/setup-env.sh"
+  export OCIBENCH_SHAPE=$shape
+  spack -e . concretize --force >/dev/null
+fi
+if want mirror; then
+  # Every source the environment fetches (not the externals, not develop specs), from the
+  # configured mirrors or upstream, each checked against its recipe.
+  spack -e . mirror create -d "$out/mirror" --all --exclude-specs "dev_path=*" \
+    || die "spack mirror create failed (sources unreachable? see above)"
+fi
+signed=no
+if want buildcache; then
+  mapfile -t hashes < <(spack -e . python src/ocibench/spack_scripts/bundle_specs.py)
+  if ((${#hashes[@]} == 0)); then
+    say "nothing installed to push (make install first): no build cache"
+  else
+    sign=(--unsigned)
+    if [[ ${OCIBENCH_BUNDLE_UNSIGNED:-} != 1 ]]; then
+      key=${OCIBENCH_BUNDLE_KEY:-$(spack gpg list --signing 2>/dev/null \
+                                   | awk '/^sec/ {getline; print $1; exit}')}
+      if [[ -z $key ]]; then
+        say "no signing key in Spack's keyring: creating one (spack gpg create)"
+        spack gpg create "oci-hpc-bench bundle" "ocibench@$(hostname)" >/dev/null
+        key=$(spack gpg list --signing | awk '/^sec/ {getline; print $1; exit}')
+      fi
+      mkdir -p "$out/keys"
+      spack gpg export "$out/keys/bundle.pub" "$key" >/dev/null
+      sign=(--key "$key")  # signs (--key implies --signed)
+      signed=yes
+    fi
+    spack -e . buildcache push "${sign[@]}" --only package --update-index "$out/buildcache" \
+      "${hashes[@]/#//}" >/dev/null
+    say "build cache: ${#hashes[@]} specs, signed=$signed"
+  fi
+fi
+info+=("signed=$signed")
+
+# -- Python tools and Lmod ---------------------------------------------------------------
+if want wheels; then
+  mapfile -t reqs < <("$python" -m ocibench.requirements test report)
+  # shellcheck disable=SC2086  # OCIBENCH_BUNDLE_PIP_ARGS is a list of options
+  "$python" -m pip download --quiet --disable-pip-version-check -d "$out/wheels" \
+    ${OCIBENCH_BUNDLE_PIP_ARGS:-} "${reqs[@]}" \
+    || die "pip download failed (offline? OCIBENCH_BUNDLE_PARTS without wheels)"
+fi
+if want os; then
+  mkdir -p "$out/os-packages"
+  if command -v apt-get >/dev/null; then
+    # (apt-get warns that root downloads unsandboxed: harmless, and not shown)
+    (cd "$out/os-packages" && apt-get download lmod lua5.3 lua-filesystem lua-json lua-posix \
+       lua-term lua-bit32 lua-lpeg 2>&1 >/dev/null | grep -v 'unsandboxed' >&2 || true
+     ls lmod_*.deb >/dev/null) || die "apt-get download of Lmod failed"
+  elif command -v dnf >/dev/null; then
+    dnf download -q --resolve --destdir "$out/os-packages" Lmod || die "dnf download Lmod failed"
+  else
+    die "neither apt-get nor dnf: leave os out of OCIBENCH_BUNDLE_PARTS"
+  fi
+fi
+
+printf '%s\n' "${info[@]}" >"$out/BUNDLE"
+sums=$(cd "$out" && find . -type f -printf '%P\n' | LC_ALL=C sort | xargs -r -d '\n' sha256sum)
+printf '%s\n' "$sums" >"$out/SHA256SUMS"  # written after the listing: it is not in itself
+say "wrote $out ($(du -sh "$out" | cut -f1)); on the node: make install OCIBENCH_BUNDLE=$out"
