@@ -32,7 +32,7 @@ pytestmark = pytest.mark.cluster
 
 SCRIPTS = paths.REPO_ROOT / "scripts" / "cluster"
 SHAPE = "loopback-cluster"
-NODES = int(os.environ.get("OCIBENCH_CLUSTER_NODES", "4"))
+NODES = int(os.environ.get("OCIBENCH_CLUSTER_NODES", "8"))
 CLUSTER_DIR = Path(os.environ.get("OCIBENCH_CLUSTER_DIR")
                    or Path(os.environ.get("TMPDIR", "/tmp")) / "ocibench-cluster")
 

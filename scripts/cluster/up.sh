@@ -148,12 +148,7 @@ until cluster_head scontrol ping 2>/dev/null | grep -q 'is UP'; do
   sleep 0.5
 done
 
-for ((i = 1; i <= CLUSTER_NODES; i++)); do
-  node=$(cluster_node $i)
-  cluster_on "$(cluster_node_ns $i)" "$node" setsid slurmd -D -N "$node" -f "$CLUSTER_CONF" \
-    >>"$CLUSTER_DIR/log/slurmd.$node.out" 2>&1 </dev/null 9>&- &
-  echo $! >"$CLUSTER_DIR/run/slurmd.$node.launcher.pid"
-done
+for ((i = 1; i <= CLUSTER_NODES; i++)); do cluster_start_slurmd "$i"; done
 
 # ---- wait until every node is idle --------------------------------------------------------
 while :; do
