@@ -226,7 +226,29 @@ def pin_ranks(cores: list[int], openmpi: str) -> tuple[list[str], list[str]]:
     return options, [probe, f'case "$ocibench_ompi" in {cases}*) {fail} ;; esac']
 
 
-class OcibenchCheck(rfm.RunOnlyRegressionTest):
+#: ReFrame 4.10 renamed RegressionMixin (deprecated there, with a warning per class) to
+#: RegressionTestPlugin; 4.9, the oldest this project runs, has only the former.
+_Plugin = getattr(rfm, "RegressionTestPlugin", None) or rfm.RegressionMixin
+
+
+class SweepNodes(_Plugin):
+    """The nodes ``ocibench sweep`` pins a job to (docs/sweep.md).
+
+    The sweep runs ReFrame with ``-P sweep_nodes=a+b,c+d`` (ReFrame's --parameterize):
+    one test case per node group, each copied to ``job.pin_nodes`` (``sbatch
+    --nodelist``), as ReFrame's own ``--distribute`` pins its jobs.  Empty outside a
+    sweep: Slurm chooses the nodes."""
+
+    #: The nodes of this job, joined with ``ocibench.sweep.plan.NODE_SEPARATOR`` ('+').
+    sweep_nodes = variable(str, value="")
+
+    @run_before("run")
+    def _ocibench_pin_nodes(self):
+        if self.sweep_nodes and not self.local:
+            self.job.pin_nodes = self.sweep_nodes.split("+")
+
+
+class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes):
     """Base of the checks: scaling, skips, provenance, sanity, performance, references."""
 
     #: The figure naming of the shape files: osu_latency, osu_bw, imb_pingpong, ...

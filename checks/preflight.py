@@ -20,13 +20,13 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from .base import PROVENANCE_FILE, failure_line
+from .base import PROVENANCE_FILE, SweepNodes, failure_line
 
 PREFLIGHT_FILE = "preflight.json"
 
 
 @rfm.simple_test
-class preflight(rfm.RunOnlyRegressionTest):
+class preflight(rfm.RunOnlyRegressionTest, SweepNodes):
     descr = "this node against its shape file (ocibench preflight)"
     valid_systems = ["-multinode"]
     valid_prog_environs = ["omb"]

@@ -16,6 +16,7 @@ COMMANDS = {
     "report": "report",
     "audit-modules": "audit_modules",
     "preflight": "preflight",
+    "sweep": "sweep",
 }
 
 

@@ -33,6 +33,44 @@ class Verdict(str, enum.Enum):
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 
 
+class NodeVerdict(str, enum.Enum):
+    """The verdict on one node of a cluster (``ocibench sweep``, docs/sweep.md), listed
+    from best to worst: a node's verdict is the worst of its checks'."""
+
+    PASS = "pass"
+    #: Within tolerance of the documented figure (or nothing is documented) but more
+    #: than K robust deviations worse than the cluster's median of that figure.
+    OUTLIER = "outlier"
+    FAIL = "fail"
+    #: Down, drained, busy or never started its job: Slurm's reason says why.
+    UNREACHABLE = "unreachable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+NODE_VERDICTS: tuple[NodeVerdict, ...] = tuple(NodeVerdict)
+
+
+class Action(str, enum.Enum):
+    """What an admin does about a node that did not pass, listed from mildest to most
+    severe: a node's action is the most severe of its checks'."""
+
+    #: Noise, or an outlier seen once: run the sweep again before acting.
+    RERUN = "rerun"
+    #: The node's software: a module that does not load, an MPI that is not
+    #: CUDA-aware, a capability the build or the kernel modules lack.
+    FIX_SOFTWARE = "fix-software"
+    #: Hardware or fabric: a link, a GPU, a port, a figure too slow for the shape.
+    DRAIN = "drain"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ACTIONS: tuple[Action, ...] = tuple(Action)
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str

@@ -320,8 +320,11 @@ def _partitions(shape: shapes.Shape, detected: bool, init: Path | None) -> list[
                  f"export {HOSTFILE_VAR}=$PWD/ocibench_hosts.txt"]
         # sacct needs slurmdbd; without accounting: squeue, then scontrol for the exit code
         sched = "slurm" if cluster.get("accounting", True) else SQUEUE
-        single = {"scheduler": sched, "access": access, "max_jobs": 16}
-        multi = {"scheduler": sched, "access": access, "max_jobs": 16}
+        # A sweep (ocibench sweep) submits one job per node group of a wave at once:
+        # up to one per node, so every node of the cluster may hold one.
+        jobs = max(16, nodes)
+        single = {"scheduler": sched, "access": access, "max_jobs": jobs}
+        multi = {"scheduler": sched, "access": access, "max_jobs": jobs}
     else:
         hostfile = _hostfile(shape, detected)
         hosts = [f"export {HOSTFILE_VAR}={hostfile}"] if hostfile else []

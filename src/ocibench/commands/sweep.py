@@ -1,0 +1,132 @@
+"""Sweep a Slurm cluster: every node judged, bad ones named with a reason and an action.
+
+Every single-node check on every node, the 2-node checks over a ring of pairs, the
+4-node collectives on groups of 4, all through ReFrame on Slurm; per node pass, fail,
+outlier or unreachable, with an action (drain, rerun, fix-software); --drain drains
+within a cap.  See docs/sweep.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from ocibench import paths
+
+#: The sweep's ReFrame files go beside ReFrame's run reports (ocibench.reframe_site).
+REPORTS_DIR = Path(os.environ.get("OCIBENCH_REPORT_DIR") or paths.REPO_ROOT / "reports")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction between 0 and 1")
+    return value
+
+
+def _positive(kind):
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+        return value
+    return convert
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    from ocibench.sweep import actions, slurm, verdicts
+
+    parser.add_argument("--partition", metavar="P", help="the Slurm partition to sweep")
+    parser.add_argument("--nodes", metavar="HOSTLIST",
+                        help="Slurm hostlist of the nodes to sweep (default: every node of "
+                             "the partition)")
+    parser.add_argument("-n", "--name", dest="names", action="append", default=[],
+                        metavar="REGEX", help="only the checks ReFrame's -n selects")
+    parser.add_argument("-x", "--exclude", dest="excludes", action="append", default=[],
+                        metavar="REGEX", help="leave out the checks ReFrame's -x excludes")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan (groups, pairs, jobs, waves); run nothing")
+    parser.add_argument("--drain", action="store_true",
+                        help="drain the nodes whose action is drain or fix-software")
+    parser.add_argument("--undrain", action="store_true",
+                        help="re-test the nodes ocibench drained and resume those that pass")
+    parser.add_argument("--max-drain-fraction", type=_fraction,
+                        default=actions.MAX_DRAIN_FRACTION, metavar="F",
+                        help="drain at most this fraction of the nodes (default "
+                             f"{actions.MAX_DRAIN_FRACTION})")
+    parser.add_argument("--force", action="store_true", help="drain even above the cap")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="write the node x check matrix as one offline HTML page")
+    parser.add_argument("--outlier-k", type=_positive(float), default=verdicts.OUTLIER_K,
+                        metavar="K", help="robust deviations from the median that make an "
+                        f"outlier (default {verdicts.OUTLIER_K})")
+    parser.add_argument("--start-timeout", type=_positive(int), default=slurm.START_TIMEOUT_S,
+                        metavar="S", help="seconds a job may wait to start before its nodes "
+                        f"are unreachable (default {slurm.START_TIMEOUT_S})")
+    parser.add_argument("--prefix", type=Path, metavar="DIR",
+                        help="ReFrame's stage, output and reports (default "
+                             f"{REPORTS_DIR / 'sweep' / '<time>'})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ocibench.report.output import OutputError
+    from ocibench.sweep import output, plan, rfm, slurm
+    from ocibench.sweep import run as sweeping
+
+    if args.drain and args.dry_run:
+        return _usage("--drain and --dry-run exclude each other")
+    prefix = args.prefix or REPORTS_DIR / "sweep" / time.strftime("%Y%m%d-%H%M%S")
+    options = sweeping.Options(
+        partition=args.partition, nodes=args.nodes, names=args.names,
+        excludes=args.excludes, drain=args.drain, undrain=args.undrain,
+        max_drain_fraction=args.max_drain_fraction, force=args.force,
+        outlier_k=args.outlier_k, start_timeout=args.start_timeout, prefix=prefix)
+    try:
+        if args.dry_run:
+            names = slurm.expand_hostlist(args.nodes) if args.nodes is not None else None
+            the_plan, skipped = sweeping.dry_run(options, names)
+            print(plan.describe(the_plan))
+            for name, why in skipped.items():
+                print(f"skipped {name}: {why}")
+            return 0
+        result = sweeping.sweep(options, say=lambda line: print(line, file=sys.stderr))
+        if args.json:
+            output.write(args.json, output.to_json(result))
+        if args.html:
+            output.write(args.html, output.to_html(result))
+    except (slurm.UsageError, plan.PlanError) as err:
+        return _usage(str(err))
+    except (slurm.SlurmError, rfm.ReframeError, OutputError) as err:
+        print(f"ocibench sweep: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"ocibench sweep: cannot write {err.filename}: {err.strerror}", file=sys.stderr)
+        return 2
+    for name, node in result.nodes.items():
+        action = f" [{node.action}]" if node.action else ""
+        print(f"{name}: {node.verdict}{action}: {node.reason}")
+    decision = result.drain
+    if decision and decision.refused and args.drain:
+        print(f"ocibench sweep: {decision.refused}", file=sys.stderr)
+    if result.drained:
+        print(f"drained: {', '.join(result.drained)}")
+    if result.undrained:
+        print(f"returned to service: {', '.join(result.undrained)}")
+    counts = ", ".join(f"{n} {v}" for v, n in result.summary().items())
+    print(f"{len(result.nodes)} node(s): {counts}")
+    return 0 if result.ok else 1
+
+
+def _usage(message: str) -> int:
+    print(f"ocibench sweep: {message}", file=sys.stderr)
+    return 2

@@ -1,0 +1,122 @@
+"""What a failure asks of the admin, and the drain decisions: stated once here.
+
+A failed check maps to one :class:`~ocibench.metrics.Action`:
+
+* **fix-software**: the node's software stops the benchmark or its figure: a module
+  that does not load (Lmod's error, ``command not found``, an unsafe module tree), an
+  MPI of the wrong version or not CUDA-aware, a missing library, and a figure missed
+  for lack of a capability that software provides (GDRCopy's gdrdrv, XPMEM,
+  nvidia_peermem, CMA: ``ocibench.capabilities``; preflight's UCX and Open MPI items);
+* **drain**: hardware or fabric: a documented figure missed with no software cause
+  (a link, a GPU, memory too slow), a port UCX cannot find, wrong data (nccl-tests'
+  ``#wrong``), a node Slurm lost (NODE_FAIL), a missing GPU, NVLink, PCIe lanes or
+  RDMA port (preflight), and an outlier pinned to the node (both its pairs, or a pair
+  and its re-test);
+* **rerun**: what one sweep cannot attribute: a crash, a time limit, a value that
+  cannot be a measurement, an outlier seen once, and every failure not named above.
+
+``--drain`` drains the nodes whose action is drain or fix-software (neither serves
+jobs correctly until fixed); rerun nodes and unreachable nodes are never drained.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ocibench.judge import Row
+from ocibench.metrics import Action
+
+#: Prefix of every Slurm reason this tool writes; --undrain touches only such nodes.
+REASON_PREFIX = "ocibench:"
+#: Slurm keeps a node's reason as given; a short one reads whole in ``sinfo -R``.
+MAX_REASON = 200
+
+#: Default cap: at most this fraction of the swept nodes drained by one sweep, so that
+#: a wrong reference (every node "too slow") cannot take a cluster out of service.
+MAX_DRAIN_FRACTION = 0.25
+
+#: Failure lines (checks/base.py failure_line, reframe_slurm) -> action, first match.
+_PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), action) for pattern, action in (
+        (r"Lmod has detected|module\(s\) are unknown|unsafe module tree", Action.FIX_SOFTWARE),
+        (r"command not found|cannot open shared object file|No module named", Action.FIX_SOFTWARE),
+        (r"is written for Open MPI|needs Open MPI|CUDA-aware|cuda support", Action.FIX_SOFTWARE),
+        (r"network device .* is not available|no port \d+ of", Action.DRAIN),
+        (r"#wrong|Out of bounds values|NODE_FAIL|BOOT_FAIL|Xid", Action.DRAIN),
+    ))
+
+#: Preflight items (ocibench.preflight) that are hardware; every other item (kernel
+#: modules, UCX, Open MPI, memlock) is software.
+HARDWARE_ITEMS = ("gpus", "nvlink", "pcie", "numa", "rdma")
+#: Capabilities (ocibench.capabilities) that are hardware; the others are software.
+HARDWARE_CAPABILITIES = ("nvlink", "pcie", "rdma")
+_PREFLIGHT = re.compile(r"requires what this node lacks: (.*)")
+
+
+def for_failure(reason: str) -> Action:
+    """The action for a job that failed with ``reason`` (no figure judged)."""
+    lacks = _PREFLIGHT.search(reason or "")
+    if lacks:
+        items = [part.strip().split(" ")[0] for part in lacks.group(1).split(";")]
+        hardware = any(item in HARDWARE_ITEMS for item in items)
+        return Action.DRAIN if hardware else Action.FIX_SOFTWARE
+    for pattern, action in _PATTERNS:
+        if pattern.search(reason or ""):
+            return action
+    return Action.RERUN
+
+
+def for_row(row: Row) -> Action:
+    """The action for a judged figure that failed."""
+    if row.implausible:
+        return Action.RERUN
+    if row.lacking:
+        software = [c for c in row.lacking if c not in HARDWARE_CAPABILITIES]
+        return Action.FIX_SOFTWARE if software else Action.DRAIN
+    return Action.DRAIN
+
+
+def worse(a: Action | None, b: Action | None) -> Action | None:
+    """The more severe of two actions (rerun < fix-software < drain)."""
+    order = list(Action)
+    if a is None or b is None:
+        return a or b
+    return a if order.index(a) >= order.index(b) else b
+
+
+def drains(action: Action | None) -> bool:
+    return action in (Action.DRAIN, Action.FIX_SOFTWARE)
+
+
+def drain_reason(check: str, value: str, bound: str, source: str) -> str:
+    """``ocibench: <check> <value> <bound> (<source>)``, on one line, within
+    :data:`MAX_REASON` characters."""
+    text = " ".join(f"{REASON_PREFIX} {check} {value} {bound} ({source})".split())
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+
+
+@dataclass(frozen=True)
+class DrainDecision:
+    cap: int                     # the most nodes this sweep may drain
+    nodes: dict[str, str]        # node -> Slurm reason, the nodes to drain
+    refused: str | None          # why none is drained, or None
+
+
+def decide(wanted: Mapping[str, str], swept: int, fraction: float = MAX_DRAIN_FRACTION,
+           force: bool = False) -> DrainDecision:
+    """Drain ``wanted`` (node -> reason) unless that is more than ``fraction`` of the
+    ``swept`` nodes (every node the sweep judged, unreachable ones included; rounded
+    down, but at least one node of a cluster of one or more):
+    then none, with a one-line reason; ``force`` lifts the cap.  All or nothing: a
+    wrong reference fails every node, and draining its first quarter would be as wrong
+    as draining them all."""
+    cap = max(1, math.floor(swept * fraction)) if swept else 0
+    if len(wanted) > cap and not force:
+        return DrainDecision(cap, {}, (
+            f"refusing to drain {len(wanted)} of {swept} swept nodes: more than the cap of "
+            f"{cap} ({fraction:.0%}, --max-drain-fraction); a wrong reference fails every "
+            "node. Check the figures, then --force"))
+    return DrainDecision(cap, dict(wanted), None)

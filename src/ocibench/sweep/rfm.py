@@ -1,0 +1,174 @@
+"""The sweep's ReFrame runs: the check cases of the shape, then one run per step.
+
+* :func:`discover` runs ``reframe --dry-run`` over the selected checks: every case the
+  shape lists, its node count (the check's ``nodes``, else its ``ocibench.checkspec``
+  default) and the cases ReFrame skips (no Intel MPI, no RDMA device, ...), which the
+  sweep then leaves out.
+* :func:`run_step` runs one case on every node group of one wave: ``-n /<hash>`` picks
+  the case, ``-P sweep_nodes=a+b,c+d`` makes one test case per group, pinned to its
+  nodes (checks/base.py ``SweepNodes``), and ReFrame's asynchronous execution policy
+  submits them all at once.  ``max_pending_time`` bounds how long a job may wait to
+  start: the groups of a wave are disjoint and idle, so a job that waits longer is on
+  a node that does not start jobs.
+
+Results are read by the report's reader (:mod:`ocibench.report.load`), which judges
+every value with :func:`ocibench.judge.judge`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ocibench import checkspec, paths
+from ocibench.sweep.plan import NODE_SEPARATOR, Case, Group, Wave
+from ocibench.sweep.verdicts import JobResult
+
+
+def never_started(raw: dict[str, Any]) -> str | None:
+    """Why a failed test case's job never ran, or None when it ran.  A job cancelled
+    while pending (ReFrame's max_pending_time, or blocked on an unavailable node) got
+    no nodes: Slurm reports none (``job_nodelist`` empty), and it failed after setup."""
+    if raw.get("result") in ("pass", "skip") or raw.get("job_nodelist"):
+        return None
+    if raw.get("fail_phase") in ("run", "sanity", "performance"):
+        reason = " ".join((raw.get("fail_reason") or "").split())
+        return f"cancelled while pending ({reason})" if reason else "cancelled while pending"
+    return None
+
+
+class ReframeError(RuntimeError):
+    """ReFrame did not run or left no report; one line."""
+
+
+def reframe_argv() -> list[str]:
+    """ReFrame's command: the one beside this interpreter, else on PATH; the site
+    configuration ($RFM_CONFIG_FILES, else site/reframe_config.py) and checks/."""
+    beside = Path(sys.executable).parent / "reframe"
+    exe = str(beside) if beside.is_file() else shutil.which("reframe")
+    if not exe:
+        raise ReframeError("reframe not found beside python or on PATH "
+                           "(pip install -e '.[test]')")
+    config = os.environ.get("RFM_CONFIG_FILES") or str(paths.SITE_DIR / "reframe_config.py")
+    return [exe, "-C", config, "-c", str(paths.CHECKS_DIR)]
+
+
+def _job_options(partition: str | None, reservation: str | None) -> list[str]:
+    argv = []
+    if partition:
+        argv.append(f"--job-option=--partition={partition}")
+    if reservation:
+        argv.append(f"--job-option=--reservation={reservation}")
+    return argv
+
+
+#: ReFrame's summary line when the selection is empty (it then writes no report).
+_NOTHING_RAN = "Ran 0/0 test case(s)"
+
+
+def _reframe(argv: list[str], log: Path, report: Path) -> dict[str, Any]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if not report.exists() and _NOTHING_RAN in log.read_text(errors="replace"):
+        return {"runs": []}
+    try:
+        return json.loads(report.read_text())
+    except (OSError, ValueError):
+        tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        raise ReframeError(f"ReFrame left no run report {report} "
+                           f"({tail[-1].strip() if tail else 'no output'}; see {log})") from None
+
+
+def _testcases(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [case for run in report.get("runs", []) for case in run.get("testcases", [])]
+
+
+def case_nodes(case: dict[str, Any]) -> int:
+    """A case's node count: its ``nodes`` variable, else its check's checkspec default."""
+    nodes = case.get("nodes")
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes >= 1:
+        return nodes
+    check = case.get("check_name")
+    if check in checkspec.CHECKS:
+        try:
+            default = checkspec.spec(check).param("nodes").default
+        except checkspec.ParamError:
+            default = None
+        if default:
+            return int(default)
+    return 1
+
+
+def discover(names: Sequence[str], excludes: Sequence[str], prefix: Path,
+             partition: str | None) -> tuple[list[Case], dict[str, str]]:
+    """The cases to sweep, and those ReFrame skips (name -> reason)."""
+    argv = reframe_argv() + ["--dry-run", "--prefix", str(prefix / "discover"),
+                             "--report-file", str(prefix / "discover.json")]
+    argv += [a for n in names for a in ("-n", n)] + [a for x in excludes for a in ("-x", x)]
+    argv += _job_options(partition, None)
+    report = _reframe(argv, prefix / "discover.log", prefix / "discover.json")
+    cases, skipped = [], {}
+    for case in _testcases(report):
+        name = case.get("display_name") or case["name"]
+        if case.get("result") == "skip":
+            skipped[name] = case.get("skip_reason") or "skipped by ReFrame"
+            continue
+        cases.append(Case(name, f"/{case['hashcode']}",
+                          str(case.get("check_name") or case["name"]), case_nodes(case)))
+    if not cases and not skipped:
+        raise ReframeError("no check matches the selection (-n/-x); "
+                           f"see {prefix / 'discover.log'}")
+    return cases, skipped
+
+
+def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: int,
+             partition: str | None, reservation: str | None) -> list[JobResult]:
+    """One case on every group of ``wave``; one JobResult per group."""
+    stem = prefix / f"step-{number:03d}"
+    groups = ",".join(NODE_SEPARATOR.join(g) for g in wave.groups)
+    argv = reframe_argv() + [
+        "-n", case.select, "-P", f"sweep_nodes={groups}", "-r", "--exec-policy=async",
+        "-S", f"max_pending_time={start_timeout}s", "--prefix", str(stem),
+        "--report-file", f"{stem}.json"] + _job_options(partition, reservation)
+    report = _reframe(argv, Path(f"{stem}.log"), Path(f"{stem}.json"))
+    return results(report, Path(f"{stem}.json"), wave, case)
+
+
+def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[JobResult]:
+    """The JobResult of every group of ``wave`` from a ReFrame run report; a group the
+    report does not mention never started."""
+    # Here, not at the top: the report package draws plots (matplotlib), which the
+    # plan (--dry-run) does not need.
+    from ocibench.report.load import _testcase_result, check_run_report
+
+    check_run_report(path, report)
+    found: dict[Group, JobResult] = {}
+    for raw in _testcases(report):
+        group = tuple(str(raw.get("sweep_nodes") or "").split(NODE_SEPARATOR))
+        if group not in wave.groups:
+            continue
+        job = JobResult(case, group, wave.kind)
+        if raw.get("result") == "skip":
+            job.skipped = raw.get("skip_reason") or "skipped by ReFrame"
+        elif "check_name" in raw:
+            result = _testcase_result(path, raw)   # judges every value (judge.judge)
+            job.rows = list(result.rows)
+            job.never_started = never_started(raw)
+            if not job.never_started and not result.ok:
+                job.failed = " ".join((result.reason or "failed").split())
+        elif raw.get("result") != "pass":   # preflight: no figures, its reason only
+            job.never_started = never_started(raw)
+            if not job.never_started:
+                job.failed = " ".join((raw.get("fail_reason") or "failed").split())
+        found[group] = job
+    for group in wave.groups:
+        found.setdefault(group, JobResult(case, group, wave.kind,
+                                          never_started="ReFrame did not run it"))
+    return [found[g] for g in wave.groups]

@@ -1,0 +1,375 @@
+"""Per-node verdicts from the jobs of a sweep: pure.
+
+Every figure is judged by :func:`ocibench.judge.judge` (through the report's reader of
+ReFrame run reports); nothing here compares a value with a documented figure.  What this
+module adds is the cluster's view:
+
+* **Outliers.**  For each figure of each case (metric and message size), the median
+  and the median absolute deviation (MAD) of the values of every job, the MAD scaled
+  by :data:`MAD_SCALE` so that it estimates a standard deviation for normal noise
+  (Rousseeuw and Croux, JASA 88 (1993) 1273; Iglewicz and Hoaglin's 3.5 for
+  modified z-scores, "How to Detect and Handle Outliers", ASQC 1993).  A value that
+  judge did not fail (within tolerance, or nothing documented) but that is more than
+  K (:data:`OUTLIER_K`) scaled MADs on the worse side of the median (higher for a
+  latency, lower for a rate: ``ocibench.metrics``) is an outlier.  The spread is at
+  least :data:`MIN_SPREAD` of the median, so that nodes that agree to the last digit
+  do not make a 0.1 % difference an outlier; with fewer than :data:`MIN_SAMPLES` jobs
+  there is no median to speak of and no outliers.
+* **Attribution.**  A single-node job's cell is its node's.  A ring pair's result
+  belongs to the node that is bad in both its pairs, or that fails its re-test with a
+  third partner; the partner of such a node passes.  A group of 4 that failed is
+  pinned to its members that are bad on their own (single-node or pair cases); when
+  none is, every member gets the group's verdict with the action rerun.
+* **A node's verdict** is the worst of its cells (pass < outlier < fail), and
+  unreachable when Slurm holds it or its job never started.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ocibench import metrics
+from ocibench.judge import Row
+from ocibench.metrics import Action, NodeVerdict, Verdict
+from ocibench.sweep import actions
+from ocibench.sweep.plan import GROUPS, PAIRS, RETEST, SINGLE, Case, Group, Plan, neighbours
+
+#: Robust deviations beyond the median that make an outlier (Iglewicz and Hoaglin).
+OUTLIER_K = 3.5
+#: MAD x 1.4826 estimates the standard deviation of normally distributed values.
+MAD_SCALE = 1.4826
+#: The spread is never taken below this fraction of the median.
+MIN_SPREAD = 0.01
+#: Fewer values than this give no outliers.
+MIN_SAMPLES = 5
+
+_ORDER = {v: i for i, v in enumerate(metrics.NODE_VERDICTS)}
+
+
+@dataclass
+class JobResult:
+    """One job of the sweep, as ReFrame ran it and judge judged it."""
+
+    case: Case
+    nodes: Group
+    kind: str                       # the wave's kind (plan.SINGLE, PAIRS, GROUPS, RETEST)
+    rows: list[Row] = field(default_factory=list)
+    failed: str | None = None       # why the job failed (ReFrame's or judge's reason)
+    skipped: str | None = None      # why ReFrame skipped it
+    never_started: str | None = None  # why it never ran (pending past the timeout)
+
+
+@dataclass
+class Cell:
+    """The verdict of one check case on one node (or on one job, before attribution)."""
+
+    verdict: NodeVerdict
+    reason: str
+    action: Action | None = None
+    value: float | None = None
+    unit: str | None = None
+    figure: str | None = None       # "latency_1": the metric and key of the value shown
+    bound: str = "-"                # for the drain reason: "> ceiling 35.00 us"
+    source: str = "-"               # where the bound comes from
+    jobs: list[Group] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": str(self.verdict), "reason": self.reason,
+                "action": None if self.action is None else str(self.action),
+                "value": self.value, "unit": self.unit, "figure": self.figure,
+                "bound": self.bound, "source": self.source,
+                "jobs": [list(j) for j in self.jobs]}
+
+
+@dataclass
+class NodeResult:
+    verdict: NodeVerdict
+    reason: str
+    action: Action | None
+    cells: dict[str, Cell]          # case name -> cell
+    drain_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": str(self.verdict), "reason": self.reason,
+                "action": None if self.action is None else str(self.action),
+                "drain_reason": self.drain_reason,
+                "checks": {name: cell.to_dict() for name, cell in self.cells.items()}}
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _figure(row: Row) -> str:
+    return f"{row.metric}_{row.key}"
+
+
+def _worse(a: NodeVerdict, b: NodeVerdict) -> bool:
+    return _ORDER[a] > _ORDER[b]
+
+
+# --------------------------------------------------------------------------- one job
+
+def job_cell(job: JobResult) -> Cell | None:
+    """The job's own verdict: fail (judge or the job), else pass; None when it did not
+    run (skipped, never started).  Outliers come later, across jobs."""
+    if job.skipped or job.never_started:
+        return None
+    jobs = [job.nodes]
+    failing = next((r for r in job.rows if r.verdict is Verdict.FAIL), None)
+    if failing is not None:
+        bound, source = _bound(failing)
+        return Cell(NodeVerdict.FAIL, failing.failure() or "failed", actions.for_row(failing),
+                    failing.measured, failing.unit, _figure(failing), bound, source, jobs)
+    if job.failed:
+        return Cell(NodeVerdict.FAIL, job.failed, actions.for_failure(job.failed),
+                    bound="", source="job failed", jobs=jobs)
+    shown = next((r for r in job.rows if r.reference is not None), None) or \
+        (job.rows[0] if job.rows else None)
+    if shown is None:
+        return Cell(NodeVerdict.PASS, "passed", jobs=jobs)
+    return Cell(NodeVerdict.PASS, f"{shown.metric} at {shown.label}: {_num(shown.measured)} "
+                f"{shown.unit} ({shown.verdict})", None, shown.measured, shown.unit,
+                _figure(shown), jobs=jobs)
+
+
+def _bound(row: Row) -> tuple[str, str]:
+    """The bound a failed row missed, and its source, for the drain reason."""
+    if row.implausible:
+        return row.implausible, "plausibility"
+    if row.tolerance is Verdict.FAIL:
+        if row.upper is not None and row.measured is not None and row.measured > row.upper:
+            return f"> ceiling {_num(row.upper)} {row.unit}", row.source or "-"
+        return f"< floor {_num(row.lower)} {row.unit}", row.source or "-"
+    if row.floor_verdict is Verdict.FAIL:
+        side = "<" if metrics.metric(row.metric).higher_is_better else ">"
+        return f"{side} OCI floor {_num(row.floor)} {row.unit}", row.floor_source or "-"
+    return "-", row.source or "-"
+
+
+# --------------------------------------------------------------------------- outliers
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    scale: float        # MAD x MAD_SCALE, at least MIN_SPREAD x |median|
+    count: int
+
+
+def spread(values: Sequence[float]) -> Spread | None:
+    """Median and robust scale of ``values``; None with fewer than MIN_SAMPLES."""
+    if len(values) < MIN_SAMPLES:
+        return None
+    median = statistics.median(values)
+    mad = statistics.median(abs(v - median) for v in values)
+    return Spread(median, max(mad * MAD_SCALE, MIN_SPREAD * abs(median)), len(values))
+
+
+def deviation(metric: str, value: float, stats: Spread) -> float:
+    """Robust deviations of ``value`` from the median, positive on the worse side."""
+    worse_by = (stats.median - value) if metrics.metric(metric).higher_is_better \
+        else (value - stats.median)
+    return worse_by / stats.scale if stats.scale else 0.0
+
+
+def mark_outliers(jobs: Sequence[JobResult], cells: dict[int, Cell],
+                  k: float = OUTLIER_K) -> None:
+    """Turn passing cells of ``jobs`` (index -> cell) into outliers, per case and
+    figure; the spread of a case comes from its planned jobs (not its re-tests), and
+    re-tests are compared with it."""
+    by_case: dict[str, list[int]] = {}
+    for index, job in enumerate(jobs):
+        if index in cells:
+            by_case.setdefault(job.case.name, []).append(index)
+    for indexes in by_case.values():
+        figures: dict[tuple[str, Any], list[tuple[int, Row]]] = {}
+        for index in indexes:
+            for row in jobs[index].rows:
+                if metrics.is_number(row.measured):
+                    figures.setdefault((row.metric, row.key), []).append((index, row))
+        for (metric, _key), found in figures.items():
+            planned = [row.measured for i, row in found if jobs[i].kind != RETEST]
+            stats = spread(planned)
+            if stats is None:
+                continue
+            for index, row in found:
+                cell = cells[index]
+                if cell.verdict is not NodeVerdict.PASS:
+                    continue
+                dev = deviation(metric, row.measured, stats)
+                if dev > k:
+                    cells[index] = _outlier(cell, row, stats, k, dev, jobs[index].kind)
+
+
+def _outlier(cell: Cell, row: Row, stats: Spread, k: float, dev: float, kind: str) -> Cell:
+    higher = metrics.metric(row.metric).higher_is_better
+    sign = "-" if higher else "+"
+    limit = stats.median - k * stats.scale if higher else stats.median + k * stats.scale
+    what = {SINGLE: "nodes", PAIRS: "pairs", RETEST: "pairs", GROUPS: "groups"}[kind]
+    bound = f"{'<' if higher else '>'} {_num(limit)} {row.unit}"
+    source = (f"cluster median {_num(stats.median)} {sign} {k:g} x {_num(stats.scale)} "
+              f"robust deviation, {stats.count} {what}")
+    return replace(cell, verdict=NodeVerdict.OUTLIER, action=Action.RERUN,
+                   reason=(f"{row.metric} at {row.label}: {_num(row.measured)} {row.unit}, "
+                           f"{dev:.1f} robust deviations worse than the cluster median "
+                           f"{_num(stats.median)} {row.unit} ({stats.count} {what}; "
+                           f"{row.verdict} against the documented figure)"),
+                   value=row.measured, unit=row.unit, figure=_figure(row),
+                   bound=bound, source=source)
+
+
+# --------------------------------------------------------------------------- attribution
+
+def is_bad(cell: Cell | None) -> bool:
+    return cell is not None and cell.verdict in (NodeVerdict.FAIL, NodeVerdict.OUTLIER)
+
+
+def _pinned(cell: Cell, how: str, jobs: list[Group]) -> Cell:
+    """A pair's bad cell, now known to be this node's: an outlier that repeats on the
+    node is no noise, and on the fabric that is the drain action."""
+    action = Action.DRAIN if cell.verdict is NodeVerdict.OUTLIER else cell.action
+    return replace(cell, action=action, reason=f"{how}: {cell.reason}", jobs=jobs)
+
+
+def pair_alone(case: Case, pairs: Mapping[Group, Cell]) -> list[Group]:
+    """The pairs of one 2-node case that failed while both nodes passed their other pair."""
+    ring = list(pairs)
+    near = neighbours(ring)
+    by_node = _pairs_by_node(pairs)
+    alone = []
+    for pair, cell in pairs.items():
+        if not is_bad(cell) or len(ring) < 3:
+            continue
+        others = [c for a in pair for p, c in by_node.get(a, []) if p != pair]
+        if not any(is_bad(c) for c in others) and all(len(near[a]) == 2 for a in pair):
+            alone.append(pair)
+    return alone
+
+
+def _pairs_by_node(pairs: Mapping[Group, Cell]) -> dict[str, list[tuple[Group, Cell]]]:
+    found: dict[str, list[tuple[Group, Cell]]] = {}
+    for pair, cell in pairs.items():
+        for node in pair:
+            found.setdefault(node, []).append((pair, cell))
+    return found
+
+
+def attribute_pairs(pairs: Mapping[Group, Cell], retests: Mapping[Group, Cell],
+                    stuck: Iterable[str] = ()) -> dict[str, Cell]:
+    """Each node's cell for one 2-node case, from its ring pairs and re-tests."""
+    by_node = _pairs_by_node(pairs)
+    retest_of = {pair[0]: (pair, cell) for pair, cell in retests.items()}
+    stuck = set(stuck)
+    result: dict[str, Cell] = {}
+    for node, mine in by_node.items():
+        bad = [(p, c) for p, c in mine if is_bad(c)]
+        jobs = [p for p, _ in mine]
+        if not bad:
+            result[node] = _pass_of(mine, jobs)
+            continue
+        if len(mine) == 1:   # N = 2: one pair, nothing to compare with
+            pair, cell = bad[0]
+            result[node] = replace(cell, jobs=jobs, reason=(
+                f"the only pair ({'+'.join(pair)}), which node cannot be told: {cell.reason}"))
+            continue
+        if len(bad) == 2:
+            worst = max(bad, key=lambda pc: _ORDER[pc[1].verdict])[1]
+            result[node] = _pinned(worst, "in both its pairs (" + ", ".join(
+                "+".join(p) for p, _ in bad) + ")", jobs)
+            continue
+        pair, cell = bad[0]
+        partner = next(n for n in pair if n != node)
+        partner_bad = [c for p, c in by_node.get(partner, []) if is_bad(c)]
+        if len(partner_bad) == 2:
+            result[node] = replace(_pass_of(mine, jobs), reason=(
+                f"passes; its pair with {partner} failed, and {partner} fails in both its "
+                "pairs"))
+        elif node in retest_of:
+            rpair, rcell = retest_of[node]
+            jobs = jobs + [rpair]
+            if is_bad(rcell):
+                result[node] = _pinned(rcell, f"with {partner} and in its re-test with "
+                                       f"{rpair[1]}", jobs)
+            else:
+                result[node] = replace(rcell, jobs=jobs, reason=(
+                    f"passes: its pair with {partner} failed once ({cell.reason}); the "
+                    f"re-test with {rpair[1]} passed"))
+        else:
+            why = "no third partner to re-test with" if node in stuck else "not re-tested"
+            result[node] = replace(cell, action=Action.RERUN, jobs=jobs, reason=(
+                f"its pair with {partner} failed alone ({why}): {cell.reason}"))
+    return result
+
+
+def _pass_of(mine: list[tuple[Group, Cell]], jobs: list[Group]) -> Cell:
+    """The node's passing pair (its value is the node's), with every job listed."""
+    cell = next((c for _, c in mine if not is_bad(c)), None) or \
+        Cell(NodeVerdict.PASS, "passes")
+    return replace(cell, verdict=NodeVerdict.PASS, action=None, jobs=jobs)
+
+
+def attribute_groups(groups: Mapping[Group, Cell], pinned_bad: set[str]) -> dict[str, Cell]:
+    """Each node's cell for one case of k >= 3 nodes: a bad group is pinned to its
+    members that are bad on their own; with none, every member shares it (rerun)."""
+    result: dict[str, Cell] = {}
+    for group, cell in groups.items():
+        culprits = [n for n in group if n in pinned_bad]
+        for node in group:
+            if not is_bad(cell):
+                new = replace(cell, jobs=[group])
+            elif culprits and node not in culprits:
+                new = Cell(NodeVerdict.PASS, f"passes; group {'+'.join(group)} did not: "
+                           f"{', '.join(culprits)} fail(s) on their own", jobs=[group])
+            elif culprits:
+                new = replace(cell, jobs=[group])
+            else:
+                new = replace(cell, action=Action.RERUN, jobs=[group], reason=(
+                    f"group {'+'.join(group)}, not pinned to a node: {cell.reason}"))
+            previous = result.get(node)   # a node in the full and the topped-up group
+            if previous is not None:
+                kept = new if _worse(new.verdict, previous.verdict) else previous
+                new = replace(kept, jobs=list(previous.jobs) + [group])
+            result[node] = new
+    return result
+
+
+# --------------------------------------------------------------------------- nodes
+
+def node_results(plan: Plan, cells: Mapping[str, Mapping[str, Cell]],
+                 unreachable: Mapping[str, str]) -> dict[str, NodeResult]:
+    """Every node of the plan (swept and unreachable) with its verdict, action and
+    one-line reason; ``cells`` is case name -> node -> cell."""
+    results: dict[str, NodeResult] = {}
+    for node in list(plan.nodes) + [n for n in plan.unreachable if n not in plan.nodes]:
+        mine = {case: by_node[node] for case, by_node in cells.items() if node in by_node}
+        why = unreachable.get(node) or plan.unreachable.get(node)
+        if why:
+            results[node] = NodeResult(NodeVerdict.UNREACHABLE, why, None, mine)
+            continue
+        verdict, reason, action = NodeVerdict.PASS, "passes every check", None
+        for case, cell in mine.items():
+            action = actions.worse(action, cell.action) \
+                if cell.verdict is not NodeVerdict.PASS else action
+            if _worse(cell.verdict, verdict):
+                verdict, reason = cell.verdict, f"{case}: {cell.reason}"
+        if verdict is NodeVerdict.PASS:
+            # a pass that needed a second look says so (a partner's or a re-tested pair)
+            notes = [f"{case}: {cell.reason}" for case, cell in mine.items()
+                     if cell.reason.startswith("passes")]
+            reason = "; ".join([reason] + notes) if mine else "no check ran on this node"
+        drain = None
+        if actions.drains(action):
+            worst = max((c for c in mine.items() if actions.drains(c[1].action)),
+                        key=lambda c: (_ORDER[c[1].verdict], list(Action).index(c[1].action)))
+            case, cell = worst
+            value = "-" if cell.value is None else f"{_num(cell.value)} {cell.unit}"
+            if cell.value is None:   # a job that failed: its reason is the value
+                drain = actions.drain_reason(case, cell.reason, "", cell.source)
+            else:
+                drain = actions.drain_reason(case, value, cell.bound, cell.source)
+            reason = f"{case}: {cell.reason}" if verdict is cell.verdict else reason
+        results[node] = NodeResult(verdict, " ".join(reason.split()), action, mine, drain)
+    return results

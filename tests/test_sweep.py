@@ -1,0 +1,423 @@
+"""ocibench sweep: the plan's properties, verdicts, outliers, pair attribution, actions,
+the drain cap and the outputs (pure and fast); the command line with Slurm's real
+``scontrol`` (hostlists) and ReFrame's real --dry-run.
+
+The Slurm path itself (sbatch, drain, resume on a real cluster) is tested end to end by
+tests/test_cluster.py on the cluster of network namespaces.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ocibench import judge, paths, references, shapes
+from ocibench.metrics import Action, NodeVerdict
+from ocibench.sweep import actions, output, plan, verdicts
+from ocibench.sweep import run as sweeping
+from ocibench.sweep.plan import GROUPS, PAIRS, RETEST, SINGLE, Case
+from ocibench.sweep.verdicts import JobResult
+
+SINGLE_CASE = Case("osu_latency %buffers=H-H %nodes=1", "/a", "osu_latency", 1)
+PAIR_CASE = Case("osu_latency %buffers=H-H %nodes=2", "/b", "osu_latency", 2)
+GROUP_CASE = Case("osu_allreduce", "/c", "osu_allreduce", 4)
+CASES = (SINGLE_CASE, PAIR_CASE, GROUP_CASE)
+
+
+def names(count: int) -> list[str]:
+    return [f"node{i}" for i in range(1, count + 1)]
+
+
+# --------------------------------------------------------------------------- plan
+
+@pytest.mark.parametrize("count", range(3, 41))
+def test_ring_puts_every_node_in_two_pairs_with_two_partners(count):
+    pairs = plan.ring_pairs(names(count))
+    assert len(pairs) == count
+    for node in names(count):
+        mine = [p for p in pairs if node in p]
+        assert len(mine) == 2, node
+        partners = {n for p in mine for n in p if n != node}
+        assert len(partners) == 2, node
+
+
+def test_two_nodes_make_one_pair_and_one_node_none():
+    assert plan.ring_pairs(["a", "b"]) == [("a", "b")]
+    assert plan.ring_pairs(["a"]) == []
+    one = plan.make_plan(["a"], CASES)
+    assert set(one.not_run) == {PAIR_CASE.name, GROUP_CASE.name}
+    assert "needs 2 nodes; 1 swept" in one.not_run[PAIR_CASE.name]
+
+
+@pytest.mark.parametrize("count", list(range(1, 34)) + [999, 1000])
+def test_no_node_in_two_jobs_of_a_wave_and_waves_do_not_grow(count):
+    the_plan = plan.make_plan(names(count), CASES)
+    for wave in the_plan.waves:
+        seen = [n for group in wave.groups for n in group]
+        assert len(seen) == len(set(seen)), wave
+        assert all(len(g) == wave.size for g in wave.groups)
+    pair_waves = [w for w in the_plan.waves if w.kind == PAIRS]
+    if count >= 3:
+        assert len(pair_waves) == (2 if count % 2 == 0 else 3)
+        # every ring pair runs, once
+        assert sorted(g for w in pair_waves for g in w.groups) == sorted(the_plan.pairs)
+    assert len(the_plan.waves) <= 1 + 3 + 2
+
+
+@pytest.mark.parametrize("count", [4, 5, 7, 8, 9, 10, 11])
+def test_groups_of_four_take_every_node_and_top_up_the_leftover(count):
+    the_plan = plan.make_plan(names(count), [GROUP_CASE])
+    groups = the_plan.groups[4]
+    assert {n for g in groups for n in g} == set(names(count))
+    assert all(len(set(g)) == 4 for g in groups)
+    leftover = count % 4
+    assert len(the_plan.leftover[4]) == leftover
+    assert len([w for w in the_plan.waves if w.kind == GROUPS]) == (2 if leftover else 1)
+
+
+def test_jobs_are_groups_times_cases():
+    the_plan = plan.make_plan(names(8), CASES)
+    assert the_plan.jobs == 8 + 8 + 2
+    assert plan.make_plan(names(7), CASES).jobs == 7 + 7 + 2
+
+
+def test_a_node_listed_twice_is_an_error():
+    with pytest.raises(plan.PlanError, match="node2 is listed twice"):
+        plan.make_plan(["node1", "node2", "node2"], CASES)
+
+
+def test_plan_of_1000_names_is_fast():
+    started = time.perf_counter()
+    the_plan = plan.make_plan(names(1000), CASES)
+    text = plan.describe(the_plan)
+    json.dumps(the_plan.to_dict())
+    assert time.perf_counter() - started < 0.5
+    assert the_plan.jobs == 1000 + 1000 + 250
+    assert "pairs (1000, ring)" in text
+
+
+def test_retest_partners_are_third_nodes_and_fit_in_disjoint_waves():
+    ring = plan.ring_pairs(names(10))
+    alone = [("node3", "node4"), ("node7", "node8")]
+    pairs, stuck = plan.retest_pairs(alone, ring, suspects={"node3", "node4", "node7", "node8"})
+    assert not stuck
+    assert {p[0] for p in pairs} == {"node3", "node4", "node7", "node8"}
+    near = plan.neighbours(ring)
+    for node, partner in pairs:
+        assert partner not in near[node] and partner not in {"node3", "node4", "node7", "node8"}
+    assert len({p[1] for p in pairs}) == 4        # spread: no partner used twice
+    for wave in plan.waves_of(pairs):
+        seen = [n for g in wave for n in g]
+        assert len(seen) == len(set(seen))
+
+
+def test_a_ring_of_three_has_no_third_partner():
+    ring = plan.ring_pairs(["a", "b", "c"])
+    pairs, stuck = plan.retest_pairs([("a", "b")], ring)
+    assert pairs == [] and stuck == ["a", "b"]
+
+
+# --------------------------------------------------------------------------- verdicts
+
+@pytest.fixture(scope="module")
+def local():
+    return shapes.load("local")
+
+
+@pytest.fixture(scope="module")
+def optimized():
+    return shapes.load("BM.Optimized3.36")
+
+
+def latency_row(shape, value, check="osu_latency", nodes=2):
+    figures = references.matching(shape, check, {"buffers": "H-H", "nodes": nodes,
+                                                 "sizes": "1:1"})
+    return judge.judge(shape, figures, "latency", 1, value, "us")
+
+
+def pair_jobs(shape, values, case=PAIR_CASE, kind=PAIRS):
+    ring = plan.ring_pairs(names(len(values)))
+    return [JobResult(case, pair, kind, rows=[latency_row(shape, v)])
+            for pair, v in zip(ring, values)]
+
+
+def test_spread_and_direction():
+    stats = verdicts.spread([10.0, 10.5, 9.5, 10.2, 9.8])
+    assert stats.median == 10.0
+    assert stats.scale == pytest.approx(0.2 * verdicts.MAD_SCALE)   # deviations 0 .2 .2 .5 .5
+    assert verdicts.deviation("latency", 20.0, stats) > 0      # higher latency is worse
+    assert verdicts.deviation("bandwidth", 20.0, stats) < 0    # higher bandwidth is better
+    assert verdicts.spread([1.0, 2.0, 3.0, 4.0]) is None        # too few to compare
+
+
+def test_identical_nodes_do_not_make_a_tiny_difference_an_outlier():
+    stats = verdicts.spread([10.0] * 6 + [10.01])
+    assert stats.scale == pytest.approx(0.1)                    # MIN_SPREAD of the median
+    assert verdicts.deviation("latency", 10.01, stats) < verdicts.OUTLIER_K
+
+
+def test_slow_link_is_an_outlier_in_both_pairs_and_pinned_to_its_node(local):
+    # node3 adds 2 ms: its pairs (node2,node3) and (node3,node4) are slow
+    values = [41.0, 4040.0, 4052.0, 40.0, 42.5, 39.0, 40.7, 41.9]
+    jobs = pair_jobs(local, values)
+    nodes = sweeping.judge_nodes(plan.make_plan(names(8), [PAIR_CASE]), jobs,
+                                 verdicts.OUTLIER_K, {})
+    assert nodes["node3"].verdict is NodeVerdict.OUTLIER
+    assert nodes["node3"].action is Action.DRAIN
+    assert "in both its pairs" in nodes["node3"].reason
+    assert nodes["node3"].drain_reason.startswith("ocibench: osu_latency %buffers=H-H %nodes=2 ")
+    assert "cluster median" in nodes["node3"].drain_reason
+    for other in set(names(8)) - {"node3"}:
+        assert nodes[other].verdict is NodeVerdict.PASS, (other, nodes[other].reason)
+    assert "node3 fails in both its pairs" in nodes["node2"].reason
+
+
+def test_a_value_within_the_noise_is_no_outlier(local):
+    values = [41.0, 45.0, 38.0, 40.0, 42.5, 39.0, 44.7, 41.9]
+    jobs = pair_jobs(local, values)
+    nodes = sweeping.judge_nodes(plan.make_plan(names(8), [PAIR_CASE]), jobs, 3.5, {})
+    assert {n.verdict for n in nodes.values()} == {NodeVerdict.PASS}
+
+
+def test_outlier_k_is_the_threshold(local):
+    values = [40.0, 40.4, 39.6, 40.2, 39.8, 40.1, 39.9, 46.0]   # (node8,node1) slower
+    cells = sweeping.job_cells(pair_jobs(local, values), 3.5)
+    assert cells[7].verdict is NodeVerdict.OUTLIER
+    cells = sweeping.job_cells(pair_jobs(local, values), 100.0)
+    assert cells[7].verdict is NodeVerdict.PASS
+
+
+def test_a_failed_figure_is_judged_by_judge_and_drains(optimized):
+    values = [1.7, 1.68, 9.0, 9.1, 1.66, 1.69, 1.7, 1.71]          # node3-node4: 9 us
+    jobs = pair_jobs(optimized, values)
+    # (node3,node4) fails: documented 1.67 us, ceiling 1.15 x 1.67 + ...
+    nodes = sweeping.judge_nodes(plan.make_plan(names(8), [PAIR_CASE]), jobs, 3.5, {})
+    assert nodes["node4"].verdict is NodeVerdict.FAIL
+    assert nodes["node4"].action is Action.DRAIN
+    assert "> ceiling" in nodes["node4"].drain_reason and "002_" in nodes["node4"].drain_reason
+
+
+def test_a_pair_that_fails_alone_is_retested_and_the_retest_names_the_node(optimized):
+    values = [1.7, 1.68, 9.0, 1.69, 1.66, 1.69, 1.7, 1.71]          # only (node3,node4)
+    jobs = pair_jobs(optimized, values)
+    cells = sweeping.job_cells(jobs, 3.5)
+    pairs = {j.nodes: cells[i] for i, j in enumerate(jobs)}
+    assert verdicts.pair_alone(PAIR_CASE, pairs) == [("node3", "node4")]
+    retests = [JobResult(PAIR_CASE, ("node3", "node6"), RETEST, rows=[latency_row(optimized, 9.2)]),
+               JobResult(PAIR_CASE, ("node4", "node7"), RETEST, rows=[latency_row(optimized, 1.7)])]
+    nodes = sweeping.judge_nodes(plan.make_plan(names(8), [PAIR_CASE]), jobs + retests, 3.5, {})
+    assert nodes["node3"].verdict is NodeVerdict.FAIL
+    assert "re-test with node6" in nodes["node3"].reason
+    assert nodes["node4"].verdict is NodeVerdict.PASS
+    assert "re-test with node7 passed" in nodes["node4"].reason
+
+
+def test_a_group_failure_is_pinned_to_the_node_bad_on_its_own(local):
+    the_plan = plan.make_plan(names(8), [SINGLE_CASE, GROUP_CASE])
+    singles = [JobResult(SINGLE_CASE, (n,), SINGLE, failed="job exit code 1: Lmod has detected "
+                         "the following error: The following module(s) are unknown: \"omb\"")
+               if n == "node5" else JobResult(SINGLE_CASE, (n,), SINGLE,
+                                              rows=[latency_row(local, 1.0, nodes=1)])
+               for n in names(8)]
+    groups = [JobResult(GROUP_CASE, g, GROUPS, failed=("job exit code 1: Lmod has detected ..."
+                                                       if "node5" in g else None),
+                        rows=[] if "node5" in g else [latency_row(local, 30.0, nodes=4)])
+              for g in the_plan.groups[4]]
+    nodes = sweeping.judge_nodes(the_plan, singles + groups, 3.5, {"node7": "Slurm state down*"})
+    assert nodes["node5"].verdict is NodeVerdict.FAIL
+    assert nodes["node5"].action is Action.FIX_SOFTWARE
+    assert nodes["node6"].verdict is NodeVerdict.PASS
+    assert nodes["node7"].verdict is NodeVerdict.UNREACHABLE
+    assert nodes["node7"].action is None
+    # an unpinned group failure: every member shares it, to be rerun
+    groups[0] = JobResult(GROUP_CASE, the_plan.groups[4][0], GROUPS, failed="benchmark crashed")
+    nodes = sweeping.judge_nodes(the_plan, singles + groups, 3.5, {})
+    assert nodes["node1"].verdict is NodeVerdict.FAIL and nodes["node1"].action is Action.RERUN
+    assert "not pinned to a node" in nodes["node1"].reason
+
+
+# --------------------------------------------------------------------------- actions
+
+@pytest.mark.parametrize("reason, action", [
+    ('job exit code 1: Lmod has detected the following error: The following module(s) are '
+     'unknown: "omb"', Action.FIX_SOFTWARE),
+    ("job exit code 127: rfm_job.sh: line 9: mpirun: command not found", Action.FIX_SOFTWARE),
+    ("ocibench: the host<->GPU placement is written for Open MPI 5.x", Action.FIX_SOFTWARE),
+    ("BM.GPU4.8 requires what this node lacks: gdrdrv absent (no /dev/gdrdrv)",
+     Action.FIX_SOFTWARE),
+    ("BM.GPU4.8 requires what this node lacks: gpus absent (7 of 8); gdrdrv absent (x)",
+     Action.DRAIN),
+    ("network device 'mlx5_2:1' is not available, please use one or more of: 'lo'(tcp)",
+     Action.DRAIN),
+    ("job error: Slurm ended job 4: NODE_FAIL (Reason=..)", Action.DRAIN),
+    ("benchmark crashed: rfm_job.sh: line 21: 4242 Segmentation fault", Action.RERUN),
+    ("job error: Slurm ended job 6: TIMEOUT (Reason=TimeLimit)", Action.RERUN),
+])
+def test_failures_map_to_actions(reason, action):
+    assert actions.for_failure(reason) is action
+
+
+def test_drain_cap_refuses_the_whole_set():
+    wanted = {f"node{i}": "ocibench: x" for i in range(1, 4)}
+    refused = actions.decide(wanted, 8)
+    assert refused.cap == 2 and refused.nodes == {}
+    assert "refusing to drain 3 of 8" in refused.refused and "\n" not in refused.refused
+    assert actions.decide(dict(list(wanted.items())[:2]), 8).nodes.keys() == {"node1", "node2"}
+    assert actions.decide(wanted, 8, force=True).nodes == wanted
+    assert actions.decide(wanted, 8, fraction=0.5).refused is None
+    assert actions.decide({"a": "r"}, 2).cap == 1           # at least one node
+
+
+def test_drain_reason_is_one_short_line():
+    text = actions.drain_reason("osu_bw %nodes=2", "9.00 us", "> ceiling 2.0 us\n", "002 " * 99)
+    assert text.startswith("ocibench: osu_bw %nodes=2 9.00 us > ceiling 2.0 us (")
+    assert "\n" not in text and len(text) <= actions.MAX_REASON
+
+
+# --------------------------------------------------------------------------- outputs
+
+def a_sweep(local) -> sweeping.Sweep:
+    the_plan = plan.make_plan(["node<1>", "node2", "node3", "node4", "node5"], [SINGLE_CASE],
+                              {"node9": "Slurm state down*: Not responding"})
+    jobs = [JobResult(SINGLE_CASE, (n,), SINGLE, rows=[latency_row(local, v, nodes=1)])
+            for n, v in zip(the_plan.nodes, [1.0, 1.01, 0.99, 1.0, 9.0])]
+    result = sweeping.Sweep(the_plan)
+    result.nodes = sweeping.judge_nodes(the_plan, jobs, 3.5, {})
+    result.drain = actions.decide({}, len(result.nodes))
+    return result
+
+
+def test_json_has_the_interface_fields(local):
+    data = json.loads(output.to_json(a_sweep(local)))
+    assert data["nodes"]["node5"]["verdict"] == "outlier"
+    assert data["nodes"]["node5"]["action"] == "rerun"
+    assert data["nodes"]["node9"]["verdict"] == "unreachable"
+    assert data["nodes"]["node9"]["reason"] == "Slurm state down*: Not responding"
+    assert data["summary"] == {"pass": 4, "outlier": 1, "fail": 0, "unreachable": 1}
+    cell = data["nodes"]["node2"]["checks"][SINGLE_CASE.name]
+    assert cell["value"] == 1.01 and cell["unit"] == "us" and cell["jobs"] == [["node2"]]
+    assert {"plan", "drain", "outlier_k"} <= set(data)
+
+
+def test_html_matrix_escapes_and_links_every_node(local, tmp_path):
+    page = output.to_html(a_sweep(local))
+    assert "node<1>" not in page and "node&lt;1&gt;" in page
+    assert 'href="#node-node_1_"' in page and 'id="node-node_1_"' in page
+    assert 'class="cell outlier" title="' in page and ">9.00 us</td>" in page
+    assert "http" not in page                     # offline: nothing loaded
+    out = tmp_path / "sweep.html"
+    output.write(out, page)
+    assert out.read_text() == page
+
+
+# --------------------------------------------------------------------------- command line
+
+def ocibench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ocibench.cli", "sweep", *args],
+                          capture_output=True, text=True, timeout=120, cwd=paths.REPO_ROOT,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def slurm_client(tmp_path):
+    """Slurm's own scontrol for hostlists; it needs a configuration, not a cluster.
+    The short timeouts make the ReFrame configuration's sinfo (no controller here)
+    fail at once instead of retrying for 9 s."""
+    if not shutil.which("scontrol"):
+        pytest.skip("no Slurm client (scontrol) on this machine")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=sweeptest\nSlurmctldHost=localhost\nMessageTimeout=1\n"
+                    "TCPTimeout=1\n")
+    return {"SLURM_CONF": str(conf), "OCIBENCH_SHAPE": "loopback-cluster",
+            "PYTHONPATH": str(paths.REPO_ROOT / "src")}
+
+
+def test_dry_run_of_1000_names_prints_the_plan_in_under_5_s(slurm_client, tmp_path):
+    pytest.importorskip("reframe")
+    # CPU seconds of the command and its children (scontrol, ReFrame): on an idle node
+    # that is its wall time; on 2 cores shared by other work, the wall time says more
+    # about the neighbours than about the sweep.
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = ocibench("--dry-run", "--nodes", "node[1-1000]", "-n", "osu_latency",
+                    "--prefix", str(tmp_path / "rfm"), env=slurm_client)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    elapsed = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == ("1000 node(s) to sweep, 0 unreachable, 2 check case(s), 2000 job(s) "
+                        "in 3 wave(s)"), lines[0]
+    assert any(line.startswith("pairs (1000, ring): node1+node2 node2+node3") for line in lines)
+    assert elapsed < 5, f"{elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("hostlist", ["node[1-", "node[3-1]", "node[a-b]", "node[1-2]]", ""])
+def test_a_bad_hostlist_is_one_line_and_exit_2(slurm_client, hostlist):
+    done = ocibench("--dry-run", "--nodes", hostlist, env=slurm_client)
+    assert done.returncode == 2, done
+    assert done.stderr.count("\n") == 1 and "--nodes" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_drain_fraction_is_checked_by_the_parser():
+    done = ocibench("--dry-run", "--max-drain-fraction", "1.5")
+    assert done.returncode == 2 and "not a fraction" in done.stderr
+
+
+def test_a_job_cancelled_while_pending_never_started():
+    from ocibench.sweep.rfm import never_started
+    pending = {"result": "fail", "fail_phase": "run", "job_nodelist": [],
+               "fail_reason": "job blocked error: ReqNodeNotAvail, UnavailableNodes:node7"}
+    assert "ReqNodeNotAvail" in never_started(pending)
+    assert never_started({**pending, "job_nodelist": ["node6", "node7"]}) is None  # it ran
+    assert never_started({**pending, "fail_phase": "setup"}) is None
+    assert never_started({**pending, "result": "pass"}) is None
+
+
+def test_a_step_pins_one_real_job_per_group_and_judges_it(lmod_init, mpirun, tmp_path,
+                                                          monkeypatch):
+    """One wave of the single-node osu_latency on two "nodes" of the local shape, through
+    ReFrame (-P sweep_nodes) and the real benchmark: every group gets its own job, read
+    back by its sweep_nodes and judged (the local scheduler runs both here)."""
+    from ocibench.sweep import rfm
+    root = paths.module_root("local")
+    if not (sorted(root.glob("Core")) + sorted(root.glob("*/Core"))):
+        pytest.skip(f"no local Lmod module tree under {root} (make install builds it)")
+    monkeypatch.setenv("OCIBENCH_SHAPE", "local")
+    monkeypatch.setenv("PYTHONPATH", str(paths.REPO_ROOT / "src"))   # for the jobs, too
+    cases, skipped = rfm.discover(["osu_latency%buffers=H-H"], [], tmp_path, None)
+    assert [c.nodes for c in cases] == [1], cases
+    assert "osu_latency %buffers=H-H %nodes=2" in skipped   # local runs on this machine only
+    wave = plan.Wave(SINGLE, 1, (("nodeA",), ("nodeB",)), tuple(cases))
+    jobs = rfm.run_step(1, wave, cases[0], tmp_path, 60, None, None)
+    assert [j.nodes for j in jobs] == [("nodeA",), ("nodeB",)]
+    for job in jobs:
+        assert job.failed is None and job.never_started is None, job
+        assert [(r.metric, r.key) for r in job.rows] == [("latency", 1)]
+    report = json.loads((tmp_path / "step-001.json").read_text())
+    pinned = sorted(c["sweep_nodes"] for r in report["runs"] for c in r["testcases"])
+    assert pinned == ["nodeA", "nodeB"]
+
+
+def test_every_check_pins_its_job_to_the_sweep_nodes(slurm_client, tmp_path):
+    """ReFrame's own --dry-run writes the Slurm job scripts: the group given with
+    -P sweep_nodes is the job's --nodelist (checks/base.py SweepNodes), for a benchmark
+    and for preflight."""
+    from ocibench.sweep import rfm
+    argv = rfm.reframe_argv() + [
+        "--dry-run", "-n", "osu_latency%buffers=H-H%nodes=2", "-n", "preflight",
+        "-P", "sweep_nodes=node1+node2,node3+node4", "--prefix", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **slurm_client})
+    assert done.returncode == 0, done.stdout[-2000:]
+    scripts = sorted(tmp_path.glob("stage/**/rfm_job.sh"))
+    nodelists = sorted(line.strip() for s in scripts for line in s.read_text().splitlines()
+                       if line.startswith("#SBATCH --nodelist"))
+    assert len(scripts) == 4, scripts
+    assert nodelists == ["#SBATCH --nodelist=node[1-2]"] * 2 + ["#SBATCH --nodelist=node[3-4]"] * 2
