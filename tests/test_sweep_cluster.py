@@ -31,7 +31,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster_support import NODES, SHAPE, local_tree_problem, results_dir, started_cluster, text
+from cluster_support import (
+    NODES,
+    SCRIPTS,
+    SHAPE,
+    local_tree_problem,
+    results_dir,
+    run,
+    started_cluster,
+    text,
+)
 from ocibench import paths, shapes
 
 pytestmark = pytest.mark.cluster
@@ -45,9 +54,13 @@ SLOW, BROKEN, DOWN = "node2", "node5", "node7"
 #: Drained by an admin for a reason of their own before the re-sweep.
 OTHER = "node8"
 OTHER_REASON = "maintenance: BIOS update by the site admin"
-#: The rate fault.sh gives SLOW's link: 2-node osu_latency at 1 byte about 2500 us
-#: against the calibrated floor of 1500 us (tests/data/sweep_cluster/figures.yaml).
-SLOW_RATE = "128kbit"
+#: The rate fault.sh gives SLOW's link: 2-node osu_latency at 1 byte about 2000 us
+#: against the calibrated floor of 1400 us (tests/data/sweep_cluster/figures.yaml).
+#: Slower is safer and longer: osu_latency's 11,000 round trips take 44 s at 2000 us.
+SLOW_RATE = "160kbit"
+#: No added delay, so that a kernel with netem (rate and delay) and one with tbf alone
+#: (rate only; this project's test machine) slow the link alike.
+SLOW_DELAY = "0ms"
 
 #: What the sweeps run (ReFrame -n): osu_latency's 1- and 2-node variants.
 LATENCY = "osu_latency%buffers=H-H"
@@ -130,9 +143,9 @@ def test_wrong_reference_drains_nothing_beyond_the_cap(cluster, tmp_path):
 def test_faulty_nodes_named_drained_and_returned(cluster, tmp_path):
     calibrated = shapes_with(tmp_path, "calibration")
     try:
-        # DOWN first: Slurm needs SlurmdTimeout (30 s) and a ping to mark it down.
+        # DOWN first: Slurm needs SlurmdTimeout (20 s) and a ping to mark it down.
         cluster.fault("down", DOWN, "--wait", timeout=180)
-        cluster.fault("slow-link", SLOW, SLOW_RATE)
+        cluster.fault("slow-link", SLOW, SLOW_RATE, SLOW_DELAY)
         cluster.fault("broken-modules", BROKEN)
         listed = cluster.fault("list").stdout
         assert {line.split()[0] for line in listed.splitlines()} == {SLOW, BROKEN, DOWN}
@@ -146,7 +159,7 @@ def test_faulty_nodes_named_drained_and_returned(cluster, tmp_path):
         slow = bad[SLOW]
         assert (slow["verdict"], slow["action"]) == ("fail", "drain"), slow
         assert "osu_latency %buffers=H-H %nodes=2" in slow["reason"], slow
-        assert "latency at size 1" in slow["reason"] and "1500" in slow["reason"], slow
+        assert "latency at size 1" in slow["reason"] and "1400" in slow["reason"], slow
         broken = bad[BROKEN]
         assert (broken["verdict"], broken["action"]) == ("fail", "fix-software"), broken
         assert "module(s) are unknown" in broken["reason"], broken
@@ -190,3 +203,19 @@ def test_faulty_nodes_named_drained_and_returned(cluster, tmp_path):
         cluster.fault("clear", "all", timeout=180)
         for node in (SLOW, BROKEN, OTHER):
             cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
+
+
+def test_fault_bad_input_is_one_line(cluster):
+    """fault.sh refuses a node, rate or delay it cannot apply, in one line, and
+    changes nothing."""
+    for argv, words in ((["slow-link", f"node{NODES + 1}"], "no node"),
+                        (["down", "node01"], "no node"),
+                        (["slow-link", "node1", "fast"], "rate 'fast'"),
+                        (["slow-link", "node1", "1mbit", "soon"], "delay 'soon'")):
+        proc = run(["bash", SCRIPTS / "fault.sh", *argv], 30)
+        assert proc.returncode != 0, (argv, text(proc))
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cluster: error:" in lines[0] and words in lines[0], \
+            (argv, proc.stderr)
+    assert cluster.fault("list").stdout.strip() == ""
+    assert {s for s, _ in cluster.node_states().values()} == {"idle"}

@@ -6,7 +6,7 @@
 #   fault.sh broken-modules NODE            NODE sees an empty directory where the
 #                                           module tree is: `module load` fails there
 #   fault.sh down NODE [--wait]             stop NODE's slurmd; --wait: until Slurm
-#                                           marks it down (SlurmdTimeout, about 30-45 s)
+#                                           marks it down (SlurmdTimeout, about 20-30 s)
 #   fault.sh clear NODE|all                 remove NODE's faults (every node's); a
 #                                           stopped slurmd is started and answers again
 #   fault.sh list                           the faults in place, one per line: NODE KIND DETAIL
@@ -114,7 +114,7 @@ down() {
   cluster_log "$node: slurmd stopped"
   if [[ $wait == --wait ]]; then
     # slurmctld pings every SlurmdTimeout/3 and marks the node down when it has not
-    # answered for SlurmdTimeout (30 s, up.sh).
+    # answered for SlurmdTimeout (20 s, up.sh).
     wait_state "$node" '^down' 120
     cluster_log "$node: down ($(cluster_head sinfo -h -n "$node" -o %E))"
   fi

@@ -120,7 +120,10 @@ SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
 SlurmctldTimeout=30
-SlurmdTimeout=30
+# A node whose slurmd stopped is DOWN ("Not responding") 20-27 s later (pings every
+# SlurmdTimeout/3): soon enough for the sweep's test (fault.sh down --wait), long
+# against the sub-second answer of a slurmd on a loaded 2-core machine.
+SlurmdTimeout=20
 MessageTimeout=10
 InactiveLimit=0
 KillWait=5
