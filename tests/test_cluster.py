@@ -223,7 +223,7 @@ def test_reframe_four_node_collectives(cluster, suite):
 def test_drained_node_fails_four_node_check_with_reason(cluster, drained):
     """A 4-node job that needs a drained node cannot start: ReFrame cancels it and
     names the node, never waits.  The job asks for node1..node4 as `ocibench sweep`
-    pins its jobs (the checks' sweep_nodes, sbatch --nodelist): on 8 nodes, Slurm
+    pins its jobs (the checks' sweep_nodes, sbatch --nodelist): on 9 nodes, Slurm
     would otherwise run it on 4 others."""
     group = "+".join(f"node{i}" for i in range(1, 5))
     args = ["-c", paths.CHECKS_DIR, "-n", COLLECTIVES["osu_allreduce"],

@@ -1,6 +1,6 @@
 """`ocibench sweep` on a real Slurm cluster with injected faults (issue 13).
 
-The loopback cluster (8 nodes, tests/cluster_support.py, docs/cluster.md) runs the
+The loopback cluster (9 nodes, tests/cluster_support.py, docs/cluster.md) runs the
 real sweep: real Slurm, ReFrame and Lmod, the checks of checks/.  scripts/cluster/fault.sh
 breaks three nodes as a cluster's nodes break:
 
@@ -48,8 +48,8 @@ pytestmark = pytest.mark.cluster
 FIGURES = paths.REPO_ROOT / "tests" / "data" / "sweep_cluster" / "figures.yaml"
 
 #: The faulty nodes, chosen so that no healthy node is the ring neighbour of two of
-#: them (its two pairs would both fail): the ring of the 7 reachable nodes is
-#: 1-2-3-4-5-6-8-1.
+#: them (its two pairs would both fail): the ring of the 8 reachable nodes of 9 is
+#: 1-2-3-4-5-6-8-9-1.
 SLOW, BROKEN, DOWN = "node2", "node5", "node7"
 #: Drained by an admin for a reason of their own before the re-sweep.
 OTHER = "node8"
@@ -65,10 +65,11 @@ SLOW_DELAY = "0ms"
 #: What the sweeps run (ReFrame -n): osu_latency's 1- and 2-node variants.
 LATENCY = "osu_latency%buffers=H-H"
 LATENCY_ONE_NODE = "osu_latency%buffers=H-H%nodes=1"
-#: Identical virtual nodes sharing 2 cores differ by up to 5x from run to run (see
-#: figures.yaml): any outlier rule would name healthy nodes here.  The figures judge
-#: speed in this test; a large K leaves outliers out of it.
-OUTLIER_K = "100"
+#: Identical virtual nodes sharing 2 cores differ by up to 20x from run to run (1-node
+#: osu_latency 0.21 us on six nodes and 3.93 us on the seventh of one wave; 2-node
+#: 41-1002 us, figures.yaml): every outlier rule names healthy nodes here (K = 100 did).
+#: The figures judge speed in this test; K = 1e6 switches outliers off.
+OUTLIER_K = "1e6"
 #: Seconds for one sweep: the slowed pairs take about a minute per wave.
 SWEEP_TIMEOUT_S = 600
 
@@ -201,13 +202,17 @@ def test_faulty_nodes_named_drained_and_returned(cluster, tmp_path):
         assert "ocibench" not in reservations, reservations
     finally:
         cluster.fault("clear", "all", timeout=180)
+        states = cluster.node_states()
         for node in (SLOW, BROKEN, OTHER):
-            cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
+            if states.get(node, ("",))[0].startswith("drain"):
+                cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        cluster.wait_idle()
 
 
 def test_fault_bad_input_is_one_line(cluster):
     """fault.sh refuses a node, rate or delay it cannot apply, in one line, and
     changes nothing."""
+    before = cluster.wait_idle()
     for argv, words in ((["slow-link", f"node{NODES + 1}"], "no node"),
                         (["down", "node01"], "no node"),
                         (["slow-link", "node1", "fast"], "rate 'fast'"),
@@ -218,4 +223,4 @@ def test_fault_bad_input_is_one_line(cluster):
         assert len(lines) == 1 and "cluster: error:" in lines[0] and words in lines[0], \
             (argv, proc.stderr)
     assert cluster.fault("list").stdout.strip() == ""
-    assert {s for s, _ in cluster.node_states().values()} == {"idle"}
+    assert cluster.node_states() == before

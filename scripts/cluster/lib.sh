@@ -11,7 +11,7 @@
 # the root namespace: its socket is a file, reachable from every namespace.
 #
 # Everything can be moved with environment variables:
-#   OCIBENCH_CLUSTER_NODES  compute nodes (default 8)
+#   OCIBENCH_CLUSTER_NODES  compute nodes (default 9: docs/cluster.md says why)
 #   OCIBENCH_CLUSTER_DIR    state: configs, spools, logs, munge key and socket
 #                           (default ${TMPDIR:-/tmp}/ocibench-cluster)
 #   OCIBENCH_CLUSTER_NET    the /24 used inside the namespaces, three octets
@@ -27,7 +27,7 @@
 
 CLUSTER_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER_SHAPE=loopback-cluster
-CLUSTER_NODES=${OCIBENCH_CLUSTER_NODES:-8}
+CLUSTER_NODES=${OCIBENCH_CLUSTER_NODES:-9}
 CLUSTER_DIR=${OCIBENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/ocibench-cluster}
 CLUSTER_NET=${OCIBENCH_CLUSTER_NET:-10.233.0}
 CLUSTER_WAIT_S=${OCIBENCH_CLUSTER_WAIT_S:-60}
