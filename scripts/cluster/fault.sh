@@ -6,7 +6,8 @@
 #   fault.sh broken-modules NODE            NODE sees an empty directory where the
 #                                           module tree is: `module load` fails there
 #   fault.sh down NODE [--wait]             stop NODE's slurmd; --wait: until Slurm
-#                                           marks it down (SlurmdTimeout, about 20-30 s)
+#                                           marks it down, or a drained node drain*
+#                                           (SlurmdTimeout, about 20-30 s)
 #   fault.sh clear NODE|all                 remove NODE's faults (every node's); a
 #                                           stopped slurmd is started and answers again
 #   fault.sh list                           the faults in place, one per line: NODE KIND DETAIL
@@ -115,8 +116,9 @@ down() {
   if [[ $wait == --wait ]]; then
     # slurmctld pings every SlurmdTimeout/3 and marks the node down when it has not
     # answered for SlurmdTimeout (20 s, up.sh).
-    wait_state "$node" '^down' 120
-    cluster_log "$node: down ($(cluster_head sinfo -h -n "$node" -o %E))"
+    # A drained node stays drained: Slurm marks it not responding (drain*) instead.
+    wait_state "$node" '^(down|drain\*$)' 120
+    cluster_log "$node: $(cluster_node_state "$node") ($(cluster_head sinfo -h -n "$node" -o %E))"
   fi
 }
 
