@@ -116,7 +116,7 @@ def decide(wanted: Mapping[str, str], swept: int, fraction: float = MAX_DRAIN_FR
     cap = max(1, math.floor(swept * fraction)) if swept else 0
     if len(wanted) > cap and not force:
         return DrainDecision(cap, {}, (
-            f"refusing to drain {len(wanted)} of {swept} swept nodes: more than the cap of "
-            f"{cap} ({fraction:.0%}, --max-drain-fraction); a wrong reference fails every "
-            "node. Check the figures, then --force"))
+            f"refusing to drain {len(wanted)} of the {swept} nodes of this sweep: more than "
+            f"the cap of {cap} ({fraction:.0%}, --max-drain-fraction); a wrong reference "
+            "fails every node. Check the figures, then --force"))
     return DrainDecision(cap, dict(wanted), None)

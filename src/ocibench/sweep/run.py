@@ -72,11 +72,13 @@ def select_nodes(options: Options) -> tuple[list[str], dict[str, str], list[str]
                                            dict[str, slurm.NodeState]]:
     """(nodes to sweep, unreachable node -> reason, nodes ocibench drained that
     --undrain re-tests, every listed node's state)."""
-    if options.partition:
-        known, _ = slurm.partitions()
-        if options.partition not in known:
-            raise slurm.UsageError(f"--partition {options.partition}: unknown partition; "
-                                   f"Slurm has {', '.join(known) or 'none'}")
+    known, default = slurm.partitions()
+    if options.partition and options.partition not in known:
+        raise slurm.UsageError(f"--partition {options.partition}: unknown partition; "
+                               f"Slurm has {', '.join(known) or 'none'}")
+    # Without --partition: Slurm's default, where an sbatch without -p goes too, so
+    # that every node planned is one the jobs can have.
+    options.partition = options.partition or default
     states = slurm.node_states(options.partition)
     if options.nodes is not None:
         listed = slurm.expand_hostlist(options.nodes)

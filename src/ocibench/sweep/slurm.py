@@ -118,8 +118,13 @@ class NodeState:
 def node_states(partition: str | None) -> dict[str, NodeState]:
     """Every node of the partition (or of the cluster) with its state and reason."""
     argv = ["sinfo", "-N", "-h", "-o", "%N|%t|%E"] + (["-p", partition] if partition else [])
+    return parse_sinfo(_run(argv))
+
+
+def parse_sinfo(text: str) -> dict[str, NodeState]:
+    """``sinfo -N -h -o '%N|%t|%E'``: a node per line (once per partition it is in)."""
     found: dict[str, NodeState] = {}
-    for line in _run(argv).splitlines():
+    for line in text.splitlines():
         name, _, rest = line.partition("|")
         state, _, reason = rest.partition("|")
         reason = "" if reason.strip() == "none" else reason.strip()
