@@ -1,7 +1,7 @@
 """Multi-node checks through a real Slurm cluster on this machine (docs/cluster.md).
 
 The module fixture starts the loopback cluster with scripts/cluster/up.sh (munged,
-slurmctld and 4 slurmd, one network namespace per node) and tears it down with
+slurmctld and 8 slurmd, one network namespace per node; tests/cluster_support.py) and tears it down with
 scripts/cluster/down.sh; the last test checks that nothing is left.  Every command runs
 with a timeout.  Needs root, `ip netns`, Slurm and munge: otherwise SKIPPED with the
 reason.  The ReFrame benchmark runs also need the local shape's Lmod tree (openmpi,
@@ -14,9 +14,6 @@ else to pytest's temporary directory; `make test-cluster` keeps them in output/c
 
 from __future__ import annotations
 
-import fcntl
-import glob
-import json
 import os
 import re
 import shutil
@@ -26,23 +23,32 @@ from pathlib import Path
 
 import pytest
 
+from cluster_support import (
+    CLUSTER_DIR,
+    NODES,
+    SCRIPTS,
+    SHAPE,
+    cases_of,
+    local_tree_problem,
+    run,
+    started_cluster,
+    text,
+)
 from ocibench import paths, shapes
 
 pytestmark = pytest.mark.cluster
 
-SCRIPTS = paths.REPO_ROOT / "scripts" / "cluster"
-SHAPE = "loopback-cluster"
-NODES = int(os.environ.get("OCIBENCH_CLUSTER_NODES", "4"))
-CLUSTER_DIR = Path(os.environ.get("OCIBENCH_CLUSTER_DIR")
-                   or Path(os.environ.get("TMPDIR", "/tmp")) / "ocibench-cluster")
-
 #: The checks of the issue, as ReFrame names them (-n): 2-node point-to-point and
-#: alltoall within a node (about 2 minutes together) ...
+#: alltoall within a node (about 2 minutes together, bound by the time-limit check) ...
 CHECKS = {
     "osu_latency %buffers=H-H %nodes=2": "osu_latency%buffers=H-H%nodes=2",
-    "osu_bw %buffers=H-H %nodes=2": "osu_bw%buffers=H-H%nodes=2",
     "imb_pingpong %mpi=openmpi %nodes=2": "imb_pingpong%mpi=openmpi%nodes=2",
     "osu_alltoall": "osu_alltoall",
+}
+#: ... osu_bw at the seeds' single size of 256 MiB (64-message window, 20 iterations:
+#: 343 GB through one veth pair, 3-5 minutes on 2 shared cores) ...
+BANDWIDTH = {
+    "osu_bw %buffers=H-H %nodes=2": "osu_bw%buffers=H-H%nodes=2",
 }
 #: ... and the 4-node x ranks-per-node collectives, which run every size up to 256 MiB
 #: as the seeds do: 8 ranks on 2 shared cores over TCP take about 6 more minutes.
@@ -51,89 +57,15 @@ COLLECTIVES = {
     "imb_allreduce %mpi=openmpi %nodes=4": "imb_allreduce%mpi=openmpi%nodes=4",
 }
 
-#: OCIBENCH_CLUSTER_PROFILE: "quick" (the default under `make test`: no 4-node
-#: collective benchmark runs, which are SKIPPED saying so) or "full" (`make test-cluster`).
+#: OCIBENCH_CLUSTER_PROFILE: "quick" (the default under `make test`: neither the 256 MiB
+#: osu_bw nor the 4-node collective runs, which are SKIPPED saying so) or "full"
+#: (`make test-cluster`).
 PROFILE = os.environ.get("OCIBENCH_CLUSTER_PROFILE", "quick")
 PROFILES = ("quick", "full")
 
-#: Seconds: starting the cluster, the ReFrame session of the checks, a blocked job.
-UP_TIMEOUT_S = 180
+#: Seconds: the ReFrame session of the checks, a blocked job.
 CHECKS_TIMEOUT_S = {"quick": 600, "full": 1500}
 BLOCKED_TIMEOUT_S = 120
-#: Seconds to wait for another session's cluster (a concurrent `make test`) to finish.
-SESSION_LOCK_WAIT_S = int(os.environ.get("OCIBENCH_CLUSTER_SESSION_WAIT_S", "1800"))
-
-
-def run(argv, timeout, **kw) -> subprocess.CompletedProcess:
-    """Run a command; a timeout is a test failure with what it printed so far."""
-    try:
-        return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
-                              timeout=timeout, **kw)
-    except subprocess.TimeoutExpired as err:
-        out = (err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) \
-            else (err.stdout or "")
-        pytest.fail(f"{' '.join(map(str, argv))} did not finish in {timeout}s:\n{out[-3000:]}")
-
-
-def text(proc: subprocess.CompletedProcess) -> str:
-    return proc.stdout + proc.stderr
-
-
-class Cluster:
-    """The running cluster: commands on its head node, ReFrame sessions."""
-
-    def __init__(self, results: Path):
-        self.results = results
-        self.shape = shapes.load(SHAPE)
-
-    def head(self, *argv, timeout=60, cwd=None) -> subprocess.CompletedProcess:
-        return run(["bash", SCRIPTS / "exec.sh", *argv], timeout, cwd=cwd)
-
-    def reframe(self, name: str, args: list[str], timeout: int,
-                config: Path | None = None) -> tuple[subprocess.CompletedProcess, dict]:
-        """One ReFrame session on the head node; returns (process, JSON run report)."""
-        where = self.results / name
-        reports = where / "reports"
-        shutil.rmtree(where, ignore_errors=True)
-        reports.mkdir(parents=True)
-        config = config or paths.SITE_DIR / "reframe_config.py"
-        proc = self.head(
-            "env", f"OCIBENCH_REPORT_DIR={reports}",
-            f"OCIBENCH_PERFLOG_DIR={where / 'perflogs'}",
-            "reframe", "-C", config, "--prefix", where, "--system", SHAPE, *args,
-            timeout=timeout, cwd=where)
-        found = sorted(reports.glob("run-report-*.json"))
-        assert found, f"ReFrame wrote no run report in {reports}:\n{text(proc)[-4000:]}"
-        return proc, json.loads(found[-1].read_text())
-
-
-def cases_of(report: dict) -> dict[str, dict]:
-    """Display name (without the hash) -> the last run's test case."""
-    cases = {}
-    for case in report["runs"][-1]["testcases"]:
-        cases[re.sub(r"\s*/[0-9a-f]{8}$", "", case["display_name"])] = case
-    return cases
-
-
-def local_tree_problem() -> str | None:
-    """Why the nodes cannot load openmpi, omb and imb from the local tree, or None."""
-    from ocibench.reframe_site import find_lmod
-
-    _, init = find_lmod()
-    if init is None:
-        return "Lmod is not installed (Debian: apt-get install lmod)"
-    root = paths.module_root("local")
-    dirs = sorted(glob.glob(str(root / "Core")) + glob.glob(str(root / "*" / "Core")))
-    if not dirs:
-        return f"no local module tree at {root} (make install builds it)"
-    script = f"source {init}; " + "; ".join(f"module use {d}" for d in dirs) + \
-        "; module load openmpi omb imb && command -v osu_latency IMB-MPI1"
-    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
-                          timeout=60)
-    if proc.returncode != 0:
-        why = " ".join((proc.stderr or proc.stdout).split())[:300]
-        return f"`module load openmpi omb imb` fails with the local tree {root}: {why}"
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -144,53 +76,10 @@ def results(tmp_path_factory) -> Path:
     return path
 
 
-def take_session_lock():
-    """The machine-wide cluster lock (scripts/cluster/lib.sh), held for the whole
-    module: namespace names are machine-wide, so a second session (another checkout's
-    `make test`) waits for this one instead of tearing its cluster down."""
-    path = Path(os.environ.get("OCIBENCH_CLUSTER_LOCK", "/run/lock/ocibench-cluster.lock"))
-    handle = open(path, "a+")
-    deadline = time.monotonic() + SESSION_LOCK_WAIT_S
-    while True:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                handle.seek(0)
-                holder = handle.read(200).strip()
-                handle.close()
-                pytest.skip(f"another loopback-cluster session holds {path} ({holder}) "
-                            f"after {SESSION_LOCK_WAIT_S}s (OCIBENCH_CLUSTER_SESSION_WAIT_S)")
-            time.sleep(2)
-    handle.truncate(0)
-    handle.write(f"pid {os.getpid()}: pytest {paths.REPO_ROOT}\n")
-    handle.flush()
-    return handle
-
-
 @pytest.fixture(scope="module")
 def cluster(results):
-    check = run(["bash", SCRIPTS / "up.sh", "--check"], 60)
-    if check.returncode != 0:
-        pytest.skip(f"cannot run the loopback cluster here: {text(check).strip()}")
-    lock = take_session_lock()
-    held = os.environ.get("OCIBENCH_CLUSTER_LOCK_HELD")
-    os.environ["OCIBENCH_CLUSTER_LOCK_HELD"] = "1"  # up.sh, down.sh: we hold it
-    try:
-        # A cluster left by a killed earlier session would make up.sh refuse to start;
-        # holding the lock, it can only be such a leftover.
-        run(["bash", SCRIPTS / "down.sh"], 120)
-        up = run(["bash", SCRIPTS / "up.sh"], UP_TIMEOUT_S)
-        assert up.returncode == 0, f"up.sh failed:\n{text(up)}"
-        yield Cluster(results)
-    finally:
-        run(["bash", SCRIPTS / "down.sh"], 120)
-        if held is None:
-            os.environ.pop("OCIBENCH_CLUSTER_LOCK_HELD", None)
-        else:
-            os.environ["OCIBENCH_CLUSTER_LOCK_HELD"] = held
-        lock.close()
+    with started_cluster(results) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +92,8 @@ def module_tree():
 @pytest.fixture
 def drained(cluster):
     """node3 drained with a reason, resumed afterwards."""
+    if NODES < 4:
+        pytest.skip(f"the drained-node test pins a job to node1..node4 ({NODES} nodes)")
     node = f"node{min(3, NODES)}"
     proc = cluster.head("scontrol", "update", f"NodeName={node}", "State=DRAIN",
                         "Reason=ocibench-test")
@@ -221,7 +112,7 @@ def suite(cluster, module_tree, tmp_path_factory):
         pytest.fail(f"OCIBENCH_CLUSTER_PROFILE must be one of {PROFILES}, got {PROFILE!r}")
     limit_check = tmp_path_factory.mktemp("checks") / "cluster_time_limit.py"
     limit_check.write_text(TIME_LIMIT_CHECK)
-    wanted = dict(CHECKS, **(COLLECTIVES if PROFILE == "full" else {}))
+    wanted = dict(CHECKS, **(dict(BANDWIDTH, **COLLECTIVES) if PROFILE == "full" else {}))
     args = ["-c", paths.CHECKS_DIR, "-c", limit_check, "-n", "cluster_time_limit"]
     for name in wanted.values():
         args += ["-n", name]
@@ -311,6 +202,14 @@ def test_reframe_two_node_checks_and_alltoall(cluster, suite):
     _assert_recorded(cluster, suite, set(CHECKS), "2-node point-to-point, alltoall")
 
 
+def test_reframe_two_node_bandwidth(cluster, suite):
+    """osu_bw across 2 nodes at the seeds' 256 MiB."""
+    if PROFILE != "full":
+        pytest.skip("osu_bw moves 343 GB at 256 MiB (3-5 min on 2 cores): "
+                    "make test-cluster, or OCIBENCH_CLUSTER_PROFILE=full")
+    _assert_recorded(cluster, suite, set(BANDWIDTH), "2-node bandwidth")
+
+
 def test_reframe_four_node_collectives(cluster, suite):
     """osu_allreduce and IMB Allreduce on 4 nodes x ranks per node."""
     if PROFILE != "full":
@@ -322,8 +221,13 @@ def test_reframe_four_node_collectives(cluster, suite):
 # --------------------------------------------------------------------------- faults
 
 def test_drained_node_fails_four_node_check_with_reason(cluster, drained):
-    """A 4-node job cannot start: ReFrame cancels it and names the node, never waits."""
-    args = ["-c", paths.CHECKS_DIR, "-n", COLLECTIVES["osu_allreduce"], "-r"]
+    """A 4-node job that needs a drained node cannot start: ReFrame cancels it and
+    names the node, never waits.  The job asks for node1..node4 as `ocibench sweep`
+    pins its jobs (the checks' sweep_nodes, sbatch --nodelist): on 9 nodes, Slurm
+    would otherwise run it on 4 others."""
+    group = "+".join(f"node{i}" for i in range(1, 5))
+    args = ["-c", paths.CHECKS_DIR, "-n", COLLECTIVES["osu_allreduce"],
+            "-S", f"sweep_nodes={group}", "-r"]
     start = time.monotonic()
     proc, report = cluster.reframe("drained", args, BLOCKED_TIMEOUT_S)
     took = time.monotonic() - start

@@ -11,7 +11,7 @@
 # the root namespace: its socket is a file, reachable from every namespace.
 #
 # Everything can be moved with environment variables:
-#   OCIBENCH_CLUSTER_NODES  compute nodes (default 4)
+#   OCIBENCH_CLUSTER_NODES  compute nodes (default 9: docs/cluster.md says why)
 #   OCIBENCH_CLUSTER_DIR    state: configs, spools, logs, munge key and socket
 #                           (default ${TMPDIR:-/tmp}/ocibench-cluster)
 #   OCIBENCH_CLUSTER_NET    the /24 used inside the namespaces, three octets
@@ -27,7 +27,7 @@
 
 CLUSTER_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER_SHAPE=loopback-cluster
-CLUSTER_NODES=${OCIBENCH_CLUSTER_NODES:-4}
+CLUSTER_NODES=${OCIBENCH_CLUSTER_NODES:-9}
 CLUSTER_DIR=${OCIBENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/ocibench-cluster}
 CLUSTER_NET=${OCIBENCH_CLUSTER_NET:-10.233.0}
 CLUSTER_WAIT_S=${OCIBENCH_CLUSTER_WAIT_S:-60}
@@ -107,6 +107,20 @@ cluster_take_lock() {
 }
 
 cluster_is_up() { ip netns list 2>/dev/null | grep -q "^$CLUSTER_HEAD_NS\b"; }
+
+# Start node i's slurmd in its namespace, in the background, with the node's hostname;
+# it never keeps the cluster lock (fd 9).  Used by up.sh and by fault.sh (restarting a
+# node whose slurmd it stopped).
+cluster_start_slurmd() {
+  local i=$1 node
+  node=$(cluster_node "$i")
+  cluster_on "$(cluster_node_ns "$i")" "$node" setsid slurmd -D -N "$node" -f "$CLUSTER_CONF" \
+    >>"$CLUSTER_DIR/log/slurmd.$node.out" 2>&1 </dev/null 9>&- &
+  echo $! >"$CLUSTER_DIR/run/slurmd.$node.launcher.pid"
+}
+
+# The state of a node as `sinfo -N -o %t` prints it (idle, drain, down*, ...).
+cluster_node_state() { cluster_head sinfo -h -n "$1" -o %t 2>/dev/null | head -n 1; }
 
 # The environment every cluster command and job sees (written to $CLUSTER_ENV).
 cluster_write_env() {

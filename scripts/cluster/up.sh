@@ -120,7 +120,10 @@ SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
 SlurmctldTimeout=30
-SlurmdTimeout=30
+# A node whose slurmd stopped is DOWN ("Not responding") 20-27 s later (pings every
+# SlurmdTimeout/3): soon enough for the sweep's test (fault.sh down --wait), long
+# against the sub-second answer of a slurmd on a loaded 2-core machine.
+SlurmdTimeout=20
 MessageTimeout=10
 InactiveLimit=0
 KillWait=5
@@ -148,12 +151,7 @@ until cluster_head scontrol ping 2>/dev/null | grep -q 'is UP'; do
   sleep 0.5
 done
 
-for ((i = 1; i <= CLUSTER_NODES; i++)); do
-  node=$(cluster_node $i)
-  cluster_on "$(cluster_node_ns $i)" "$node" setsid slurmd -D -N "$node" -f "$CLUSTER_CONF" \
-    >>"$CLUSTER_DIR/log/slurmd.$node.out" 2>&1 </dev/null 9>&- &
-  echo $! >"$CLUSTER_DIR/run/slurmd.$node.launcher.pid"
-done
+for ((i = 1; i <= CLUSTER_NODES; i++)); do cluster_start_slurmd "$i"; done
 
 # ---- wait until every node is idle --------------------------------------------------------
 while :; do
