@@ -597,16 +597,19 @@ def test_local_uses_this_machines_mpi_and_cuda(concretizer: ConcretizerPool) -> 
 
 
 def test_local_without_a_detected_open_mpi_stops_naming_it() -> None:
-    """Spack's detection once dropped the machine's Open MPI (a timeout on a cold
-    Spack); the local shape must then stop, not plan Open MPI from source offline."""
+    """Spack's detection once dropped the machine's Open MPI (a cold Spack); a local
+    shape without GPUs, which reuses the machine's MPI, must then stop, not plan Open
+    MPI from source offline."""
+    import dataclasses
+
     from ocibench import machine, shapes, spack_config
 
-    cache = spack_config.GENERATED_DIR / machine.MACHINE_FILE
-    detected = json.loads(cache.read_text()) if cache.is_file() else None
-    if not detected or "gcc" not in detected:
-        pytest.skip("no machine detection yet (make setup writes it)")
-    without_mpi = machine.Machine({k: v for k, v in detected.items() if k != "openmpi"})
+    gcc = {"spec": "gcc@13.3.0 languages:=c,c++,fortran", "prefix": "/usr",
+           "extra_attributes": {"compilers": {"c": "/usr/bin/gcc", "cxx": "/usr/bin/g++",
+                                              "fortran": "/usr/bin/gfortran"}}}
+    local = shapes.load("local")
+    no_gpus = dataclasses.replace(local, data={k: v for k, v in local.data.items()
+                                               if k != "gpus"})
     with pytest.raises(spack_config.SpackConfigError,
                        match="found no Open MPI on this machine.*apt-get install openmpi-bin"):
-        spack_config.gather(shapes.load("local"), without_mpi)
-
+        spack_config.gather(no_gpus, machine.Machine({"gcc": [gcc]}))
