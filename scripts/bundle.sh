@@ -45,12 +45,9 @@ for arg in "$@"; do
   [[ $arg == *=* ]] || die "unexpected argument '$arg' (expected PKG=GITDIR[#REV][@VERSION])"
   args+=("$arg")
 done
-if ((${#args[@]} == 0)); then
-  [[ -n ${OCIBENCH_SRC_OMB:-} ]] && args+=("osu-micro-benchmarks=$OCIBENCH_SRC_OMB")
-  [[ -n ${OCIBENCH_SRC_NCCL_TESTS:-} ]] && args+=("nccl-tests=$OCIBENCH_SRC_NCCL_TESTS")
-  [[ -n ${OCIBENCH_SRC_IMB:-} ]] && args+=("intel-mpi-benchmarks=$OCIBENCH_SRC_IMB")
-  [[ -n ${OCIBENCH_SRC_STREAM:-} ]] && args+=("stream=$OCIBENCH_SRC_STREAM")
-fi
+# shellcheck source=scripts/source-args.sh
+source scripts/source-args.sh
+((${#args[@]})) || source_args_from_env
 
 shape=$("$python" -m ocibench.cli shape) || die "cannot detect the shape"
 out=${OCIBENCH_BUNDLE:-$PWD/bundle-$shape}

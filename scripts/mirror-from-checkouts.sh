@@ -54,12 +54,9 @@ while (($#)); do
     *) die "unexpected argument '$1' (expected PKG=GITDIR[#REV][@VERSION])" ;;
   esac
 done
-if ((${#args[@]} == 0)); then
-  [[ -n ${OCIBENCH_SRC_OMB:-} ]] && args+=("osu-micro-benchmarks=$OCIBENCH_SRC_OMB")
-  [[ -n ${OCIBENCH_SRC_NCCL_TESTS:-} ]] && args+=("nccl-tests=$OCIBENCH_SRC_NCCL_TESTS")
-  [[ -n ${OCIBENCH_SRC_IMB:-} ]] && args+=("intel-mpi-benchmarks=$OCIBENCH_SRC_IMB")
-  [[ -n ${OCIBENCH_SRC_STREAM:-} ]] && args+=("stream=$OCIBENCH_SRC_STREAM")
-fi
+# shellcheck source=scripts/source-args.sh
+source scripts/source-args.sh
+((${#args[@]})) || source_args_from_env
 ((${#args[@]})) || die "no sources given: pass PKG=GITDIR[#REV][@VERSION] or set OCIBENCH_SRC_OMB/_NCCL_TESTS/_IMB/_STREAM"
 
 shape=${shape:-$(python3 -m ocibench.cli shape)} || die "cannot detect the shape (is ocibench installed? run make setup)"
