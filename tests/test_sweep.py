@@ -379,11 +379,21 @@ def test_drain_fraction_is_checked_by_the_parser():
     assert done.returncode == 2 and "not a fraction" in done.stderr
 
 
-def test_a_job_cancelled_while_pending_never_started():
+def test_a_job_cancelled_while_pending_never_started(tmp_path):
     from ocibench.sweep.rfm import never_started
     pending = {"result": "fail", "fail_phase": "run", "job_nodelist": [],
-               "fail_reason": "job blocked error: ReqNodeNotAvail, UnavailableNodes:node7"}
+               "fail_reason": "job blocked error: ReqNodeNotAvail, UnavailableNodes:node7",
+               "stagedir": str(tmp_path), "job_stdout": "rfm_job.out"}
     assert "ReqNodeNotAvail" in never_started(pending)
+    # A job that failed within seconds can leave the queue before ReFrame learns its
+    # nodes (the sweep once called a node with a broken module tree "unreachable"):
+    # Slurm wrote its output file, so it ran.
+    quick = {**pending, "fail_phase": "sanity",
+             "fail_reason": "sanity error: job exit code 1: Lmod has detected the following "
+                            'error: The following module(s) are unknown: "openmpi"'}
+    assert never_started(quick) is not None
+    (tmp_path / "rfm_job.out").write_text("")
+    assert never_started(quick) is None
     assert never_started({**pending, "job_nodelist": ["node6", "node7"]}) is None  # it ran
     assert never_started({**pending, "fail_phase": "setup"}) is None
     assert never_started({**pending, "result": "pass"}) is None

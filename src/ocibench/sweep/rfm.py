@@ -34,8 +34,17 @@ from ocibench.sweep.verdicts import JobResult
 def never_started(raw: dict[str, Any]) -> str | None:
     """Why a failed test case's job never ran, or None when it ran.  A job cancelled
     while pending (ReFrame's max_pending_time, or blocked on an unavailable node) got
-    no nodes: Slurm reports none (``job_nodelist`` empty), and it failed after setup."""
+    no nodes: Slurm reports none (``job_nodelist`` empty), and it failed after setup.
+
+    An empty node list alone does not prove it: a job that fails within seconds (a
+    module that does not load) can leave Slurm's queue before ReFrame's next poll, and
+    ReFrame then never learns its nodes (seen with the squeue scheduler under load).
+    Such a job started, so Slurm created its output file in the stage directory (kept
+    for failed tests); a job cancelled while pending has none."""
     if raw.get("result") in ("pass", "skip") or raw.get("job_nodelist"):
+        return None
+    stagedir, stdout = raw.get("stagedir"), raw.get("job_stdout")
+    if stagedir and stdout and (Path(stagedir) / stdout).exists():
         return None
     if raw.get("fail_phase") in ("run", "sanity", "performance"):
         reason = " ".join((raw.get("fail_reason") or "").split())
