@@ -596,10 +596,11 @@ def test_local_uses_this_machines_mpi_and_cuda(concretizer: ConcretizerPool) -> 
         assert "nccl-tests" not in roots and "cuda" not in roots
 
 
-def test_local_without_a_detected_open_mpi_stops_naming_it() -> None:
+def test_local_without_a_detected_open_mpi_stops_naming_it(tmp_path, monkeypatch) -> None:
     """Spack's detection once dropped the machine's Open MPI (a cold Spack); a local
     shape without GPUs, which reuses the machine's MPI, must then stop, not plan Open
-    MPI from source offline."""
+    MPI from source offline, and say which of three cases it is: Spack dropped it (and
+    why), Spack did not report the mpicc on PATH, or there is none to install."""
     import dataclasses
 
     from ocibench import machine, shapes, spack_config
@@ -611,5 +612,32 @@ def test_local_without_a_detected_open_mpi_stops_naming_it() -> None:
     no_gpus = dataclasses.replace(local, data={k: v for k, v in local.data.items()
                                                if k != "gpus"})
     with pytest.raises(spack_config.SpackConfigError,
+                       match=r"dropped this machine's Open MPI \(timeout reached\).*make setup"):
+        spack_config.gather(no_gpus, machine.Machine({"gcc": [gcc]},
+                                                     {"openmpi": "timeout reached"}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with pytest.raises(spack_config.SpackConfigError,
                        match="found no Open MPI on this machine.*apt-get install openmpi-bin"):
         spack_config.gather(no_gpus, machine.Machine({"gcc": [gcc]}))
+    (bin_dir / "mpicc").write_text("#!/bin/sh\n")
+    (bin_dir / "mpicc").chmod(0o755)
+    with pytest.raises(spack_config.SpackConfigError,
+                       match=f"did not report the Open MPI of {bin_dir / 'mpicc'}.*make setup"):
+        spack_config.gather(no_gpus, machine.Machine({"gcc": [gcc]}))
+
+
+def test_a_cached_detection_keeps_what_spack_dropped(tmp_path) -> None:
+    """machine.json keeps Spack's reasons for what it dropped beside the externals, and
+    a file written before (externals only) still loads."""
+    from ocibench import machine
+
+    gcc = [{"spec": "gcc@13.3.0", "prefix": "/usr"}]
+    (tmp_path / machine.MACHINE_FILE).write_text(json.dumps(
+        {"externals": {"gcc": gcc}, "skipped": {"openmpi": "timeout reached"}}))
+    found = machine.detect_machine(tmp_path)
+    assert found.externals == {"gcc": gcc} and found.skipped == {"openmpi": "timeout reached"}
+    (tmp_path / machine.MACHINE_FILE).write_text(json.dumps({"gcc": gcc}))
+    found = machine.detect_machine(tmp_path)
+    assert found.externals == {"gcc": gcc} and found.skipped == {}

@@ -50,6 +50,8 @@ class Machine:
 
     #: package name -> list of external entries ({spec, prefix, extra_attributes?})
     externals: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: package name -> why Spack's detection dropped it (a timeout, an exception)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def compilers(self) -> dict[str, list[dict[str, Any]]]:
@@ -74,7 +76,10 @@ def detect_machine(out_dir: Path, refresh: bool = False) -> Machine:
     (the generated Spack layer's directory: ocibench.spack_config.GENERATED_DIR)."""
     cache = out_dir / MACHINE_FILE
     if cache.is_file() and not refresh:
-        return Machine(json.loads(cache.read_text()))
+        cached = json.loads(cache.read_text())
+        if "externals" not in cached:   # written before skips were kept: externals only
+            cached = {"externals": cached}
+        return Machine(cached["externals"], cached.get("skipped") or {})
     exe = spack_exe()
     if not exe.is_file():
         raise MachineError(
@@ -86,8 +91,13 @@ def detect_machine(out_dir: Path, refresh: bool = False) -> Machine:
         capture_output=True, text=True, env=_spack_env(), check=False)
     if done.returncode != 0:
         raise MachineError(f"spack external detection failed: {done.stderr.strip()[-500:]}")
-    found = json.loads(done.stdout)
-    found = _clean_detected(found)
+    detected = json.loads(done.stdout)
+    found = _clean_detected(detected["externals"])
+    skipped = dict(detected["skipped"])
+    # A recipe that raised on one prefix: Spack's worker warns on stderr and goes on.
+    for name, prefix in re.findall(r'error detecting "([^"]+)" from prefix (\S+)', done.stderr):
+        if name not in found:
+            skipped.setdefault(name, f"Spack's recipe failed on {prefix}")
     nccl = detect_nccl()
     if nccl:
         found["nccl"] = [nccl]
@@ -95,8 +105,9 @@ def detect_machine(out_dir: Path, refresh: bool = False) -> Machine:
     if boost:
         found["boost"] = [boost]
     out_dir.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
-    return Machine(found)
+    cache.write_text(json.dumps({"externals": found, "skipped": skipped},
+                                indent=1, sort_keys=True) + "\n")
+    return Machine(found, skipped)
 
 
 def _clean_detected(found: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,11 +204,7 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
         # The local shape builds against this machine's Open MPI (docs/spack-env.md).
         # Without it Spack would plan Open MPI and some 40 dependencies from source,
         # which fails offline on a download that never names the missing MPI.
-        raise SpackConfigError(
-            f"{shape.name}: Spack's detection found no Open MPI on this machine, and the "
-            f"{shape.name} shape builds against it: install it (Debian/Ubuntu: apt-get "
-            "install openmpi-bin libopenmpi-dev; EL: dnf install openmpi openmpi-devel, "
-            "with its bin/ on PATH), then run `make setup` again")
+        raise SpackConfigError(_no_machine_mpi(shape.name, machine))
     cuda = bool(externals.get("cuda")) and (bool(gpus) or is_machine_described(shape))
     if gpus and not externals.get("cuda"):
         raise SpackConfigError(f"{shape.name}: a GPU shape needs software.externals.cuda")
@@ -241,6 +238,26 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
         build_caps=_build_capabilities(shape, cuda, root),
         notes=[mpi_note] if mpi_note else [],
     )
+
+
+def _no_machine_mpi(shape_name: str, machine: Machine) -> str:
+    """Why a machine-described shape has no Open MPI to build against, and what to do:
+    Spack's detection dropped it (and said why), or did not report the one on PATH, or
+    there is none."""
+    again = "then run `make setup` again (`spack -d external find openmpi` shows Spack's steps)"
+    if "openmpi" in machine.skipped:
+        return (f"{shape_name}: Spack's detection dropped this machine's Open MPI "
+                f"({machine.skipped['openmpi']}), and the {shape_name} shape builds against "
+                f"it: {again}")
+    mpicc = shutil.which("mpicc")
+    if mpicc:
+        return (f"{shape_name}: Spack's detection did not report the Open MPI of {mpicc}, "
+                f"and the {shape_name} shape builds against it: check that it is Open MPI "
+                f"with its headers (ompi_info on PATH), {again}")
+    return (f"{shape_name}: Spack's detection found no Open MPI on this machine, and the "
+            f"{shape_name} shape builds against it: install it (Debian/Ubuntu: apt-get "
+            "install openmpi-bin libopenmpi-dev; EL: dnf install openmpi openmpi-devel, "
+            "with its bin/ on PATH), then run `make setup` again")
 
 
 def _machine_mpi(shape: shapes.Shape, externals: dict[str, list[dict[str, Any]]]

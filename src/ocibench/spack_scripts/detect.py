@@ -5,15 +5,18 @@ those two commands (spack.detection.by_path), but prints the result instead of
 writing it into one of Spack's own configuration scopes: ``make setup`` stores it
 in the generated, git-ignored scope of the machine-described shapes (local), and
 the per-user Spack instance stays untouched (nothing here writes a configuration file,
-see the scope below).  Output: {package: [external entry]}.
+see the scope below).  Output: {"externals": {package: [external entry]},
+"skipped": {package: why}}.
 """
 
 import json
+import re
 import sys
 
 import spack.config
 import spack.detection
 import spack.detection.path
+import spack.llnl.util.tty
 import spack.repo
 from spack.detection.common import _pkg_config_dict
 
@@ -37,6 +40,24 @@ memory = spack.config.InternalConfigScope("ocibench-detect", {})
 memory.writable = True  # the highest writable scope takes Spack's writes; it has no file
 spack.config.CONFIG.push_scope(memory)
 
+# Spack drops a package whose detection timed out or raised with a debug message only:
+# kept here, so that `make setup` can say why a package it needs was not found.  (A
+# recipe that fails on one prefix is reported by a Python warning from Spack's worker
+# process, on stderr: ocibench.machine reads that.)
+skipped = {}
+_spack_debug = spack.llnl.util.tty.debug
+
+
+def _keep_skips(message, *args, **kwargs):
+    found = re.match(r"\[EXTERNAL DETECTION\] Skipping (\S+?): (.*)", str(message), re.S)
+    if found:
+        lines = [line.strip() for line in found.group(2).strip().splitlines() if line.strip()]
+        skipped[found.group(1).split(".")[-1]] = lines[-1] if lines else "skipped"
+    _spack_debug(message, *args, **kwargs)
+
+
+spack.llnl.util.tty.debug = _keep_skips
+
 wanted = sys.argv[1:]
 compiler_packages = set(spack.repo.PATH.packages_with_tags("compiler"))
 compilers = [p for p in wanted if p in compiler_packages]
@@ -50,5 +71,6 @@ for name, specs in sorted(found.items()):
     entries = _pkg_config_dict(specs).get("externals") or []
     if entries:
         out[name] = [json.loads(json.dumps(e, default=str)) for e in entries]
-json.dump(out, sys.stdout, indent=1, sort_keys=True)
+skipped = {name: why for name, why in skipped.items() if name not in out}
+json.dump({"externals": out, "skipped": skipped}, sys.stdout, indent=1, sort_keys=True)
 print()
