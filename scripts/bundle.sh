@@ -112,8 +112,7 @@ unchecked=()
 add_unchecked() {  # pkg version command...
   local pkg=$1 version=$2; shift 2
   local files kind sha url rel dest commit repo found
-  files=$(spack_python src/ocibench/spack_scripts/unchecked_files.py "$pkg" "$version") \
-    || die "$pkg@$version: not a version of its recipe (above)"
+  files=$(recipe_files "$pkg" "$version") || die "$pkg@$version: not a version of its recipe"
   while read -r kind sha url rel; do
     if [[ $kind == archive ]]; then
       dest=$out/unchecked/$url  # (an archive has no URL: its line is "archive SHA PATH")
@@ -146,7 +145,12 @@ holding that commit in OCIBENCH_BUNDLE_PATCH_REPOS"
   unchecked+=("$pkg@$version")
   say "WARNING: $pkg@$version is NOT upstream's file (made from $src_desc): unchecked/, installed without its checksum"
 }
-spack_python() { "$spack" python "$@"; }
+# The recipe's sha256 and mirror paths of the version's files (spack_scripts/source_files.py),
+# for VERSION or vVERSION (nvbandwidth's v0.8); fails when the recipe declares neither.
+recipe_files() {  # pkg version
+  "$spack" python src/ocibench/spack_scripts/source_files.py "$1" "$2" \
+    || "$spack" python src/ocibench/spack_scripts/source_files.py "$1" "v$2"
+}
 tar_file() { case $1 in  # a release tarball, any compression, as a tar stream
   *.tar.bz2) bzip2 -dc "$1" ;; *.tar.xz) xz -dc "$1" ;; *.tar.gz|*.tgz) gzip -dc "$1" ;;
   *.tar) cat "$1" ;; *) die "$1: expected .tar, .tar.gz, .tar.bz2 or .tar.xz" ;; esac; }
@@ -174,8 +178,7 @@ for arg in "${args[@]}"; do
   fi
   [[ -n $version ]] || die "$pkg: cannot tell the version of $rev; give it as $pkg=$rest#$rev@VERSION"
   recipe=$builtin/packages/${pkg//-/_}/package.py
-  sha=$(grep -oE "\"v?$version\", *sha256=\"[0-9a-f]{64}\"" "$recipe" 2>/dev/null \
-        | grep -oE '[0-9a-f]{64}' | head -1) || true
+  sha=$(recipe_files "$pkg" "$version" 2>/dev/null | awk '$1 == "archive" {print $2}') || true
   tmp=$(mktemp)
   # GitHub's release archives are `git archive` of the tag, gzip -n, prefixed <repo>-<tag>/
   tag=$(git -C "$rest" describe --tags --exact-match "$commit" 2>/dev/null || true)

@@ -1,9 +1,11 @@
-"""Print where a Spack source mirror keeps a package version's archive and URL patches.
+"""Print the sha256 of a package version's archive and URL patches, and where a Spack
+source mirror keeps them.
 
-Run as ``spack python unchecked_files.py PKG VERSION`` (scripts/bundle.sh), for a
-source that is not upstream's bytes (a recompressed release tarball, a git tag with
-its configure script generated) and so goes into the bundle's ``unchecked/`` mirror.
-Spack finds a mirror's files by the digest the recipe declares, not by their content
+Run as ``spack python source_files.py PKG VERSION`` (scripts/bundle.sh): the digest
+tells whether a git archive is upstream's file (then into the bundle's ``mirror/``);
+a source that is not upstream's bytes (a recompressed release tarball, a git tag with
+its configure script generated) goes into its ``unchecked/`` mirror.  Spack finds a
+mirror's files by the digest the recipe declares, not by their content
 (``spack/mirrors/layout.py``), so the files must lie exactly there:
 
     archive <sha256> <path in the mirror>
@@ -22,12 +24,12 @@ import spack.repo
 import spack.spec
 
 if len(sys.argv) != 3:
-    raise SystemExit("usage: spack python unchecked_files.py PKG VERSION")
+    raise SystemExit("usage: spack python source_files.py PKG VERSION")
 name, version = sys.argv[1:3]
 spec = spack.spec.Spec(f"{name}@={version}")
 cls = spack.repo.PATH.get_pkg_class(name)
 if spec.version not in cls.versions:
-    raise SystemExit(f"unchecked_files.py: the {name} recipe declares no version {version}")
+    sys.exit(3)  # not a version of the recipe (scripts/bundle.sh tries vX.Y too)
 fetcher = fs.for_package_version(cls(spec), spec.version)
 where = layout.default_mirror_layout(fetcher, f"{name}/{name}-{version}", spec).path
 print("archive", fetcher.digest, where)
