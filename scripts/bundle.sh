@@ -40,6 +40,8 @@
 #   OCIBENCH_BUNDLE_PIP_ARGS  extra `pip download` options for a node with another Python,
 #                            e.g. "--only-binary=:all: --python-version 3.12
 #                            --platform manylinux2014_x86_64"
+#   OCIBENCH_BUNDLE_PIP_EXCLUDE  projects whose wheels are left out (e.g. "polars
+#                            polars-runtime-32"; the node then installs with --no-deps)
 #   OCIBENCH_PYTHON_EXTRAS   the optional tool groups of pyproject.toml (default: test report;
 #                            "" for a node that only builds and runs checks), as for setup
 #   OCIBENCH_BUNDLE_KEY      the Spack GPG key that signs (default: the first signing key in
@@ -272,6 +274,12 @@ if want wheels; then
   "$python" -m pip download --quiet --disable-pip-version-check -d "$out/wheels" \
     ${OCIBENCH_BUNDLE_PIP_ARGS:-} "${reqs[@]}" \
     || die "pip download failed (offline? OCIBENCH_BUNDLE_PARTS without wheels)"
+  # Dependencies the node does without (pip resolves optional ones too: ReFrame's
+  # analytics pull polars, 50 MiB, for reports the checks never make); such a node
+  # installs the wheels with pip's --no-deps.  Wheel names: project_name-version-...
+  for project in ${OCIBENCH_BUNDLE_PIP_EXCLUDE:-}; do
+    rm -fv "$out/wheels/${project//-/_}"-[0-9]*.whl | sed 's/^/bundle: left out /'
+  done
 fi
 if want os; then
   mkdir -p "$out/os-packages"

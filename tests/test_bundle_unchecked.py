@@ -28,7 +28,7 @@ from ocibench import paths
 from private_checkout import private_checkout
 from test_bundle import _env, _offline
 
-pytestmark = [pytest.mark.spack]
+pytestmark = [pytest.mark.spack, pytest.mark.install]
 
 VERSION = "2024-07-27"
 #: the sha256 builtin/packages/gnuconfig declares for VERSION: Spack's mirror layout

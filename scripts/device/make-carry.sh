@@ -28,9 +28,11 @@ rm -rf .carry/bundle .carry/debs .carry-big  # .carry/buildcache (an earlier run
 mkdir -p .carry-big/bundle .carry-big/debs
 
 # The image: Python 3.12 (CPython, manylinux x86_64) without clingo and ReFrame; the
-# wheels are the closure of what the node needs (pyproject.toml: the node group).
+# wheels are the closure of what the node needs (pyproject.toml: the node group) but
+# ReFrame's analytics (polars), which gpu-path.sh's checks do without (--no-deps).
 OCIBENCH_SHAPE=local OCIBENCH_BUNDLE=$PWD/.carry/bundle \
 OCIBENCH_BUNDLE_PARTS="spack sources wheels os" OCIBENCH_PYTHON_EXTRAS=node \
+OCIBENCH_BUNDLE_PIP_EXCLUDE="polars polars-runtime-32" \
 OCIBENCH_BUNDLE_PIP_ARGS="--only-binary=:all: --python-version 3.12 --implementation cp \
 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any" \
