@@ -6,32 +6,51 @@
 #   SHA256SUMS               the sha256 of every other file (checked before anything is used)
 #   spack.tar.gz             the pinned Spack (git archive of the checkout in the cache)
 #   spack-packages.tar.gz    its builtin packages (repos/spack_repo/builtin)
-#   mirror/                  a Spack source mirror of the shape's specs (`spack mirror create`):
-#                            the upstream files, installed with their recipes' sha256 checked
+#   mirror/                  a Spack source mirror of the shape's specs (`spack mirror create`)
+#                            and of the sources below that are upstream's bytes: installed
+#                            with their recipes' sha256 checked
 #   develop/                 sources given as git revisions whose archive is not the release
 #                            file (e.g. OMB 7.4's import commit): Spack develop specs
+#   unchecked/               sources that stand for a release file without being its bytes
+#                            (below), in a mirror of their own; BUNDLE names them
+#                            (unchecked=PKG@VERSION ...) and `make install` warns about each
 #   buildcache/              `spack buildcache push` of what this host installed: signed
 #                            (public key in keys/), unsigned only with OCIBENCH_BUNDLE_UNSIGNED=1
 #   wheels/                  the Python tools (pip download, for OCIBENCH_PYTHON's version)
 #   os-packages/             Lmod and its Lua modules as the OS's packages (apt-get/dnf download)
 #
 #   OCIBENCH_BUNDLE=<dir>    where to write it (default: bundle-<shape> in the checkout)
-#   PKG=GITDIR[#REV][@VERSION] ...  (arguments, or OCIBENCH_SRC_OMB/_NCCL_TESTS/_IMB/_STREAM as
-#                            for scripts/mirror-from-checkouts.sh): sources from git.  Where
-#                            `git archive | gzip -n` gives the recipe's sha256 (GitHub's release
-#                            archives: IMB, nccl-tests), the file goes into mirror/ and is
-#                            checked like a download; otherwise into develop/ (provenance
-#                            dev_path=..., never under the recipe's checksum)
-#   OCIBENCH_BUNDLE_PARTS    what to write (default: spack mirror develop buildcache wheels os)
+#   PKG=SOURCE[@VERSION] ... (arguments, or OCIBENCH_SRC_OMB/_NCCL_TESTS/_IMB/_STREAM as
+#                            for scripts/mirror-from-checkouts.sh), each SOURCE one of:
+#     GITDIR[#REV]           a git revision.  Where `git archive | gzip -n` gives the recipe's
+#                            sha256 (GitHub's release archives: IMB, gdrcopy, nvbandwidth), the
+#                            file goes into mirror/, checked like a download.  A release tag
+#                            with autogen.sh but no configure (UCX) is made into the release
+#                            tarball's content (./autogen.sh) in unchecked/.  Anything else
+#                            goes into develop/ (provenance dev_path=..., no checksum claimed)
+#     FILE.tar[.gz|.bz2|.xz] a release tarball that is not upstream's bytes (a distribution's
+#                            recompressed .orig tarball): recompressed as the recipe's
+#                            file, into unchecked/ (@VERSION required)
+#   OCIBENCH_BUNDLE_PATCH_REPOS  git repositories (space-separated) holding the commits of the
+#                            GitHub URL patches the recipes of unchecked packages apply
+#                            (`git format-patch`: not GitHub's bytes, so unchecked/ too)
+#   OCIBENCH_BUNDLE_PARTS    what to write (default: spack sources mirror buildcache wheels
+#                            os; sources: the PKG= arguments; mirror: `spack mirror create` of
+#                            the environment, which needs the network or a mirror of it)
 #   OCIBENCH_BUNDLE_PIP_ARGS  extra `pip download` options for a node with another Python,
 #                            e.g. "--only-binary=:all: --python-version 3.12
 #                            --platform manylinux2014_x86_64"
+#   OCIBENCH_BUNDLE_PIP_EXCLUDE  projects whose wheels are left out (e.g. "polars
+#                            polars-runtime-32"; the node then installs with --no-deps)
+#   OCIBENCH_PYTHON_EXTRAS   the optional tool groups of pyproject.toml (default: test report;
+#                            "" for a node that only builds and runs checks), as for setup
 #   OCIBENCH_BUNDLE_KEY      the Spack GPG key that signs (default: the first signing key in
 #                            Spack's keyring; one is created if there is none)
 #
 # On the node: `make install OCIBENCH_BUNDLE=<dir>` (scripts/setup.sh) checks SHA256SUMS,
 # then takes Spack, the tools, Lmod, the mirror, the develop sources and the build cache
-# from the bundle, with no network.
+# from the bundle, with no network; scripts/install.sh installs the unchecked packages
+# first, alone, with --no-checksum, and everything else with checksums.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +70,7 @@ source scripts/source-args.sh
 
 shape=$("$python" -m ocibench.cli shape) || die "cannot detect the shape"
 out=${OCIBENCH_BUNDLE:-$PWD/bundle-$shape}
-parts=" ${OCIBENCH_BUNDLE_PARTS:-spack mirror develop buildcache wheels os} "
+parts=" ${OCIBENCH_BUNDLE_PARTS:-spack sources mirror buildcache wheels os} "
 want() { [[ $parts == *" $1 "* ]]; }
 read -r spack_root packages_root <<<"$("$python" -c \
   'from ocibench import paths; print(paths.spack_root(), paths.builtin_repo().parents[2])')"
@@ -83,13 +102,75 @@ if want spack; then
   say "spack.tar.gz, spack-packages.tar.gz <- $spack_root, $packages_root"
 fi
 
-# -- sources from git: upstream's archive (mirror, checked) or develop specs ----------
+# -- sources named by arguments: checked (mirror/), develop/, or unchecked/ ----------
 builtin=$("$python" -c 'from ocibench import paths; print(paths.builtin_repo())')
-mkdir -p "$out/mirror" "$out/develop"
-: >"$out/develop/SOURCES"
+unchecked=()
+# Put a source that is not upstream's bytes where Spack's mirror layout wants the
+# recipe's file, in unchecked/: the archive made by "$@" (writes a tar stream to
+# stdout) and the recipe's URL patches (GitHub commit patches by `git format-patch`
+# from a repository in OCIBENCH_BUNDLE_PATCH_REPOS; one that happens to have the
+# recipe's bytes goes into mirror/, checked).  `make install` installs these packages
+# alone with --no-checksum (scripts/install.sh), everything else stays checked.
+add_unchecked() {  # pkg version command...
+  local pkg=$1 version=$2; shift 2
+  local files kind sha url rel dest commit repo found
+  files=$(recipe_files "$pkg" "$version") || die "$pkg@$version: not a version of its recipe"
+  while read -r kind sha url rel; do
+    if [[ $kind == archive ]]; then
+      dest=$out/unchecked/$url  # (an archive has no URL: its line is "archive SHA PATH")
+      mkdir -p "$(dirname "$dest")"
+      case $dest in
+        *.tar.bz2) "$@" | bzip2 -9 >"$dest" ;;
+        *.tar.xz)  "$@" | xz -6 >"$dest" ;;
+        *.tar.gz|*.tgz) "$@" | gzip -n -6 >"$dest" ;;
+        *) die "$pkg@$version: the recipe's archive $dest is no tarball this script makes" ;;
+      esac
+      continue
+    fi
+    commit=$(sed -nE 's|^https://github\.com/[^/]+/[^/]+/commit/([0-9a-f]{7,40})\.patch.*|\1|p' <<<"$url")
+    found=""
+    for repo in ${OCIBENCH_BUNDLE_PATCH_REPOS:-}; do
+      if [[ -n $commit ]] && git -C "$repo" rev-parse -q --verify "$commit^{commit}" >/dev/null; then
+        found=$repo; break
+      fi
+    done
+    [[ -n $found ]] || die "$pkg@$version: the recipe applies $url; give a git repository \
+holding that commit in OCIBENCH_BUNDLE_PATCH_REPOS"
+    dest=$(mktemp)
+    git -C "$found" format-patch --stdout --full-index -1 "$commit" >"$dest"
+    if [[ $(sha256sum "$dest" | cut -d' ' -f1) == "$sha" ]]; then
+      mkdir -p "$(dirname "$out/mirror/$rel")"; mv "$dest" "$out/mirror/$rel"
+    else
+      mkdir -p "$(dirname "$out/unchecked/$rel")"; mv "$dest" "$out/unchecked/$rel"
+    fi
+  done <<<"$files"
+  unchecked+=("$pkg@$version")
+  say "WARNING: $pkg@$version is NOT upstream's file (made from $src_desc): unchecked/, installed without its checksum"
+}
+# The recipe's sha256 and mirror paths of the version's files (spack_scripts/source_files.py),
+# for VERSION or vVERSION (nvbandwidth's v0.8); fails when the recipe declares neither.
+recipe_files() {  # pkg version
+  "$spack" python src/ocibench/spack_scripts/source_files.py "$1" "$2" \
+    || "$spack" python src/ocibench/spack_scripts/source_files.py "$1" "v$2"
+}
+tar_file() { case $1 in  # a release tarball, any compression, as a tar stream
+  *.tar.bz2) bzip2 -dc "$1" ;; *.tar.xz) xz -dc "$1" ;; *.tar.gz|*.tgz) gzip -dc "$1" ;;
+  *.tar) cat "$1" ;; *) die "$1: expected .tar, .tar.gz, .tar.bz2 or .tar.xz" ;; esac; }
+tar_tree() { tar -C "$1" -cf - --owner=0 --group=0 --sort=name "$2"; }
+
+want sources || args=()
+((${#args[@]} == 0)) || rm -rf "$out/develop" "$out/unchecked"  # made again below
 for arg in "${args[@]}"; do
   pkg=${arg%%=*}; rest=${arg#*=}; version=""; rev=HEAD
   if [[ $rest == *@* ]]; then version=${rest##*@}; rest=${rest%@*}; fi
+  if [[ -f $rest ]]; then
+    # A release file that is not upstream's bytes (e.g. a distribution's recompressed
+    # .orig tarball): only its content is the release's.
+    [[ -n $version ]] || die "$pkg: give the version of $rest as $pkg=$rest@VERSION"
+    src_desc=$(basename "$rest")
+    add_unchecked "$pkg" "$version" tar_file "$rest"
+    continue
+  fi
   if [[ $rest == *'#'* ]]; then rev=${rest##*#}; rest=${rest%%#*}; fi
   commit=$(git -C "$rest" rev-parse --verify --quiet "$rev^{commit}") \
     || die "$pkg: no revision '$rev' in $rest"
@@ -99,8 +180,7 @@ for arg in "${args[@]}"; do
   fi
   [[ -n $version ]] || die "$pkg: cannot tell the version of $rev; give it as $pkg=$rest#$rev@VERSION"
   recipe=$builtin/packages/${pkg//-/_}/package.py
-  sha=$(grep -oE "\"$version\", *sha256=\"[0-9a-f]{64}\"" "$recipe" 2>/dev/null \
-        | grep -oE '[0-9a-f]{64}' | head -1) || true
+  sha=$(recipe_files "$pkg" "$version" 2>/dev/null | awk '$1 == "archive" {print $2}') || true
   tmp=$(mktemp)
   # GitHub's release archives are `git archive` of the tag, gzip -n, prefixed <repo>-<tag>/
   tag=$(git -C "$rest" describe --tags --exact-match "$commit" 2>/dev/null || true)
@@ -108,7 +188,7 @@ for arg in "${args[@]}"; do
   repo=$(grep -oE 'github\.com/[^/]+/[^/]+/archive' "$recipe" 2>/dev/null | head -1 | cut -d/ -f3) \
     || true
   matched=""
-  if [[ -n $sha && -n $tag && -n $repo ]] && want mirror; then
+  if [[ -n $sha && -n $tag && -n $repo ]]; then
     for prefix in "$repo-${tag#v}" "$repo-$tag"; do
       git -C "$rest" archive --format=tar --prefix="$prefix/" "$commit" | gzip -n >"$tmp"
       if [[ $(sha256sum "$tmp" | cut -d' ' -f1) == "$sha" ]]; then matched=$prefix; break; fi
@@ -120,14 +200,31 @@ for arg in "${args[@]}"; do
     mkdir -p "$(dirname "$dest")"
     mv "$tmp" "$dest"
     say "$pkg@$version <- $rest $rev: the release archive (sha256 $sha, as the recipe): mirror"
-  elif want develop; then
-    git -C "$rest" archive --format=tar --prefix="$pkg-$version/" "$commit" | gzip -n \
-      >"$out/develop/$pkg-$version.tar.gz"
-    rm -f "$tmp"
-    echo "$pkg $version $commit" >>"$out/develop/SOURCES"
-    say "$pkg@$version <- $rest $rev ($commit): not the release file, a develop spec"
+    continue
   fi
+  rm -f "$tmp"
+  if [[ -n $sha ]] && git -C "$rest" cat-file -e "$commit:autogen.sh" 2>/dev/null \
+      && ! git -C "$rest" cat-file -e "$commit:configure" 2>/dev/null; then
+    # A release tag whose release tarball ships the generated configure (UCX): the
+    # recipe builds that tarball, so the tag is made into one (./autogen.sh: autoconf,
+    # automake, libtool), as the release was: the same content, not the same bytes.
+    tree=$(mktemp -d)
+    mkdir "$tree/$pkg-$version"
+    git -C "$rest" archive "$commit" | tar -x -C "$tree/$pkg-$version"
+    (cd "$tree/$pkg-$version" && ./autogen.sh >"$tree/autogen.log" 2>&1) \
+      || die "$pkg: ./autogen.sh failed (autoconf, automake, libtool installed?): $tree/autogen.log"
+    src_desc="$rest $rev ($commit) with ./autogen.sh"
+    add_unchecked "$pkg" "$version" tar_tree "$tree" "$pkg-$version"
+    rm -rf "$tree"
+    continue
+  fi
+  mkdir -p "$out/develop"
+  git -C "$rest" archive --format=tar --prefix="$pkg-$version/" "$commit" | gzip -n \
+    >"$out/develop/$pkg-$version.tar.gz"
+  echo "$pkg $version $commit" >>"$out/develop/SOURCES"
+  say "$pkg@$version <- $rest $rev ($commit): not the release file, a develop spec"
 done
+((${#unchecked[@]} == 0)) || info+=("unchecked=${unchecked[*]}")
 
 # -- the shape's environment: sources of what it needs, binaries of what is built -----
 if want mirror || want buildcache; then
@@ -171,11 +268,18 @@ info+=("signed=$signed")
 
 # -- Python tools and Lmod ---------------------------------------------------------------
 if want wheels; then
-  mapfile -t reqs < <("$python" -m ocibench.requirements test report)
+  # shellcheck disable=SC2086  # a list of group names
+  mapfile -t reqs < <("$python" -m ocibench.requirements ${OCIBENCH_PYTHON_EXTRAS-test report})
   # shellcheck disable=SC2086  # OCIBENCH_BUNDLE_PIP_ARGS is a list of options
   "$python" -m pip download --quiet --disable-pip-version-check -d "$out/wheels" \
     ${OCIBENCH_BUNDLE_PIP_ARGS:-} "${reqs[@]}" \
     || die "pip download failed (offline? OCIBENCH_BUNDLE_PARTS without wheels)"
+  # Dependencies the node does without (pip resolves optional ones too: ReFrame's
+  # analytics pull polars, 50 MiB, for reports the checks never make); such a node
+  # installs the wheels with pip's --no-deps.  Wheel names: project_name-version-...
+  for project in ${OCIBENCH_BUNDLE_PIP_EXCLUDE:-}; do
+    rm -fv "$out/wheels/${project//-/_}"-[0-9]*.whl | sed 's/^/bundle: left out /'
+  done
 fi
 if want os; then
   mkdir -p "$out/os-packages"
@@ -192,6 +296,10 @@ if want os; then
 fi
 
 printf '%s\n' "${info[@]}" >"$out/BUNDLE"
+if ((${#unchecked[@]})); then
+  say "WARNING: ${#unchecked[@]} package(s) of this bundle are NOT upstream's bytes and will be"
+  say "WARNING: installed without their checksums: ${unchecked[*]} (unchecked/, BUNDLE)"
+fi
 sums=$(cd "$out" && find . -type f -printf '%P\n' | LC_ALL=C sort | xargs -r -d '\n' sha256sum)
 printf '%s\n' "$sums" >"$out/SHA256SUMS"  # written after the listing: it is not in itself
 say "wrote $out ($(du -sh "$out" | cut -f1)); on the node: make install OCIBENCH_BUNDLE=$out"

@@ -2,8 +2,14 @@
 # `make install`: build the detected shape's stack with the pinned Spack, then write
 # its Lmod module tree.  Run `make setup` first (the Makefile does).
 #
+#   scripts/install.sh [SPEC ...]   only these roots of the environment (default: all)
+#
 #   OCIBENCH_SHAPE=<shape>   install another shape's stack (default: detected)
 #   OCIBENCH_JOBS=<n>        parallel make jobs (default: all cores)
+#   OCIBENCH_BUNDLE=<dir>    the bundle `make setup` took (scripts/bundle.sh): the packages
+#                            its BUNDLE names unchecked= are installed first, each alone and
+#                            with --no-checksum (their sources stand for upstream's files
+#                            without being their bytes); everything else keeps its checksums
 #
 # Prints the `module use` line at the end; the time of the install goes to
 # install-<shape>.log beside the module trees (<modules root>/install-<shape>.log).
@@ -42,7 +48,30 @@ start=$(date +%s)
 # docs/spack-env.md), and the shape's generated layer may have changed since.
 # reuse: true keeps what is installed and still fits.
 spack concretize --force
-spack install --fail-fast -j "$jobs"
+unchecked=""
+if [[ -n ${OCIBENCH_BUNDLE:-} && -f $OCIBENCH_BUNDLE/BUNDLE ]]; then
+  unchecked=$(sed -n 's/^unchecked=//p' "$OCIBENCH_BUNDLE/BUNDLE")
+fi
+if [[ -n $unchecked ]]; then
+  echo "install: WARNING: the bundle's sources of $unchecked are NOT upstream's files:"
+  echo "install: WARNING: they are installed WITHOUT checksums (unchecked/ of $OCIBENCH_BUNDLE)"
+  # Their own mirror, in a configuration scope of this step only: no checked fetch
+  # ever sees it.  --no-checksum covers a whole `spack install`, so each unchecked
+  # package is installed alone (--only package) after its dependencies (checked).
+  scope=$(mktemp -d)
+  trap 'rm -rf "$scope"' EXIT
+  printf 'mirrors:\n  ocibench-unchecked:\n    url: file://%s\n    binary: false\n' \
+    "$(cd "$OCIBENCH_BUNDLE" && pwd)/unchecked" >"$scope/mirrors.yaml"
+  # shellcheck disable=SC2086  # the list of PKG@VERSION
+  specs=$(spack python src/ocibench/spack_scripts/unchecked_specs.py $unchecked)
+  while read -r hash name; do
+    [[ -n $hash ]] || continue
+    spack install --fail-fast -j "$jobs" --only dependencies "/$hash"
+    echo "install: WARNING: $name from the bundle's unchecked/, without its checksum"
+    spack -C "$scope" install --fail-fast -j "$jobs" --no-checksum --only package "/$hash"
+  done <<<"$specs"
+fi
+spack install --fail-fast -j "$jobs" "$@"
 end=$(date +%s)
 echo "$(date -u +%FT%TZ) shape=$shape seconds=$((end - start)) jobs=$jobs" >>"$log"
 echo "install: spack install took $((end - start)) s (logged in $log)"

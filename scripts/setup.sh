@@ -59,7 +59,10 @@ python=${OCIBENCH_PYTHON:-$(command -v python3 || true)}
 # This checkout's ocibench, by PYTHONPATH: the project itself is never pip-installed
 # (src/ocibench/requirements.py says why), only what it needs.
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-mapfile -t missing < <("$python" -m ocibench.requirements --missing test report)
+# OCIBENCH_PYTHON_EXTRAS: the optional groups (pyproject.toml) beside what the tools
+# need; "" on a node that only builds and runs checks (no test tools, no plots).
+# shellcheck disable=SC2086  # a list of group names
+mapfile -t missing < <("$python" -m ocibench.requirements --missing ${OCIBENCH_PYTHON_EXTRAS-test report})
 if ((${#missing[@]} == 0)); then
   say "python tools present (clingo, reframe, ...); ocibench runs from $PWD/src (bin/ocibench)"
 else

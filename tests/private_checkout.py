@@ -19,7 +19,7 @@ from ocibench.paths import REPO_ROOT
 
 #: What a private copy of the checkout leaves out: git, generated and run outputs.
 NOT_COPIED = (".git", ".spack-env", "spack.lock", "generated", "__pycache__", "output",
-              "stage", "perflogs", "reports", ".carry", ".whl", ".venv", "*.egg-info",
+              "stage", "perflogs", "reports", ".carry", ".carry-big", ".whl", ".venv", "*.egg-info",
               ".pytest_cache", ".ruff_cache", "bundle-*")
 
 

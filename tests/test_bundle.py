@@ -99,7 +99,7 @@ def bundle(spack_exe, shapes_dir: Path, tmp_path_factory) -> Path:
     out = where / "bundle"
     env = _env(OCIBENCH_SHAPES_DIR=str(shapes_dir), OCIBENCH_BUNDLE=str(out),
                OCIBENCH_CACHE=str(paths.cache_dir()),
-               OCIBENCH_BUNDLE_PARTS="spack mirror develop buildcache",
+               OCIBENCH_BUNDLE_PARTS="spack sources mirror buildcache",
                OCIBENCH_SRC_STREAM=f"{stream}#HEAD@5.10",
                SPACK_GNUPGHOME=str(where / "gnupg"), PYTHONPATH=str(host / "src"))
     for cmd in ([sys.executable, "-m", "ocibench.cli", "spack-config", "--shape", "local"],

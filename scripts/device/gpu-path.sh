@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # The GPU path end to end on an air-gapped GPU machine (docs/device-runs.md):
 #
-#   gpu-path.sh start            set up (wheels, Lmod, mirror) and start the pipeline detached
+#   gpu-path.sh start            join the bundle's halves, unpack what the image lacks, and
+#                                start the pipeline detached
 #   gpu-path.sh collect SECONDS  wait up to SECONDS for the pipeline, then put its logs and
 #                                results under $OUT (or print where they are)
 #   gpu-path.sh status           one line: the step the pipeline is in
-#   gpu-path.sh stash            keep the checkout's .carry-big/ (what one transfer cannot
-#                                take beside .carry: the Open MPI tarball, Boost's packages)
-#                                in $STASH for the next call's `start`
+#   gpu-path.sh stash            keep the checkout's .carry-big/ (the bundle's largest files,
+#                                Debian packages) in $STASH for the next call's `start`
 #   gpu-path.sh pipeline         (what `start` runs detached; steps below)
 #
 # The pipeline, with the `local` shape, in a private copy of the checkout:
-#   1. make setup (scripts/setup.sh) from the carried Spack tarballs
-#   2. site scope: the sources this machine has (OpenMPI 5.0.7, UCX 1.19.0; OMB 7.4 and nccl-tests
-#      as develop specs through scripts/mirror-from-checkouts.sh) and its externals
-#   3. spack concretize; spack install --no-checksum: UCX +cuda, OpenMPI +cuda
-#      fabrics=ucx, OMB +cuda +nccl, nccl-tests; the Lmod module tree
+#   1. make setup (scripts/setup.sh) from the bundle (OCIBENCH_BUNDLE): its SHA256SUMS,
+#      Spack, the source mirror, the develop sources (OMB 7.4, nccl-tests)
+#   2. site scope: the versions the bundle has sources of (its unchecked Open MPI and
+#      UCX), this image's externals
+#   3. spack concretize; scripts/install.sh (the bundle's unchecked packages alone with
+#      --no-checksum, the rest checked): UCX +cuda, OpenMPI +cuda fabrics=ucx, OMB
+#      +cuda +nccl, nccl-tests, nvbandwidth; the Lmod module tree
 #   4. beside it, the seeds' hand build (seed 000 sec 1, seed 003 sec 2) of the same
 #      OMB and nccl-tests sources against the same OpenMPI
 #   5. sanity: modules, the PML chosen (with and without pml = ucx), both PMLs' D D
@@ -25,8 +27,8 @@
 #   8. OCIBENCH_BUILDCACHE=1: push UCX and Open MPI to a build cache and reinstall them
 #      from it (collect returns it in 15 MiB parts; a later start carries .carry/buildcache)
 #
-# Needs the carry folders of scripts/device/prepare-carry.sh (.carry, .whl) in the
-# checkout.  NCCL's NVLink multicast stays off (NCCL_NVLS_ENABLE=0) in everything.
+# Needs the carry of scripts/device/make-carry.sh: .carry/ in the checkout, .carry-big/
+# stashed by an earlier call.  NCCL's NVLink multicast stays off (NCCL_NVLS_ENABLE=0) in everything.
 set -uo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)          # the checkout as it arrived
@@ -37,6 +39,7 @@ RES=$WORK/results
 STATE=$WORK/state
 HAND=$WORK/hand                                   # the seeds' hand build
 STASH=${OCIBENCH_DEVICE_STASH:-/tmp/ocibench-stash}  # outlives `start`'s rm -rf of $WORK
+BUNDLE=$WORK/bundle                               # the two halves joined
 JOBS=${OCIBENCH_JOBS:-$(nproc)}
 ROUNDS=${OCIBENCH_ROUNDS:-2}
 CACHE=${OCIBENCH_CACHE:-$HOME/.cache/oci-hpc-bench}
@@ -50,6 +53,9 @@ common_env() {
   # Every run prints the protocols and transports UCX chose (issue: named causes).
   export UCX_PROTO_INFO=y
   export OCIBENCH_SHAPE=local
+  # make setup and make install take everything from the bundle; the node's tools are
+  # pyproject.toml's node group (no test tools, no plots)
+  export OCIBENCH_BUNDLE=$BUNDLE OCIBENCH_PYTHON_EXTRAS=node
   export PYTHONPATH=$WORK/site:$REPO/src
   export PATH=$WORK/site/bin:$PATH
   export SPACK_PYTHON=${SPACK_PYTHON:-$(command -v python3)}
@@ -78,38 +84,42 @@ start() {
   rm -rf "$WORK"
   mkdir -p "$REPO" "$LOGS" "$RES" "$STATE" "$HAND"
   common_env
-  [[ -d $SRC/.carry && -d $SRC/.whl ]] || { echo "gpu-path: no .carry/.whl: run prepare-carry.sh and carry them"; return 1; }
+  [[ -f $SRC/.carry/bundle/BUNDLE ]] || { echo "gpu-path: no .carry/bundle: run make-carry.sh and carry .carry"; return 1; }
   # The private copy: the checkout may be synced again while the pipeline runs.
-  tar -C "$SRC" --exclude=./.carry --exclude=./.whl --exclude=./.git --exclude=./site/local \
+  tar -C "$SRC" --exclude=./.carry --exclude=./.carry-big --exclude=./.git --exclude=./site/local \
       --exclude=./site/spack/generated --exclude=./.spack-env --exclude=./spack.lock \
       --exclude=./output --exclude=./stage --exclude=./perflogs --exclude=./reports -cf - . \
     | tar -C "$REPO" -xf -
+  # The bundle, joined from this call's half and the stashed one, whole again.
+  mkdir -p "$BUNDLE"
+  cp -r "$SRC/.carry/bundle/." "$BUNDLE/"
+  [[ -d $STASH/bundle ]] && cp -r "$STASH/bundle/." "$BUNDLE/"
+  (cd "$BUNDLE" && sha256sum --quiet --strict -c SHA256SUMS) \
+    || { echo "gpu-path: the bundle's halves do not join (stash .carry-big first)"; return 1; }
+  # The image's Python is externally managed (PEP 668): the tools go into a directory of
+  # their own on PYTHONPATH (common_env), and setup finds them present.
   if ! python3 -c 'import clingo, reframe, archspec' 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target "$WORK/site" "$SRC"/.whl/*.whl || { echo "gpu-path: wheels did not install"; return 1; }
+      --target "$WORK/site" "$BUNDLE"/wheels/*.whl || { echo "gpu-path: wheels did not install"; return 1; }
   fi
-  # What the image lacks, from Debian packages (unpacked only when missing).
+  # What the image lacks, from Debian packages (unpacked only when missing): the
+  # bundle's Lmod (its os-packages may not apt-get install on Ubuntu), libtool.
   if [[ ! -f $LMOD_INIT ]]; then
-    for deb in "$SRC"/.carry/debs/lmod_*.deb "$SRC"/.carry/debs/lua*.deb; do dpkg -x "$deb" /; done
+    for deb in "$BUNDLE"/os-packages/*.deb; do dpkg -x "$deb" /; done
   fi
-  if ! command -v libtoolize >/dev/null; then dpkg -x "$SRC"/.carry/debs/libtool_*.deb /; fi
+  if ! command -v libtoolize >/dev/null; then dpkg -x "$STASH"/debs/libtool_*.deb /; fi
   mkdir -p "$CACHE"
-  rm -rf "$CACHE/mirror" && cp -r "$SRC/.carry/mirror" "$CACHE/mirror"
-  # What an earlier call stashed (gpu-path.sh stash): same layout as .carry.
-  if [[ -d $STASH ]]; then cp -r "$STASH/mirror/." "$CACHE/mirror/"; fi
   # gdrcopy's tests link libcheck; nvbandwidth needs Boost.Program_options (neither is on
   # the image): Debian packages unpacked into a prefix of their own, Spack externals.
   if [[ ! -f /usr/include/check.h ]] || ! ls /usr/lib/x86_64-linux-gnu/libboost_program_options.so >/dev/null 2>&1; then
     mkdir -p "$WORK/debs-prefix"
-    for deb in "$SRC"/.carry/debs/check_*.deb "$STASH"/debs/libboost*.deb; do
+    for deb in "$STASH"/debs/check_*.deb "$STASH"/debs/libboost*.deb; do
       [[ -f $deb ]] && dpkg -x "$deb" "$WORK/debs-prefix"
     done
   fi
-  cp -r "$SRC/.carry/src" "$WORK/src"
   # A build cache of an earlier run (collect's buildcache.tar parts, joined and
   # unpacked into .carry/buildcache): its UCX and OpenMPI are installed, not built.
   [[ -d $SRC/.carry/buildcache ]] && cp -r "$SRC/.carry/buildcache" "$WORK/buildcache-in"
-  cp "$SRC/.carry/spack.tar.gz" "$SRC/.carry/spack-packages.tar.gz" "$WORK/"
   {
     echo "## start $(date -u +%FT%TZ) on $(hostname), $(nproc) cores"
     nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv,noheader
@@ -125,8 +135,9 @@ start() {
 # --------------------------------------------------------------------------- pipeline
 site_scope() {  # the admin scope of this machine: site/local/site.yaml
   local nccl_v zlib_v numa_v ompi_v ucx_v
-  ompi_v=$(awk '$1 == "openmpi" {print $2}' "$CACHE/mirror/VERSIONS")
-  ucx_v=$(awk '$1 == "ucx" {print $2}' "$CACHE/mirror/VERSIONS")
+  # the versions the bundle has the sources of (BUNDLE: unchecked=openmpi@5.0.7 ucx@1.19.0)
+  ompi_v=$(sed -n 's/^unchecked=//p' "$BUNDLE/BUNDLE" | tr ' ' '\n' | sed -n 's/^openmpi@//p')
+  ucx_v=$(sed -n 's/^unchecked=//p' "$BUNDLE/BUNDLE" | tr ' ' '\n' | sed -n 's/^ucx@//p')
   nccl_v=$(awk '/#define NCCL_MAJOR/{a=$3} /#define NCCL_MINOR/{b=$3} /#define NCCL_PATCH/{c=$3} END{print a"."b"."c}' /usr/include/nccl.h 2>/dev/null)
   zlib_v=$(sed -nE 's/^#define ZLIB_VERSION "([0-9.]+)".*/\1/p' /usr/include/zlib.h 2>/dev/null)
   numa_v=$(dpkg-query -W -f='${Version}' libnuma-dev 2>/dev/null | sed -E 's/^([0-9.]+).*/\1/')
@@ -134,7 +145,7 @@ site_scope() {  # the admin scope of this machine: site/local/site.yaml
   {
     echo "# GENERATED by scripts/device/gpu-path.sh: this air-gapped GPU machine's site scope."
     echo "packages:"
-    echo "  # The sources this machine has (the carried mirror); the shape leaves versions open."
+    echo "  # The sources this machine has (the bundle's); the shape leaves versions open."
     echo "  # OpenMPI's bundled PMIx/PRRTE/hwloc/libevent (in the release tarball) instead of"
     echo "  # four more packages to fetch and build; no ssh on the image (~rsh), one node only."
     echo "  openmpi:"
@@ -191,7 +202,7 @@ EOF
 }
 
 hand_build() {  # seed 000 sec 1 and seed 003 sec 2, by hand, against Spack's OpenMPI
-  local ompi=$1 commit
+  local ompi=$1
   local t0=$SECONDS
   # Installed means in Spack's database (the prefix and .spack/ exist from the start).
   until [[ -f $STATE/done ]] || spack_ -e . find --format '{prefix}' openmpi 2>/dev/null | grep -qxF "$ompi"; do
@@ -201,11 +212,12 @@ hand_build() {  # seed 000 sec 1 and seed 003 sec 2, by hand, against Spack's Op
   echo "hand build: OpenMPI at $ompi after $((SECONDS - t0)) s"
   export PATH=$ompi/bin:$PATH     # seeds: module load nvhpc openmpi
   [[ $(command -v mpicc) == "$ompi/bin/mpicc" ]] || { echo "hand build: mpicc is $(command -v mpicc)"; return 1; }
-  read -r _ _ commit < <(grep '^osu-micro-benchmarks ' "$WORK/src/SOURCES")
+  local omb nccl_tests  # the develop sources' tarballs: the same as Spack builds
+  omb=$(awk '$1 == "osu-micro-benchmarks" {print $1 "-" $2}' "$BUNDLE/develop/SOURCES")
+  nccl_tests=$(awk '$1 == "nccl-tests" {print $1 "-" $2}' "$BUNDLE/develop/SOURCES")
   (
     set -e
-    mkdir -p "$HAND/osu-micro-benchmarks-7.4" && cd "$HAND/osu-micro-benchmarks-7.4"
-    git --git-dir="$WORK/src/osu-micro-benchmarks.git" archive "$commit" | tar -x
+    tar -xzf "$BUNDLE/develop/$omb.tar.gz" -C "$HAND" && cd "$HAND/$omb"
     # The one deviation from the seed: CUDA 13 changed cudaMemPrefetchAsync; the same
     # patch the Spack recipe applies.
     patch -p1 <"$REPO/repos/spack_repo/ocibench/packages/osu_micro_benchmarks/cuda13-mem-prefetch.patch"
@@ -217,11 +229,10 @@ hand_build() {  # seed 000 sec 1 and seed 003 sec 2, by hand, against Spack's Op
     echo "hand build: OMB done after $((SECONDS - t0)) s"
   ) &
   local omb_pid=$!
-  read -r _ _ commit < <(grep '^nccl-tests ' "$WORK/src/SOURCES")
   (
     set -e
-    mkdir -p "$HAND/nccl-tests" && cd "$HAND/nccl-tests"
-    git --git-dir="$WORK/src/nccl-tests.git" archive "$commit" | tar -x
+    tar -xzf "$BUNDLE/develop/$nccl_tests.tar.gz" -C "$HAND" && mv "$HAND/$nccl_tests" "$HAND/nccl-tests"
+    cd "$HAND/nccl-tests"
     make -j "$JOBS" MPI=1 MPI_HOME="$ompi" CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr \
       >"$LOGS/hand-nccl-tests-make.log" 2>&1
     echo "hand build: nccl-tests done after $((SECONDS - t0)) s"
@@ -349,19 +360,13 @@ pipeline() {
   log "pipeline: $JOBS jobs, $ROUNDS rounds, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
 
   step setup
-  OCIBENCH_SPACK_SOURCE=$WORK/spack.tar.gz OCIBENCH_SPACK_PACKAGES_SOURCE=$WORK/spack-packages.tar.gz \
-    bash scripts/setup.sh >"$LOGS/01-setup.log" 2>&1 || fail "make setup (logs/01-setup.log)"
+  bash scripts/setup.sh >"$LOGS/01-setup.log" 2>&1 || fail "make setup (logs/01-setup.log)"
 
   step site-scope
   {
     gen=site/spack/generated
     # (ocibench spack-config builds Open MPI +cuda when the image's is not CUDA-aware)
     site_scope
-    read -r _ _ omb_commit < <(grep '^osu-micro-benchmarks ' "$WORK/src/SOURCES")
-    read -r _ nccl_rev _ < <(grep '^nccl-tests ' "$WORK/src/SOURCES")
-    bash scripts/mirror-from-checkouts.sh --shape local \
-      "osu-micro-benchmarks=$WORK/src/osu-micro-benchmarks.git#$omb_commit@7.4" \
-      "nccl-tests=$WORK/src/nccl-tests.git#$nccl_rev"
     cat "$gen/shapes/local.yaml"
     spack_ -e . add nvbandwidth
   } >"$LOGS/02-site-scope.log" 2>&1 || fail "site scope (logs/02-site-scope.log)"
@@ -388,8 +393,8 @@ pipeline() {
   # builds its OpenCL plugin with -Ino/opencl/include -Lno/opencl/lib, which libtool
   # rejects.  hwloc skips OpenCL when enable_opencl=no, which configure inherits.
   export enable_opencl=no
-  spack_ -e . install --no-checksum --fail-fast -j "$JOBS" -p 2 openmpi osu-micro-benchmarks nccl-tests nvbandwidth \
-    >"$LOGS/04-install.log" 2>&1
+  # (also the module tree: spack module lmod refresh)
+  bash scripts/install.sh openmpi osu-micro-benchmarks nccl-tests nvbandwidth >"$LOGS/04-install.log" 2>&1
   rc=$?
   log "spack install: rc=$rc after $((SECONDS - t0)) s"
   if ((rc != 0)); then
@@ -399,7 +404,6 @@ pipeline() {
     fail "spack install (logs/04-install.log, logs/failed-builds/)"
   fi
   spack_ -e . find -l -v >>"$LOGS/04-install.log" 2>&1
-  spack_ -e . module lmod refresh --delete-tree -y >"$LOGS/06-modules.log" 2>&1 || fail "module refresh"
 
   step hand-build-wait
   wait $hand_pid; hrc=$?
@@ -526,5 +530,5 @@ case ${1:-} in
   pipeline) mkdir -p "$LOGS" "$STATE"; pipeline ;;
   collect) collect "${2:-0}" ;;
   status) cat "$STATE/step" 2>/dev/null || echo "not started" ;;
-  *) sed -n '2,27p' "$0"; exit 2 ;;
+  *) sed -n '2,28p' "$0"; exit 2 ;;
 esac
