@@ -515,8 +515,8 @@ collect() {
     tar -C "$WORK" --exclude='*.so' -czf "$OUT/gpu-path.tgz" logs results state 2>/dev/null
     [[ -f $RES/summary.txt ]] && cp "$RES/summary.txt" "$RES/summary.json" "$OUT/" 2>/dev/null
     if [[ -f $STATE/done && -d $WORK/buildcache ]]; then
-      # A returned file may have 16 MiB: parts, joined again with
-      # `cat buildcache.tar.part-* | tar -x -C .carry` (docs/device-runs.md).
+      # In parts, joined again with `cat buildcache.tar.part-* | tar -x -C .carry`
+      # (docs/device-runs.md).
       tar -C "$WORK" -cf - buildcache | split -b 15M - "$OUT/buildcache.tar.part-"
       du -ch "$OUT"/buildcache.tar.part-* | tail -1
     fi
