@@ -95,14 +95,14 @@ def gpu_count() -> int:
 #: A file not listed costs seconds.  The figures only order the files: stale ones cost
 #: time, never a test.
 FILE_COSTS = {
-    "test_bundle.py": 300,
-    "test_spack_env.py": 260,
-    "test_reframe.py": 220,
+    "test_spack_env.py": 340,
+    "test_bundle.py": 280,
     "test_sweep_cluster.py": 200,
+    "test_reframe.py": 175,
     "test_spack_repo.py": 170,
-    "test_cluster.py": 130,
-    "test_local_install.py": 90,
-    "test_local_stack_build.py": 70,
+    "test_cluster.py": 125,
+    "test_local_install.py": 85,
+    "test_local_stack_build.py": 60,
     "test_report.py": 25,
     "test_sweep.py": 15,
     "test_shape_schema.py": 12,
