@@ -14,7 +14,8 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 # (the loopback cluster, the concretization of every shape, the bundle round trip,
 # the local install) spend much of their time waiting on Slurm, MPI and Spack's
 # subprocesses, so on 2 cores two of them overlap well.  Each file keeps its session
-# and module fixtures in one process.  OCIBENCH_TEST_JOBS=1: one process.
+# and module fixtures in one process; the longest files start first (tests/conftest.py,
+# FILE_COSTS).  OCIBENCH_TEST_JOBS=1: one process.
 jobs=${OCIBENCH_TEST_JOBS:-2}
 parallel=()
 if ((jobs > 1)) && python3 -c 'import xdist' 2>/dev/null; then

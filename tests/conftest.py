@@ -86,13 +86,79 @@ def gpu_count() -> int:
     return out.stdout.count("GPU ") if out.returncode == 0 else 0
 
 
-#: Markers of the test files that take minutes: they start first, so that under
-#: pytest-xdist (scripts/test.sh: one file per process) they overlap each other instead
-#: of one of them starting last.
-SLOW_MARKERS = ("slow", "cluster", "install", "spack")
+#: The test files that take minutes, with their cost: seconds of wall time, each file
+#: alone on 2 quiet cores (pytest --durations).  Under pytest-xdist (scripts/test.sh: one
+#: file per process at a time) the files start longest first, each on the process that
+#: is free first: the longest-processing-time-first rule, whose makespan is within 4/3
+#: of the best (Graham 1969, "Bounds on multiprocessing timing anomalies").  xdist's own
+#: order (most tests first) started the bundle round trip and the fault sweep last.
+#: A file not listed costs seconds.  The figures only order the files: stale ones cost
+#: time, never a test.
+FILE_COSTS = {
+    "test_spack_env.py": 340,
+    "test_bundle.py": 280,
+    "test_sweep_cluster.py": 200,
+    "test_reframe.py": 175,
+    "test_spack_repo.py": 170,
+    "test_cluster.py": 125,
+    "test_local_install.py": 85,
+    "test_local_stack_build.py": 60,
+    "test_report.py": 25,
+    "test_sweep.py": 15,
+    "test_shape_schema.py": 12,
+    "test_judge.py": 8,
+    "test_preflight.py": 8,
+}
+#: The files that start the loopback cluster (marker `cluster`).  It is machine-wide, one
+#: at a time (cluster_support.take_session_lock), so they are one unit of work: one
+#: process runs them one after the other, instead of one process idling on the lock
+#: while the other holds it.
+CLUSTER_FILES = ("test_cluster.py", "test_sweep_cluster.py")
+CLUSTER_UNIT = "the loopback cluster"
 
 
-def pytest_collection_modifyitems(items) -> None:
-    slow_files = {item.path for item in items
-                  if any(item.get_closest_marker(m) for m in SLOW_MARKERS)}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: order kept within
+def work_unit(path: str) -> str:
+    """The unit of work (one process, one after the other) of a test file's path."""
+    return CLUSTER_UNIT if Path(path).name in CLUSTER_FILES else path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("cluster") and item.path.name not in CLUSTER_FILES:
+            raise pytest.UsageError(f"{item.path.name} starts the loopback cluster (marker "
+                                    "cluster) but is not in tests/conftest.py CLUSTER_FILES")
+    cost: dict[str, float] = {}
+    for path in {str(item.path) for item in items}:
+        unit = work_unit(path)
+        cost[unit] = cost.get(unit, 0.0) + FILE_COSTS.get(Path(path).name, 0.0)
+    # stable: the order within a file is kept
+    items.sort(key=lambda item: (-cost[work_unit(str(item.path))], work_unit(str(item.path))))
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """--dist loadfile in the order of pytest_collection_modifyitems (longest first),
+    the cluster's files as one unit, each unit to the process that is free first."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    # xdist's own order is by number of tests (many quick tests first): keep ours.
+    config.option.loadscopereorder = False
+
+    class LongestFirst(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(super()._split_scope(nodeid))
+
+        def _reschedule(self, node) -> None:
+            # xdist hands a process its next unit when 2 of its tests are left, so a
+            # file that ends in two long tests (the bundle's) holds the next unit for
+            # minutes while the other process may be idle.  Hand it over when 1 is
+            # left: a process keeps its last test until it knows the next (pytest's
+            # teardown needs it), so then it is idle.
+            if (not node.shutting_down and self.workqueue
+                    and self._pending_of(self.assigned_work[node]) > 1):
+                return
+            super()._reschedule(node)
+
+    return LongestFirst(config, log)
