@@ -143,6 +143,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    # The methods below are xdist's own (3.x); another xdist keeps its own scheduler.
+    if not all(hasattr(LoadFileScheduling, name)
+               for name in ("_split_scope", "_reschedule", "_pending_of")):
+        return None
     # xdist's own order is by number of tests (many quick tests first): keep ours.
     config.option.loadscopereorder = False
 
