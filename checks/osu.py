@@ -55,6 +55,12 @@ class _OsuBase(OcibenchCheck):
 class _Pt2Pt(_OsuBase):
     """osu_latency / osu_bw between two ranks."""
 
+    #: OMB's warm-up and measured iterations (-x, -i); 0, the default: the seed's.  Fewer
+    #: move less data for a functional run (the seed's osu_bw moves 256 MiB x 64 messages
+    #: in flight x 20 = 320 GiB); the message size, and so the figure judged, is the
+    #: seed's either way, and the command line in the run's output names the count.
+    iterations = variable(int, value=0)
+
     def pt2pt(self, extras: dict[str, Any], nodes: int, buffers: str) -> None:
         self.need_nodes(nodes)
         if buffers != "H-H":
@@ -65,7 +71,11 @@ class _Pt2Pt(_OsuBase):
         self.num_tasks = 2
         self.num_tasks_per_node = 2 if nodes == 1 else 1
         self.executable = self.check_name
-        self.executable_opts = PT2PT_OPTS[self.check_name] + _cuda_opts(buffers)
+        options = list(PT2PT_OPTS[self.check_name])
+        if self.iterations > 0:
+            options[options.index("-x") + 1] = options[options.index("-i") + 1] = \
+                str(self.iterations)
+        self.executable_opts = options + _cuda_opts(buffers)
         if nodes > 1:
             device = self.ucx_device("mpi")
             if device:

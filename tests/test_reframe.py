@@ -312,6 +312,9 @@ def test_cpu_command_lines_are_the_seeds(dry_runs):
         "osu_latency %buffers=H-H %nodes=2":
             "mpirun -n 2 -N 1 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
             "-x UCX_NET_DEVICES=mlx5_2:1 osu_latency -x 1000 -i 10000 -m 1:1",
+        "osu_bw %buffers=H-H %nodes=2":
+            "mpirun -n 2 -N 1 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "-x UCX_NET_DEVICES=mlx5_2:1 osu_bw -x 10 -i 10 -m 268435456:268435456",
         "osu_allreduce":
             "mpirun -n 144 -N 36 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
             "-x UCX_NET_DEVICES=mlx5_2:1 osu_allreduce -x 10 -i 10 -m 4:268435456",
@@ -537,8 +540,8 @@ def test_ocibench_shape_selects_the_system(tmp_path):
 
 # --------------------------------------------------------------------------- real runs
 
-def _run_local(tmp: Path, names: list[str], **env: str):
-    args = ["-r", "--system", "local"]
+def _run_local(tmp: Path, names: list[str], *options: str, **env: str):
+    args = ["-r", "--system", "local", *options]
     for name in names:
         args += ["-n", name]
     report = tmp / "report.json"
@@ -647,7 +650,10 @@ def test_host_checks_run_and_pass_on_local(local_tree, tmp_path):
     has_imb = any(local_tree.glob("**/imb"))
     if has_imb:
         names += ["imb_pingpong%mpi=openmpi%nodes=1", "imb_allreduce%mpi=openmpi%nodes=1"]
-    result, cases = _run_local(tmp_path, names)
+    # osu_bw at the seed's 256 MiB, with 2 iterations instead of the seed's 20: 32 GiB
+    # moved instead of 320 (a minute of the suite's 2 cores); the dry-run tests assert
+    # the seed's own command line.
+    result, cases = _run_local(tmp_path, names, "-S", "osu_bw.iterations=2")
     failed = {n: c["fail_reason"] for n, c in cases.items() if c["result"] == "fail"}
     assert not failed and result.returncode == 0, failed or result.stdout[-3000:]
     for name in ("osu_latency %buffers=H-H %nodes=1", "osu_bw %buffers=H-H %nodes=1",
@@ -655,6 +661,8 @@ def test_host_checks_run_and_pass_on_local(local_tree, tmp_path):
         assert cases[name]["result"] == "pass"
         assert cases[name]["perfvalues"], f"{name}: no performance values"
     assert cases["osu_latency %buffers=H-H %nodes=1"]["num_tasks"] == 2
+    bw_script = Path(cases["osu_bw %buffers=H-H %nodes=1"]["outputdir"]) / "rfm_job.sh"
+    assert "osu_bw -x 2 -i 2 -m 268435456:268435456" in bw_script.read_text()
     alltoall = cases["osu_alltoall"]   # one rank per physical core of this machine
     assert alltoall["num_tasks"] == alltoall["ranks_per_node"] == shapes.load("local").cores
     stream = [cases["stream %nps=1"], cases["stream %nps=4"]]
