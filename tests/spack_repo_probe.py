@@ -10,6 +10,10 @@ tests/test_spack_repo.py; prints one JSON document on stdout.
                            osu-micro-benchmarks also the PATH entries its run
                            environment adds when its prefix is the directory TREE,
                            and for its MPI the files our install callbacks write
+  refuse SPEC...           concretizes each spec alone and reports, per spec, whether
+                           Spack refused it and the message it gave, as `spack spec`
+                           prints it (one process: Spack starts and loads its
+                           repositories once, not once per spec)
 """
 
 import inspect
@@ -168,7 +172,20 @@ def our_install_callbacks(spec):
     return {str(f.relative_to(prefix)): f.read_text() for f in prefix.rglob("*") if f.is_file()}
 
 
-COMMANDS = {"directives": directives, "concretize": concretize}
+def refuse(*texts):
+    report = {}
+    for text in texts:
+        try:
+            spack.concretize.concretize_one(spack.spec.Spec(text))
+        except Exception as error:  # what `spack spec` would print, and stop on
+            long = getattr(error, "long_message", None) or ""
+            report[text] = {"refused": True, "message": f"{error}\n{long}"}
+        else:
+            report[text] = {"refused": False, "message": ""}
+    return report
+
+
+COMMANDS = {"directives": directives, "concretize": concretize, "refuse": refuse}
 
 if __name__ == "__main__":
     command, *args = sys.argv[1:]

@@ -184,16 +184,31 @@ def test_a_new_recipe_has_no_builtin_to_override(directives, package):
     assert directives[package] == {"builtin": False, "namespace": "ocibench"}
 
 
-@pytest.mark.parametrize("spec, problem", [
-    ("stream array_size=-1", "array_size='-1' is invalid"),
-    ("stream array_size=abc", "array_size='abc' is invalid"),
-    ("stream +nt_store %gcc", "+nt_store needs a C compiler with a non-temporal-store flag"),
-    ("osu-micro-benchmarks +nccl ~cuda", "+nccl needs +cuda"),
-])
-def test_bad_input_is_refused_with_its_reason(spack, spec, problem):
-    proc = spack("spec", *spec.split(), timeout=SOLVE_S)
-    assert proc.returncode != 0, f"`spack spec {spec}` was accepted:\n{proc.stdout}"
-    assert problem in output(proc), output(proc)
+BAD_INPUT = {
+    "stream array_size=-1": "array_size='-1' is invalid",
+    "stream array_size=abc": "array_size='abc' is invalid",
+    "stream +nt_store %gcc": "+nt_store needs a C compiler with a non-temporal-store flag",
+    "osu-micro-benchmarks +nccl ~cuda": "+nccl needs +cuda",
+}
+
+
+@pytest.fixture(scope="module")
+def refused(spack):
+    """Each bad spec concretized alone, all in one Spack process (a solve each)."""
+    return probe(spack, "refuse", *BAD_INPUT, timeout=SOLVE_S * len(BAD_INPUT))
+
+
+@pytest.mark.parametrize("spec, problem", sorted(BAD_INPUT.items()))
+def test_bad_input_is_refused_with_its_reason(refused, spec, problem):
+    assert refused[spec]["refused"], f"{spec} was accepted"
+    assert problem in refused[spec]["message"], refused[spec]["message"]
+
+
+def test_the_cli_refuses_bad_input_too(spack):
+    """The refusal the user meets: `spack spec` of a bad value exits non-zero with it."""
+    proc = spack("spec", "stream", "array_size=abc", timeout=SOLVE_S)
+    assert proc.returncode != 0, f"`spack spec stream array_size=abc` was accepted:\n{proc.stdout}"
+    assert BAD_INPUT["stream array_size=abc"] in output(proc), output(proc)
 
 
 @pytest.fixture(scope="session")
