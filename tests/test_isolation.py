@@ -93,4 +93,4 @@ def test_the_tools_come_from_pyproject() -> None:
                           capture_output=True, text=True)
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
-        "ocibench.requirements: no extra nosuch in pyproject.toml (known: report, test)"]
+        "ocibench.requirements: no extra nosuch in pyproject.toml (known: report, test, node)"]
