@@ -436,10 +436,7 @@ class ConcretizerPool:
 
 @pytest.fixture(scope="session")
 def concretizer(spack_exe: Path, env_dir: Path):
-    # Under pytest-xdist another test file runs beside this one, and Spack's solves are
-    # CPU-bound: one at a time then (two at once on 2 cores each took ~40% more CPU).
-    workers = 1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min(3, os.cpu_count() or 1))
-    pool = ConcretizerPool(spack_exe, env_dir, workers=workers)
+    pool = ConcretizerPool(spack_exe, env_dir, workers=max(1, min(3, os.cpu_count() or 1)))
     pool.start()
     yield pool
     pool.pool.shutdown(cancel_futures=True)
