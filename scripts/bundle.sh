@@ -180,7 +180,9 @@ for arg in "${args[@]}"; do
   fi
   [[ -n $version ]] || die "$pkg: cannot tell the version of $rev; give it as $pkg=$rest#$rev@VERSION"
   recipe=$builtin/packages/${pkg//-/_}/package.py
-  sha=$(recipe_files "$pkg" "$version" 2>/dev/null | awk '$1 == "archive" {print $2}') || true
+  # the recipe's sha256 and where a mirror keeps the file (source_files.py: Spack's layout)
+  read -r sha where < <(recipe_files "$pkg" "$version" 2>/dev/null \
+                        | awk '$1 == "archive" {print $2, $3}') || true
   tmp=$(mktemp)
   # GitHub's release archives are `git archive` of the tag, gzip -n, prefixed <repo>-<tag>/
   tag=$(git -C "$rest" describe --tags --exact-match "$commit" 2>/dev/null || true)
@@ -195,8 +197,7 @@ for arg in "${args[@]}"; do
     done
   fi
   if [[ -n $matched ]]; then
-    # where Spack looks for it: by the recipe's digest (spack/mirrors/layout.py)
-    dest=$out/mirror/_source-cache/archive/${sha:0:2}/$sha.tar.gz
+    dest=$out/mirror/$where
     mkdir -p "$(dirname "$dest")"
     mv "$tmp" "$dest"
     say "$pkg@$version <- $rest $rev: the release archive (sha256 $sha, as the recipe): mirror"
