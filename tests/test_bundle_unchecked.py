@@ -12,7 +12,9 @@ each costs a concretization (half a minute on 2 cores).
 
 gnuconfig and ca-certificates-mozilla have no dependencies and their installs copy
 files: no compiler.  The install has its own store and source cache, and no upstream,
-so nothing of the user's installation is reused.
+so nothing of the user's installation is reused.  Spack's indexes of the package
+repositories are the session's (conftest.py): rebuilding them costs a minute of CPU,
+and the cold Spack is tests/test_bundle.py's.
 """
 
 from __future__ import annotations
@@ -86,8 +88,7 @@ def _install(bundle: Path, checkout: Path, where: Path) -> subprocess.CompletedP
                OCIBENCH_SOURCE_MIRROR=str(bundle / "mirror"),
                OCIBENCH_BUILD_CACHE=str(where / "no-build-cache"),
                OCIBENCH_MODULES_ROOT=str(where / "modules"),
-               SPACK_USER_CONFIG_PATH=str(scope), SPACK_USER_CACHE_PATH=str(where / "cache"),
-               PYTHONPATH=str(checkout / "src"))
+               SPACK_USER_CONFIG_PATH=str(scope), PYTHONPATH=str(checkout / "src"))
     generated = subprocess.run([sys.executable, "-m", "ocibench.cli", "spack-config",
                                 "--shape", "local"], cwd=checkout, env=env,
                                capture_output=True, text=True)

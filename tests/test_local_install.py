@@ -6,8 +6,10 @@ module root and its own Spack scope: a private install tree, with the user's ins
 tree as a read-only Spack upstream.  What the user built already is reused from there
 (a no-op `spack install` on a machine that ran `make install`), the rest is built into
 the private tree; nothing the user installed changes (conftest.py checks that).
-Then, in a fresh shell with nothing but Lmod, `module load openmpi omb` must give the
-benchmarks of the seeds, and `mpirun -n 2 osu_latency` must run.
+What it concretized (its spack.lock) must be the stack every shape's concretization is
+(tests/concretized_stack.py), over this machine's Open MPI: the suite's one solve of
+`local`.  Then, in a fresh shell with nothing but Lmod, `module load openmpi omb` must
+give the benchmarks of the seeds, and `mpirun -n 2 osu_latency` must run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import concretized_stack
 from ocibench import paths, spack_config
 from private_checkout import private_checkout, private_spack_scope
 
@@ -48,13 +51,20 @@ def private(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def installed(spack_exe: Path, private: Path) -> subprocess.CompletedProcess:
-    _sources_or_skip()
+def install_env(private: Path) -> dict[str, str]:
+    """The private checkout's environment variables (the checkout is made here)."""
     clone = private_checkout(private)
-    env = {**os.environ, "OCIBENCH_SHAPE": SHAPE,
-           "OCIBENCH_MODULES_ROOT": str(private / "modules"),
-           "SPACK_USER_CONFIG_PATH": str(private_spack_scope(private)),
-           "PYTHONPATH": str(clone / "src")}
+    return {**os.environ, "OCIBENCH_SHAPE": SHAPE,
+            "OCIBENCH_MODULES_ROOT": str(private / "modules"),
+            "SPACK_USER_CONFIG_PATH": str(private_spack_scope(private)),
+            "PYTHONPATH": str(clone / "src")}
+
+
+@pytest.fixture(scope="session")
+def installed(spack_exe: Path, private: Path,
+              install_env: dict[str, str]) -> subprocess.CompletedProcess:
+    _sources_or_skip()
+    clone, env = private / "checkout", install_env
     # the generated scopes are `make setup`'s; generate them in the copy for this shape
     subprocess.run([sys.executable, "-m", "ocibench.cli", "spack-config", "--shape", SHAPE],
                    cwd=clone, env=env, check=True, capture_output=True)
@@ -62,6 +72,29 @@ def installed(spack_exe: Path, private: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
     assert done.returncode == 0, f"make install failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
+
+
+@pytest.fixture(scope="session")
+def concretized(installed, spack_exe: Path, private: Path,
+                install_env: dict[str, str]) -> concretized_stack.Roots:
+    """The roots `make install` concretized (its spack.lock), read without solving."""
+    clone = private / "checkout"
+    done = subprocess.run(
+        [str(spack_exe), "-e", str(clone), "python",
+         str(clone / "src" / "ocibench" / "spack_scripts" / "concretize.py"), "--lock"],
+        env={**install_env, "SPACK_PYTHON": install_env.get("SPACK_PYTHON", sys.executable)},
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return concretized_stack.roots_by_name(done.stdout)
+
+
+def test_concretizes_the_stack(concretized: concretized_stack.Roots) -> None:
+    """What tests/test_spack_env.py asserts of every other shape's concretization."""
+    concretized_stack.assert_stack(SHAPE, concretized)
+
+
+def test_uses_this_machines_mpi_and_cuda(concretized: concretized_stack.Roots) -> None:
+    concretized_stack.assert_local_uses_the_machines_mpi_and_cuda(concretized)
 
 
 @pytest.fixture(scope="session")

@@ -21,12 +21,17 @@ from typing import Any
 import pytest
 import yaml
 
+import concretized_stack
+from concretized_stack import variants
 from gpu_node import fake_root, local_with_gpus
 from ocibench import machine, paths, shapes, spack_config
 from ocibench.paths import REPO_ROOT
 
 ENV_FILES = ("spack.yaml", "packages.yaml", "modules.yaml")
 SHAPES = shapes.known_shapes()
+#: Concretized here: every shape but `local`, whose concretization is the one `make
+#: install` makes in tests/test_local_install.py (the same solve, not done twice).
+CONCRETIZED = [s for s in SHAPES if s != "local"]
 DOCUMENTED = [s for s in SHAPES if s.startswith("BM.")]
 GPU_SHAPES = [s for s in DOCUMENTED if shapes.load(s).gpus]
 CONCRETIZE_TIMEOUT_S = 1800
@@ -412,7 +417,7 @@ class ConcretizerPool:
 
     def start(self) -> None:
         # GPU and E5 shapes first: they carry most of the assertions
-        for shape in sorted(SHAPES, key=lambda s: (s not in GPU_SHAPES, s)):
+        for shape in sorted(CONCRETIZED, key=lambda s: (s not in GPU_SHAPES, s)):
             self.futures[shape] = self.pool.submit(self._run, shape)
 
     def _run(self, shape: str) -> subprocess.CompletedProcess:
@@ -425,13 +430,10 @@ class ConcretizerPool:
         (self.env_dir / f"concretized-{shape}.json").write_text(done.stdout)
         return done
 
-    def result(self, shape: str) -> dict[str, list[dict[str, Any]]]:
+    def result(self, shape: str) -> concretized_stack.Roots:
         done = self.futures[shape].result()
         assert done.returncode == 0, f"{shape} does not concretize:\n{done.stderr[-3000:]}"
-        roots: dict[str, list[dict[str, Any]]] = {}
-        for root in json.loads(done.stdout):
-            roots.setdefault(root["name"], []).append(root)
-        return roots
+        return concretized_stack.roots_by_name(done.stdout)
 
 
 @pytest.fixture(scope="session")
@@ -443,15 +445,19 @@ def concretizer(spack_exe: Path, env_dir: Path):
 
 
 @pytest.mark.spack
-def test_environment_config_validates(spack_exe: Path, env_dir: Path) -> None:
+def test_environment_config_validates(spack_exe: Path, env_dir: Path,
+                                      concretizer: ConcretizerPool) -> None:
     """Spack checks a section of every scope against its schema when it reads it
-    (packages, definitions, repos and concretizer are read by the concretization)."""
+    (packages, definitions, repos and concretizer are read by the concretization).
+    `concretizer`: its solves start first, and these Spack starts run beside them."""
+    # both sections in one Spack start per shape (reading a section validates it);
+    # `spack python -c` compiles one line
+    read = "import spack.config; _ = [spack.config.get(s) for s in ('modules', 'env_vars')]"
     for shape in SHAPES:
-        for section in ("modules", "env_vars"):
-            done = subprocess.run([str(spack_exe), "-e", str(env_dir), "config", "get", section],
-                                  env={**_spack_env(), "OCIBENCH_SHAPE": shape},
-                                  capture_output=True, text=True)
-            assert done.returncode == 0, f"{shape} {section}: {done.stderr}"
+        done = subprocess.run([str(spack_exe), "-e", str(env_dir), "python", "-c", read],
+                              env={**_spack_env(), "OCIBENCH_SHAPE": shape},
+                              capture_output=True, text=True)
+        assert done.returncode == 0, f"{shape} modules, env_vars: {done.stderr}"
     done = subprocess.run([str(spack_exe), "-e", str(env_dir), "config", "get", "definitions"],
                           env=_spack_env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -470,43 +476,10 @@ def test_unknown_shape_fails_in_spack_naming_it(spack_exe: Path, env_dir: Path) 
     assert "does not exist" in done.stderr
 
 
-def _variants(root: dict[str, Any]) -> dict[str, Any]:
-    return root["variants"]
-
-
 @pytest.mark.spack
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", CONCRETIZED)
 def test_concretizes(concretizer: ConcretizerPool, shape: str) -> None:
-    roots = concretizer.result(shape)
-    data = shapes.load(shape)
-    target = data.cpu["spack_target"]
-    for name, found in roots.items():
-        for root in found:
-            assert root["target"] == target, f"{name} built for {root['target']}, not {target}"
-    # every stack package is a root (nccl-tests only with CUDA)
-    has_cuda = "cuda" in roots
-    for pkg in data.data["software"]["stack"]:
-        if pkg in spack_config.GPU_ONLY and not has_cuda:
-            continue
-        assert pkg in roots, f"{pkg} missing from the concretized {shape}"
-    # compilers: only the shape's (documented shapes)
-    if not spack_config.is_machine_described(data):
-        allowed = {c["spec"].split()[0] for c in data.data["software"]["compilers"]}
-        for name, found in roots.items():
-            for root in found:
-                assert set(root["compilers"]) <= allowed, f"{name}: {root['compilers']}"
-    # openmpi: UCX-based (seed 002 sec 1), also as the benchmarks' dependency
-    ompi = roots["openmpi"][0]
-    assert "ucx" in _variants(ompi)["fabrics"]
-    for name in ("osu-micro-benchmarks", "intel-mpi-benchmarks"):
-        for root in roots.get(name, []):
-            if "openmpi" in root["deps"]:
-                assert root["deps"]["openmpi"]["version"] == ompi["version"]
-    stack = data.data["software"]["stack"]
-    if str(stack.get("openmpi", "any")) != "any":
-        assert ompi["version"] == str(stack["openmpi"])
-    if data.data["scheduler"] == "slurm" and not ompi["external"]:
-        assert _variants(ompi)["schedulers"] == ["slurm"]
+    concretized_stack.assert_stack(shape, concretizer.result(shape))
 
 
 @pytest.mark.spack
@@ -516,15 +489,15 @@ def test_gpu_shape_concretizes_cuda_aware(concretizer: ConcretizerPool, shape: s
     data = shapes.load(shape)
     arch = str(data.gpus["cuda_arch"])
     ompi = roots["openmpi"][0]
-    assert _variants(ompi)["cuda"] is True
-    assert _variants(ompi)["schedulers"] == ["slurm"]
+    assert variants(ompi)["cuda"] is True
+    assert variants(ompi)["schedulers"] == ["slurm"]
     assert ompi["deps"]["ucx"]["variants"]["cuda"] is True  # device buffers across nodes
     omb = roots["osu-micro-benchmarks"][0]
     assert omb["version"] == "7.5.1"  # seeds 000, 002
-    assert _variants(omb)["cuda"] is True and _variants(omb)["nccl"] is True
-    assert _variants(omb)["cuda_arch"] == [arch]
+    assert variants(omb)["cuda"] is True and variants(omb)["nccl"] is True
+    assert variants(omb)["cuda_arch"] == [arch]
     nt = roots["nccl-tests"][0]
-    assert _variants(nt)["cuda_arch"] == [arch] and _variants(nt)["mpi"] is True
+    assert variants(nt)["cuda_arch"] == [arch] and variants(nt)["mpi"] is True
     cuda = data.data["software"]["externals"]["cuda"]["spec"].split("@")[1]
     nccl = data.data["software"]["externals"]["nccl"]["spec"].split("@")[1]
     for root in (omb, nt):
@@ -540,7 +513,7 @@ def test_transport_stack_concretizes_as_the_tech_tips(concretizer: ConcretizerPo
     1.5.0, and the nodes' own XPMEM library (an external, not built)."""
     roots = concretizer.result(shape)
     ompi = roots["openmpi"][0]
-    assert _variants(ompi)["fabrics"] == ["ucc", "ucx"]
+    assert variants(ompi)["fabrics"] == ["ucc", "ucx"]
     ucx = ompi["deps"]["ucx"]
     assert ucx["version"] == "1.19.0"
     on = {k for k, v in ucx["variants"].items() if v is True} & UCX_SWITCHES
@@ -549,7 +522,7 @@ def test_transport_stack_concretizes_as_the_tech_tips(concretizer: ConcretizerPo
     assert ucc["version"] == "1.5.0"
     assert ompi["deps"]["xpmem"]["external"]
     gpu = "cuda" in TECH_TIP_UCX[shape]
-    assert _variants(ompi)["cuda"] is gpu
+    assert variants(ompi)["cuda"] is gpu
     assert ucc["variants"]["cuda"] is gpu and ucc["variants"].get("nccl", False) is gpu
     if gpu:
         gdrcopy = ompi["deps"]["gdrcopy"]
@@ -577,23 +550,9 @@ def test_e5_stream_is_seed_001s(concretizer: ConcretizerPool) -> None:
     stream = roots["stream"][0]
     assert stream["version"] == "5.10"
     for key, value in E5_STREAM.items():
-        assert _variants(stream).get(key) == value, f"stream {key}={_variants(stream).get(key)}"
+        assert variants(stream).get(key) == value, f"stream {key}={variants(stream).get(key)}"
     assert [c.split("@")[0] for c in stream["compilers"]] == ["aocc"]
     assert stream["compilers"][0].split("@")[1].startswith("5.")
-
-
-@pytest.mark.spack
-def test_local_uses_this_machines_mpi_and_cuda(concretizer: ConcretizerPool) -> None:
-    roots = concretizer.result("local")
-    assert roots["openmpi"][0]["external"], "local: the machine's MPI is an external"
-    cuda = shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists()
-    if cuda:
-        omb = roots["osu-micro-benchmarks"][0]
-        assert _variants(omb)["cuda"] and _variants(omb)["nccl"]
-        assert omb["deps"]["cuda"]["external"] and omb["deps"]["nccl"]["external"]
-        assert "nccl-tests" in roots
-    else:
-        assert "nccl-tests" not in roots and "cuda" not in roots
 
 
 def test_local_without_a_detected_open_mpi_stops_naming_it(tmp_path, monkeypatch) -> None:

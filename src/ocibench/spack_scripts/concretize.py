@@ -3,6 +3,8 @@
 Run as ``spack -e <repo> python concretize.py``.  Used by the tests to concretize
 the one environment for every shape (OCIBENCH_SHAPE=<shape>) in parallel without
 touching the lockfile of the shape that is installed on this machine.
+``concretize.py --lock``: the roots the environment's spack.lock holds, without solving
+(what `make install` concretized).
 Output: [{spec, name, version, hash, compiler, variants, deps, external}] per root.
 """
 
@@ -14,7 +16,12 @@ import spack.environment as ev
 env = ev.active_environment()
 if env is None:
     sys.exit("concretize.py: no active environment (run with spack -e <env> python ...)")
-pairs = env.concretize(force=True)  # in memory only: env.write() is never called
+if sys.argv[1:] == ["--lock"]:
+    pairs = list(env.concretized_specs())
+    if not pairs:
+        sys.exit(f"concretize.py: no concretized specs in {env.lock_path}")
+else:
+    pairs = env.concretize(force=True)  # in memory only: env.write() is never called
 roots = []
 for user_spec, spec in pairs or env.concretized_specs():
     compilers = sorted({d.format("{name}@{version}")
