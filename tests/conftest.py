@@ -95,20 +95,20 @@ def gpu_count() -> int:
 #: A file not listed costs seconds.  The figures only order the files: stale ones cost
 #: time, never a test.
 FILE_COSTS = {
-    "test_spack_env.py": 340,
-    "test_bundle.py": 280,
-    "test_sweep_cluster.py": 200,
-    "test_reframe.py": 100,
-    "test_spack_repo.py": 170,
+    "test_spack_env.py": 300,
+    "test_bundle.py": 210,
+    "test_spack_repo.py": 140,
     "test_cluster.py": 125,
-    "test_local_install.py": 85,
-    "test_bundle_unchecked.py": 60,
-    "test_local_stack_build.py": 60,
-    "test_report.py": 25,
-    "test_sweep.py": 15,
-    "test_shape_schema.py": 12,
-    "test_judge.py": 8,
-    "test_preflight.py": 8,
+    "test_sweep_cluster.py": 110,
+    "test_reframe.py": 110,
+    "test_local_install.py": 65,
+    "test_local_stack_build.py": 50,
+    "test_bundle_unchecked.py": 45,
+    "test_report.py": 16,
+    "test_sweep.py": 16,
+    "test_shape_schema.py": 6,
+    "test_judge.py": 6,
+    "test_preflight.py": 5,
 }
 #: The files that start the loopback cluster (marker `cluster`).  It is machine-wide, one
 #: at a time (cluster_support.take_session_lock), so they are one unit of work: one

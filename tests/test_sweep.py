@@ -379,6 +379,15 @@ def test_drain_fraction_is_checked_by_the_parser():
     assert done.returncode == 2 and "not a fraction" in done.stderr
 
 
+@pytest.mark.parametrize("setvar", ["iterations", "osu_latency.iterations", "=3",
+                                    "a.b.c=3", "osu latency.iterations=3"])
+def test_a_bad_setvar_is_one_line_and_exit_2(setvar):
+    done = ocibench("--dry-run", "-S", setvar)
+    assert done.returncode == 2, done
+    assert f"{setvar!r} is not VAR=VALUE" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_job_cancelled_while_pending_never_started(tmp_path):
     from ocibench.sweep.rfm import never_started
     pending = {"result": "fail", "fail_phase": "run", "job_nodelist": [],
@@ -414,8 +423,13 @@ def test_a_step_pins_one_real_job_per_group_and_judges_it(lmod_init, mpirun, tmp
     assert [c.nodes for c in cases] == [1], cases
     assert "osu_latency %buffers=H-H %nodes=2" in skipped   # local runs on this machine only
     wave = plan.Wave(SINGLE, 1, (("nodeA",), ("nodeB",)), tuple(cases))
-    jobs = rfm.run_step(1, wave, cases[0], tmp_path, 60, None, None)
+    # the sweep's -S reaches every job: 100 round trips instead of the seed's 11,000
+    jobs = rfm.run_step(1, wave, cases[0], tmp_path, 60, None, None,
+                        ["osu_latency.iterations=50"])
     assert [j.nodes for j in jobs] == [("nodeA",), ("nodeB",)]
+    scripts = sorted(tmp_path.glob("step-001/output/**/rfm_job.sh"))  # passed: kept there
+    assert len(scripts) == 2 and all(
+        "osu_latency -x 50 -i 50 -m 1:1" in s.read_text() for s in scripts), scripts
     for job in jobs:
         assert job.failed is None and job.never_started is None, job
         assert [(r.metric, r.key) for r in job.rows] == [("latency", 1)]

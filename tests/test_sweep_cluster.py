@@ -56,7 +56,8 @@ OTHER = "node8"
 OTHER_REASON = "maintenance: BIOS update by the site admin"
 #: The rate fault.sh gives SLOW's link: 2-node osu_latency at 1 byte about 2000 us
 #: against the calibrated floor of 1400 us (tests/data/sweep_cluster/figures.yaml).
-#: Slower is safer and longer: osu_latency's 11,000 round trips take 44 s at 2000 us.
+#: Slower is safer and longer: the seed's 11,000 round trips would take 44 s at 2000 us
+#: (ITERATIONS: 2,000 round trips, 8 s).
 SLOW_RATE = "160kbit"
 #: No added delay, so that a kernel with netem (rate and delay) and one with tbf alone
 #: (rate only; this project's test machine) slow the link alike.
@@ -65,6 +66,10 @@ SLOW_DELAY = "0ms"
 #: What the sweeps run (ReFrame -n): osu_latency's 1- and 2-node variants.
 LATENCY = "osu_latency%buffers=H-H"
 LATENCY_ONE_NODE = "osu_latency%buffers=H-H%nodes=1"
+#: The sweeps' `-S`: osu_latency with 1,000 warm-up and 1,000 measured round trips (the
+#: seed's 1,000 and 10,000 spin 2 ranks per slowed pair for 44 s, on the 2 cores every
+#: node shares); the size judged is the seed's 1 byte.
+ITERATIONS = "osu_latency.iterations=1000"
 #: Identical virtual nodes sharing 2 cores differ by up to 20x from run to run (1-node
 #: osu_latency 0.21 us on six nodes and 3.93 us on the seventh of one wave; 2-node
 #: 41-1002 us, figures.yaml): every outlier rule names healthy nodes here (K = 100 did).
@@ -106,7 +111,7 @@ def sweep(cluster, name: str, shapes_dir: Path, checks: str, *options: str):
     out = where / "sweep.json"
     proc = cluster.head(
         "env", f"OCIBENCH_SHAPES_DIR={shapes_dir}",
-        sys.executable, "-m", "ocibench.cli", "sweep", "-n", checks,
+        sys.executable, "-m", "ocibench.cli", "sweep", "-n", checks, "-S", ITERATIONS,
         "--outlier-k", OUTLIER_K, "--json", out, "--prefix", where / "reframe", *options,
         timeout=SWEEP_TIMEOUT_S, cwd=where)
     assert out.is_file(), f"the sweep wrote no JSON:\n{text(proc)[-4000:]}"
@@ -164,6 +169,7 @@ def test_faulty_nodes_named_drained_and_returned(cluster, tmp_path):
         proc, result = sweep(cluster, "faults", calibrated, LATENCY, "--drain")
         out = text(proc)
         assert proc.returncode == 1, out
+        assert result["setvars"] == [ITERATIONS], result["setvars"]
         bad = not_passing(result)
         assert set(bad) == {SLOW, BROKEN, DOWN}, out
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,13 @@ def _positive(kind):
     return convert
 
 
+def _setvar(text: str) -> str:
+    """ReFrame's -S VAR=VALUE (VAR, or CHECK.VAR for one check)."""
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)?=.+", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not VAR=VALUE or CHECK.VAR=VALUE")
+    return text
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     from ocibench.sweep import actions, slurm, verdicts
 
@@ -53,6 +61,11 @@ def register(parser: argparse.ArgumentParser) -> None:
                         metavar="REGEX", help="only the checks ReFrame's -n selects")
     parser.add_argument("-x", "--exclude", dest="excludes", action="append", default=[],
                         metavar="REGEX", help="leave out the checks ReFrame's -x excludes")
+    parser.add_argument("-S", "--setvar", dest="setvars", action="append", default=[],
+                        type=_setvar, metavar="[CHECK.]VAR=VALUE",
+                        help="set a check variable in every ReFrame run of the sweep, as "
+                             "ReFrame's -S (e.g. osu_latency.iterations=1000: a quicker "
+                             "sweep, the same message sizes judged)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan (groups, pairs, jobs, waves); run nothing")
     parser.add_argument("--drain", action="store_true",
@@ -90,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         partition=args.partition, nodes=args.nodes, names=args.names,
         excludes=args.excludes, drain=args.drain, undrain=args.undrain,
         max_drain_fraction=args.max_drain_fraction, force=args.force,
-        outlier_k=args.outlier_k, start_timeout=args.start_timeout, prefix=prefix)
+        outlier_k=args.outlier_k, start_timeout=args.start_timeout, prefix=prefix,
+        setvars=args.setvars)
     try:
         if args.dry_run:
             names = slurm.expand_hostlist(args.nodes) if args.nodes is not None else None

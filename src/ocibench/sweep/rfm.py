@@ -115,13 +115,18 @@ def case_nodes(case: dict[str, Any]) -> int:
     return 1
 
 
+def _setvar_options(setvars: Sequence[str]) -> list[str]:
+    return [a for v in setvars for a in ("-S", v)]
+
+
 def discover(names: Sequence[str], excludes: Sequence[str], prefix: Path,
-             partition: str | None) -> tuple[list[Case], dict[str, str]]:
+             partition: str | None, setvars: Sequence[str] = ()
+             ) -> tuple[list[Case], dict[str, str]]:
     """The cases to sweep, and those ReFrame skips (name -> reason)."""
     argv = reframe_argv() + ["--dry-run", "--prefix", str(prefix / "discover"),
                              "--report-file", str(prefix / "discover.json")]
     argv += [a for n in names for a in ("-n", n)] + [a for x in excludes for a in ("-x", x)]
-    argv += _job_options(partition, None)
+    argv += _job_options(partition, None) + _setvar_options(setvars)
     report = _reframe(argv, prefix / "discover.log", prefix / "discover.json")
     cases, skipped = [], {}
     for case in _testcases(report):
@@ -138,12 +143,15 @@ def discover(names: Sequence[str], excludes: Sequence[str], prefix: Path,
 
 
 def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: int,
-             partition: str | None, reservation: str | None) -> list[JobResult]:
-    """One case on every group of ``wave``; one JobResult per group."""
+             partition: str | None, reservation: str | None,
+             setvars: Sequence[str] = ()) -> list[JobResult]:
+    """One case on every group of ``wave``; one JobResult per group.  ``setvars``:
+    ReFrame's -S for the run (the sweep's own max_pending_time comes after them)."""
     stem = prefix / f"step-{number:03d}"
     groups = ",".join(NODE_SEPARATOR.join(g) for g in wave.groups)
     argv = reframe_argv() + [
         "-n", case.select, "-P", f"sweep_nodes={groups}", "-r", "--exec-policy=async",
+        *_setvar_options(setvars),
         "-S", f"max_pending_time={start_timeout}s", "--prefix", str(stem),
         "--report-file", f"{stem}.json"] + _job_options(partition, reservation)
     report = _reframe(argv, Path(f"{stem}.log"), Path(f"{stem}.json"))

@@ -30,6 +30,7 @@ class Options:
     outlier_k: float = verdicts.OUTLIER_K
     start_timeout: int = START_TIMEOUT_S
     prefix: Path = Path("sweep")
+    setvars: Sequence[str] = ()         # ReFrame's -S, for every run of the sweep
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Sweep:
     retests: list[Group] = field(default_factory=list)
     partition: str | None = None
     outlier_k: float = verdicts.OUTLIER_K
+    setvars: Sequence[str] = ()
 
     @property
     def ok(self) -> bool:
@@ -55,7 +57,8 @@ class Sweep:
         decision = self.drain
         return {
             "version": 1, "partition": self.partition,
-            "outlier_k": self.outlier_k, "plan": self.plan.to_dict(), "skipped": dict(self.skipped),
+            "outlier_k": self.outlier_k, "setvars": list(self.setvars),
+            "plan": self.plan.to_dict(), "skipped": dict(self.skipped),
             "retests": [list(p) for p in self.retests],
             "nodes": {name: node.to_dict() for name, node in self.nodes.items()},
             "drain": {"cap": decision.cap if decision else None,
@@ -110,17 +113,17 @@ def dry_run(options: Options, nodes: list[str] | None = None) -> tuple[Plan, dic
     else:
         unreachable = {}
     cases, skipped = rfm.discover(options.names, options.excludes, options.prefix,
-                                  options.partition)
+                                  options.partition, options.setvars)
     return plan.make_plan(nodes, cases, unreachable), skipped
 
 
 def sweep(options: Options, say: Callable[[str], None] = print) -> Sweep:
     nodes, unreachable, retaken, states = select_nodes(options)
     cases, skipped = rfm.discover(options.names, options.excludes, options.prefix,
-                                  options.partition)
+                                  options.partition, options.setvars)
     the_plan = plan.make_plan(nodes, cases, unreachable)
     result = Sweep(the_plan, skipped, partition=options.partition,
-                   outlier_k=options.outlier_k)
+                   outlier_k=options.outlier_k, setvars=list(options.setvars))
     reservation = None
     resumed: list[str] = []
     try:
@@ -155,7 +158,7 @@ def _run_waves(the_plan: Plan, waves: Sequence[plan.Wave], options: Options,
             say(f"step {number}: wave {index}/{len(waves)} ({wave.kind}), {case.name} on "
                 f"{len(wave.groups)} group(s)")
             jobs += rfm.run_step(number, wave, case, options.prefix, options.start_timeout,
-                                 options.partition, reservation)
+                                 options.partition, reservation, options.setvars)
             number += 1
     return jobs
 
