@@ -284,13 +284,27 @@ if want wheels; then
 fi
 if want os; then
   mkdir -p "$out/os-packages"
+  # Lmod and everything it depends on, as the package manager resolves it for a
+  # machine with nothing installed: a node lacks what this host has (Tcl, Lua, ...),
+  # and setup.sh installs only what the node lacks.
   if command -v apt-get >/dev/null; then
+    # an empty dpkg status and package cache: apt lists every package Lmod needs
+    empty=$(mktemp -d)
+    mkdir "$empty/partial"
+    mapfile -t debs < <(apt-get -qq -y -o Debug::NoLocking=1 -o Dir::State::status=/dev/null \
+                          -o Dir::Cache::archives="$empty" --no-install-recommends \
+                          --print-uris install lmod \
+                        | awk '{sub(/_.*/, "", $2); print $2}')
+    rm -rf "$empty"
+    ((${#debs[@]})) || die "apt-get resolves no packages for Lmod (apt-get update first)"
     # (apt-get warns that root downloads unsandboxed: harmless, and not shown)
-    (cd "$out/os-packages" && apt-get download lmod lua5.3 lua-filesystem lua-json lua-posix \
-       lua-term lua-bit32 lua-lpeg 2>&1 >/dev/null | grep -v 'unsandboxed' >&2 || true
+    (cd "$out/os-packages" && apt-get download "${debs[@]}" 2>&1 >/dev/null \
+       | grep -v 'unsandboxed' >&2 || true
      ls lmod_*.deb >/dev/null) || die "apt-get download of Lmod failed"
+    say "os-packages: Lmod with what a bare system needs for it (${#debs[@]} packages)"
   elif command -v dnf >/dev/null; then
-    dnf download -q --resolve --destdir "$out/os-packages" Lmod || die "dnf download Lmod failed"
+    dnf download -q --resolve --alldeps --destdir "$out/os-packages" Lmod \
+      || die "dnf download Lmod failed"
   else
     die "neither apt-get nor dnf: leave os out of OCIBENCH_BUNDLE_PARTS"
   fi

@@ -71,17 +71,36 @@ else
     || die "pip install failed (offline? point pip at a wheel house: PIP_FIND_LINKS=... PIP_NO_INDEX=1)"
 fi
 
+# The bundle's OS packages that this machine lacks: the bundle holds Lmod with all it
+# depends on, as if nothing were installed (scripts/bundle.sh); what is installed here
+# already stays as it is (handing apt or dnf an installed package's file would ask for
+# a reinstall or a downgrade).
+missing_os_packages() {
+  local file name
+  [[ -n $bundle && -d $bundle/os-packages ]] || return 0
+  while IFS= read -r -d '' file; do
+    if [[ $file == *.deb ]]; then
+      name=$(dpkg-deb -f "$file" Package)
+      dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q ' installed$' && continue
+    else
+      name=$(rpm -qp --qf '%{NAME}' "$file" 2>/dev/null)
+      rpm -q "$name" >/dev/null 2>&1 && continue
+    fi
+    printf '%s\n' "$file"
+  done < <(find "$bundle/os-packages" \( -name '*.deb' -o -name '*.rpm' \) -print0 | sort -z)
+}
+
 lmod_init=${LMOD_PKG:-/usr/share/lmod/lmod}/init/bash
 os_packages=()
-if [[ -n $bundle && -d $bundle/os-packages ]]; then
-  mapfile -t os_packages < <(find "$bundle/os-packages" -name '*.deb' -o -name '*.rpm')
-fi
+[[ -f $lmod_init ]] || mapfile -t os_packages < <(missing_os_packages)
 if [[ -f $lmod_init ]]; then
   say "lmod present ($lmod_init)"
 elif ((${#os_packages[@]})) && [[ $(id -u) -eq 0 ]]; then
-  say "installing lmod from the bundle's OS packages"
+  say "installing lmod from the bundle's OS packages: ${#os_packages[@]} this machine lacks"
   if command -v apt-get >/dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-download "${os_packages[@]}" \
+    # The files themselves: apt copies them (no network); --no-download would refuse
+    # to, "Unable to fetch some archives".
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${os_packages[@]}" \
       >/dev/null || die "apt-get install of the bundle's Lmod packages failed"
   else
     dnf install -y -q --disablerepo='*' "${os_packages[@]}" \

@@ -103,9 +103,12 @@ start() {
       --target "$WORK/site" "$BUNDLE"/wheels/*.whl || { echo "gpu-path: wheels did not install"; return 1; }
   fi
   # What the image lacks, from Debian packages (unpacked only when missing): the
-  # bundle's Lmod (its os-packages may not apt-get install on Ubuntu), libtool.
+  # bundle's Lmod and its Lua modules (Debian's os-packages may not apt-get install on
+  # Ubuntu; the rest of them, libc and the like, the image has), libtool.
   if [[ ! -f $LMOD_INIT ]]; then
-    for deb in "$BUNDLE"/os-packages/*.deb; do dpkg -x "$deb" /; done
+    for deb in "$BUNDLE"/os-packages/lmod_*.deb "$BUNDLE"/os-packages/lua*.deb; do
+      dpkg -x "$deb" /
+    done
   fi
   if ! command -v libtoolize >/dev/null; then dpkg -x "$STASH"/debs/libtool_*.deb /; fi
   mkdir -p "$CACHE"
