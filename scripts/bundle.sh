@@ -281,6 +281,9 @@ if want wheels; then
   for project in ${OCIBENCH_BUNDLE_PIP_EXCLUDE:-}; do
     rm -fv "$out/wheels/${project//-/_}"-[0-9]*.whl | sed 's/^/bundle: left out /'
   done
+  # set-up names them if pip then misses them
+  [[ -z ${OCIBENCH_BUNDLE_PIP_EXCLUDE:-} ]] \
+    || info+=("wheels_left_out=$(echo "$OCIBENCH_BUNDLE_PIP_EXCLUDE" | xargs)")
 fi
 if want os; then
   mkdir -p "$out/os-packages"

@@ -67,8 +67,14 @@ if ((${#missing[@]} == 0)); then
   say "python tools present (clingo, reframe, ...); ocibench runs from $PWD/src (bin/ocibench)"
 else
   say "installing python tools: ${missing[*]}"
+  hint="offline? point pip at a wheel house: PIP_FIND_LINKS=... PIP_NO_INDEX=1"
+  left_out=""
+  [[ -z $bundle ]] || left_out=$(bundle_value wheels_left_out)
+  if [[ -n $left_out ]]; then
+    hint="the bundle left out the wheels of $left_out (OCIBENCH_BUNDLE_PIP_EXCLUDE): install those first, or pip install --no-deps the wheels of $bundle/wheels"
+  fi
   "$python" -m pip install --quiet --disable-pip-version-check "${missing[@]}" \
-    || die "pip install failed (offline? point pip at a wheel house: PIP_FIND_LINKS=... PIP_NO_INDEX=1)"
+    || die "pip install failed ($hint)"
 fi
 
 # The bundle's OS packages that this machine lacks: the bundle holds Lmod with all it
