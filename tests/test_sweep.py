@@ -315,6 +315,15 @@ def test_json_has_the_interface_fields(local):
     assert {"plan", "drain", "outlier_k"} <= set(data)
 
 
+def test_the_check_variables_set_are_in_the_json_and_the_page(local):
+    result = a_sweep(local)
+    assert json.loads(output.to_json(result))["setvars"] == []
+    assert "check variables" not in output.to_html(result)
+    result.setvars = ["osu_latency.iterations=1000", "a<b=1"]
+    assert json.loads(output.to_json(result))["setvars"] == result.setvars
+    assert "check variables: osu_latency.iterations=1000, a&lt;b=1." in output.to_html(result)
+
+
 def test_html_matrix_escapes_and_links_every_node(local, tmp_path):
     page = output.to_html(a_sweep(local))
     assert "node<1>" not in page and "node&lt;1&gt;" in page
