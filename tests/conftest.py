@@ -86,12 +86,14 @@ def gpu_count() -> int:
     return out.stdout.count("GPU ") if out.returncode == 0 else 0
 
 
-#: The test files that take minutes, with their cost: seconds of wall time, each file
-#: alone on 2 quiet cores (pytest --durations).  Under pytest-xdist (scripts/test.sh: one
-#: file per process at a time) the files start longest first, each on the process that
-#: is free first: the longest-processing-time-first rule, whose makespan is within 4/3
-#: of the best (Graham 1969, "Bounds on multiprocessing timing anomalies").  xdist's own
-#: order (most tests first) started the bundle round trip and the fault sweep last.
+#: The test files that take minutes, with their cost: seconds of wall time on 2 cores
+#: (the bundle and cluster files timed alone, the others from --durations of a whole
+#: run; test_spack_env.py's solves, 2 at a time, estimated).  Under pytest-xdist
+#: (scripts/test.sh: one file per process at a time) the files start longest first,
+#: each on the process that is free first: the longest-processing-time-first rule,
+#: whose makespan is within 4/3 of the best (Graham 1969, "Bounds on multiprocessing
+#: timing anomalies").  xdist's own order (most tests first) started the bundle round
+#: trip and the fault sweep last.
 #: A file not listed costs seconds.  The figures only order the files: stale ones cost
 #: time, never a test.
 FILE_COSTS = {
