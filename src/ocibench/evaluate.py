@@ -15,7 +15,7 @@ from typing import Any
 from ocibench import checkspec, judge, outputs, references, shapes, ucx_proto
 from ocibench.checkspec import CHECKS  # noqa: F401  (the registry, re-exported here)
 from ocibench.judge import Row
-from ocibench.metrics import Verdict
+from ocibench.metrics import RunVerdict, Verdict
 
 
 @dataclass(frozen=True)
@@ -29,26 +29,57 @@ class Evaluation:
     #: What the reasons' causes were named from: the node's preflight and the output's
     #: UCX protocol tables; kept so that the report can judge the rows again.
     facts: judge.Facts = judge.Facts()
+    #: Why nothing could be judged although the output may be sane: a format the parser
+    #: does not know (naming the line), a method that differs from the figure's (with
+    #: the command line that would compare), or sizes and a variant no figure documents.
+    unjudged: str | None = None
+    #: Whether the shape documents any figure of this check (``local`` documents none:
+    #: a sane output there is RECORDED, not UNJUDGED).
+    documented: bool = True
+
+    @property
+    def verdict(self) -> RunVerdict:
+        """PASS only when something was compared and held; FAIL when a compared figure
+        missed or the run proved broken; UNJUDGED when nothing could be compared on a
+        shape that documents the check; RECORDED on a shape that documents none."""
+        if self.sanity:
+            return RunVerdict.FAIL
+        if any(row.verdict is Verdict.FAIL for row in self.rows):
+            return RunVerdict.FAIL
+        if self.unjudged:
+            return RunVerdict.UNJUDGED
+        if any(row.verdict is not Verdict.NO_REFERENCE for row in self.rows):
+            return RunVerdict.PASS
+        return RunVerdict.RECORDED if not self.documented else RunVerdict.UNJUDGED
 
     @property
     def ok(self) -> bool:
-        return self.sanity is None and all(row.verdict is not Verdict.FAIL for row in self.rows)
+        """Nothing failed and nothing was left unjudged (PASS or RECORDED)."""
+        return self.verdict in (RunVerdict.PASS, RunVerdict.RECORDED)
 
     @property
     def reason(self) -> str | None:
-        """The first failure in one line; None when the evaluation passed.  An
-        impossible value is named before a figure that merely missed."""
+        """The first failure in one line, or why the run is unjudged; None when it
+        passed or was recorded.  An impossible value is named before a figure that
+        merely missed."""
         if self.sanity:
             return self.sanity
         impossible = [row for row in self.rows if row.implausible]
-        return judge.first_failure(impossible or list(self.rows))
+        failed = judge.first_failure(impossible or list(self.rows))
+        if failed:
+            return failed
+        if self.verdict is RunVerdict.UNJUDGED:
+            return self.unjudged or "; ".join(self.notes) or "no documented figure was compared"
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "check": self.check,
             "shape": self.shape,
             "params": self.params,
+            "verdict": str(self.verdict),
             "ok": self.ok,
+            "unjudged": self.unjudged,
             "sanity": self.sanity,
             "reason": self.reason,
             "notes": list(self.notes),
@@ -72,14 +103,26 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     notes = _notes(shape, check, resolved, figures)
     facts = judge.Facts(absent=dict(judge.Facts.of(lacking).absent),
                         tables=tuple(ucx_proto.parse(text)))
+    documented = any(f["check"] == check for f in shape.figures)
     try:
         measurement = outputs.parse(check, text, resolved)
+    except outputs.Unjudged as err:
+        return Evaluation(check, shape.name, resolved, notes=notes, facts=facts,
+                          unjudged=str(err), documented=documented)
     except outputs.SanityError as err:
         return Evaluation(check, shape.name, resolved, sanity=str(err), notes=notes,
-                          facts=facts)
+                          facts=facts, documented=documented)
     rows = judge.judge_run(shape, check, resolved, measurement.series(), measurement.units(),
                            facts)
-    return Evaluation(check, shape.name, resolved, tuple(rows), notes=notes, facts=facts)
+    unjudged = None
+    if measurement.method and figures:
+        # The values are sane but were measured another way than the figure's: they
+        # are shown, never compared (a healthy -g 2 run must not fail for its method).
+        unjudged = measurement.method
+        rows = [judge.judge(shape, [], row.metric, row.key, row.measured, row.unit)
+                for row in rows]
+    return Evaluation(check, shape.name, resolved, tuple(rows), notes=notes, facts=facts,
+                      unjudged=unjudged, documented=documented)
 
 
 def _notes(shape: shapes.Shape, check: str, params: dict[str, Any],

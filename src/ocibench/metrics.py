@@ -33,6 +33,36 @@ class Verdict(str, enum.Enum):
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 
 
+class RunVerdict(str, enum.Enum):
+    """The verdict on one run (an output, a live check, a report entry): three states,
+    and a fourth word for a shape that documents nothing.
+
+    Never let "could not judge" become a pass or a fail: a run whose values were not
+    compared with anything is UNJUDGED, with the reason (the line it could not read, the
+    variant or sizes no figure documents, the method that differs from the figure's),
+    and UNJUDGED never drains a node.
+    """
+
+    #: At least one documented figure or floor was compared, and every compared one held.
+    PASS = "pass"
+    #: A compared figure missed, or the run proved broken (a crash, ``#wrong``,
+    #: out-of-bounds values, a truncated output, an impossible value, a wrong path).
+    FAIL = "fail"
+    #: The output is sane as far as it could be read, but nothing could be compared: no
+    #: figure matches its variant or sizes, its method differs from the figure's, or its
+    #: format is one the parser does not know (the reason names the line).
+    UNJUDGED = "unjudged"
+    #: A sane output on a shape that documents nothing for the check (``local``): its
+    #: values are recorded, and nothing was compared.
+    RECORDED = "recorded"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+RUN_VERDICTS: tuple[RunVerdict, ...] = tuple(RunVerdict)
+
+
 class NodeVerdict(str, enum.Enum):
     """The verdict on one node of a cluster (``ocibench sweep``, docs/sweep.md), listed
     from best to worst: a node's verdict is the worst of its checks'."""

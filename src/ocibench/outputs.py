@@ -40,6 +40,15 @@ class SanityError(ValueError):
     """The output is not that of a complete, correct run; the message is one line."""
 
 
+class Unjudged(SanityError):
+    """The output could not be read to a verdict, and nothing shows the run broken: a
+    format the parser does not know (the message names the line), or a method that
+    cannot be compared with the documented one.  ``ocibench evaluate`` calls it
+    UNJUDGED (exit 3), never FAIL; a live check, which runs our own command line,
+    fails with "could not judge".  A subclass of SanityError so that any caller that
+    does not tell the two apart still refuses the output rather than passing it."""
+
+
 #: The largest output read.  A benchmark prints a few KiB (IMB's whole -msglog 3:28
 #: table with one Allreduce table per process count stays under 100 KiB); 16 MiB is
 #: more than a hundred times any of them with mpirun's noise, and small enough that a
@@ -73,6 +82,13 @@ class Measurement:
     extra: dict[str, Values] = field(default_factory=dict)   # metric -> values
     #: For values keyed by name (nccl-tests' busbw columns): the message size they are at.
     size: int | None = None
+    #: How the run's method differs from the seeds' where that makes its values
+    #: incomparable with a documented figure ("one process drove 2 GPUs (-g 2); the
+    #: figures are one rank per GPU: mpirun -np 2 ... -g 1"); None when it does not.
+    method: str | None = None
+    #: metric -> key -> every sample of a run that repeated itself (nccl-tests -N):
+    #: ``values`` then holds each key's median, and these show the spread.
+    samples: dict[str, dict[Union[int, str], tuple[float, ...]]] = field(default_factory=dict)
 
     def series(self) -> dict[str, Values]:
         """metric -> values, the primary metric first."""
