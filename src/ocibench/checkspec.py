@@ -128,6 +128,9 @@ class CheckSpec:
     #: Metrics the same output also gives, besides ``metric`` (IMB PingPong's
     #: Mbytes/sec column): a figure may document any of :attr:`metrics`.
     extra_metrics: tuple[str, ...] = ()
+    #: The collective library whose log shows the path the traffic took ("nccl":
+    #: :mod:`ocibench.nccl_path`); None for MPI's own benchmarks (UCX's tables say it).
+    collective: str | None = None
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -207,7 +210,8 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(4), _ranks_per_node(36), _omb_sizes("4:268435456"))),
     CheckSpec("osu_xccl_allreduce", "OMB osu_xccl_allreduce -m 1073741824:1073741824 -d cuda",
               "latency",
-              (_nodes(1, (1, 2)), _gpus_per_node(8), _omb_sizes("1073741824:1073741824"))),
+              (_nodes(1, (1, 2)), _gpus_per_node(8), _omb_sizes("1073741824:1073741824")),
+              collective="nccl"),
     CheckSpec("nccl_all_reduce_perf", "nccl-tests all_reduce_perf -b 10G -e 10G -g 1 "
               "(busbw at the last size, out of place and in place; avg: '# Avg bus bandwidth')",
               "busbw",
@@ -219,7 +223,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                      _positive_int, default=1),
                Param("step", "-i, bytes added per size when factor is 1", _nccl_size_text,
                      default="1M", kind="SIZE")),
-              sizes_in_variant=True),
+              sizes_in_variant=True, collective="nccl"),
     CheckSpec("imb_pingpong", "IMB-MPI1 -msglog 3:28 PingPong (one rank per node)", "latency",
               (_MPI, _nodes(2), _MSGLOG), extra_metrics=("bandwidth",)),
     CheckSpec("imb_allreduce", "IMB-MPI1 -msglog 3:28 -npmin N allreduce", "latency",

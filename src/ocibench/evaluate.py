@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ocibench import checkspec, judge, outputs, references, shapes, ucx_proto
+from ocibench import checkspec, judge, nccl_path, outputs, references, shapes, ucx_proto
 from ocibench.checkspec import CHECKS  # noqa: F401  (the registry, re-exported here)
 from ocibench.judge import Row
 from ocibench.metrics import RunVerdict, Verdict
@@ -36,13 +36,19 @@ class Evaluation:
     #: Whether the shape documents any figure of this check (``local`` documents none:
     #: a sane output there is RECORDED, not UNJUDGED).
     documented: bool = True
+    #: The path NCCL's traffic took (:func:`ocibench.nccl_path.Path.describe`), for the
+    #: checks whose library logs it; None for the others.
+    path: str | None = None
+    #: Why that path makes the run broken whatever its numbers (a fallback to a socket
+    #: between GPUs of one host, SHM on an NVLink shape, no GPUDirect RDMA between hosts).
+    path_fault: str | None = None
 
     @property
     def verdict(self) -> RunVerdict:
         """PASS only when something was compared and held; FAIL when a compared figure
         missed or the run proved broken; UNJUDGED when nothing could be compared on a
         shape that documents the check; RECORDED on a shape that documents none."""
-        if self.sanity:
+        if self.sanity or self.path_fault:
             return RunVerdict.FAIL
         if any(row.verdict is Verdict.FAIL for row in self.rows):
             return RunVerdict.FAIL
@@ -64,6 +70,8 @@ class Evaluation:
         merely missed."""
         if self.sanity:
             return self.sanity
+        if self.path_fault:
+            return self.path_fault
         impossible = [row for row in self.rows if row.implausible]
         failed = judge.first_failure(impossible or list(self.rows))
         if failed:
@@ -71,6 +79,7 @@ class Evaluation:
         if self.verdict is RunVerdict.UNJUDGED:
             return self.unjudged or "; ".join(self.notes) or "no documented figure was compared"
         return None
+
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +89,8 @@ class Evaluation:
             "verdict": str(self.verdict),
             "ok": self.ok,
             "unjudged": self.unjudged,
+            "path": self.path,
+            "path_fault": self.path_fault,
             "sanity": self.sanity,
             "reason": self.reason,
             "notes": list(self.notes),
@@ -104,17 +115,27 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     facts = judge.Facts(absent=dict(judge.Facts.of(lacking).absent),
                         tables=tuple(ucx_proto.parse(text)))
     documented = any(f["check"] == check for f in shape.figures)
+    path = path_fault = None
+    if checkspec.CHECKS[check].collective == "nccl":
+        # The path is judged even where the numbers cannot be: a socket between two
+        # GPUs of one host is a broken node whatever was documented for the sizes.
+        found = nccl_path.parse(text)
+        path, path_fault = found.describe(), nccl_path.fault(found, shape.data, resolved)
     try:
         measurement = outputs.parse(check, text, resolved)
     except outputs.Unjudged as err:
         return Evaluation(check, shape.name, resolved, notes=notes, facts=facts,
-                          unjudged=str(err), documented=documented)
+                          unjudged=str(err), documented=documented, path=path,
+                          path_fault=path_fault)
     except outputs.SanityError as err:
         return Evaluation(check, shape.name, resolved, sanity=str(err), notes=notes,
-                          facts=facts, documented=documented)
+                          facts=facts, documented=documented, path=path,
+                          path_fault=path_fault)
     rows = judge.judge_run(shape, check, resolved, measurement.series(), measurement.units(),
                            facts)
     unjudged = None
+    if figures and all(row.verdict is Verdict.NO_REFERENCE for row in rows):
+        unjudged = _keys_missed(shape, check, figures, rows)
     if measurement.method and figures:
         # The values are sane but were measured another way than the figure's: they
         # are shown, never compared (a healthy -g 2 run must not fail for its method).
@@ -122,7 +143,21 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
         rows = [judge.judge(shape, [], row.metric, row.key, row.measured, row.unit)
                 for row in rows]
     return Evaluation(check, shape.name, resolved, tuple(rows), notes=notes, facts=facts,
-                      unjudged=unjudged, documented=documented)
+                      unjudged=unjudged, documented=documented, path=path,
+                      path_fault=path_fault)
+
+
+def _keys_missed(shape: shapes.Shape, check: str, figures: list[references.Figure],
+                 rows: list[Row]) -> str:
+    """Why a run whose variant is documented compared nothing: its sizes (or keys)
+    hold none that the figures document."""
+    documented = sorted({str(key) for figure in figures
+                         for key in references.figure_keys(figure)})
+    measured = [str(row.key) for row in rows]
+    shown = ", ".join(measured[:3]) + (f" .. {measured[-1]}" if len(measured) > 3 else "")
+    return (f"no documented figure was compared: {shape.name} documents {check} at "
+            f"{', '.join(documented)} for this variant; the run measured {shown or 'nothing'} "
+            "(run it over the documented sizes)")
 
 
 def _notes(shape: shapes.Shape, check: str, params: dict[str, Any],

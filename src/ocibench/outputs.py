@@ -88,7 +88,7 @@ class Measurement:
     method: str | None = None
     #: metric -> key -> every sample of a run that repeated itself (nccl-tests -N):
     #: ``values`` then holds each key's median, and these show the spread.
-    samples: dict[str, dict[Union[int, str], tuple[float, ...]]] = field(default_factory=dict)
+    samples: dict[str, dict[int | str, tuple[float, ...]]] = field(default_factory=dict)
 
     def series(self) -> dict[str, Values]:
         """metric -> values, the primary metric first."""

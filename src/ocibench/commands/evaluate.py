@@ -1,7 +1,16 @@
 """Check a hand-run benchmark output against the shape's documented figures.
 
-Exit status: 0 when the output is sane and every figure is within the tolerance
-policy, 1 (with a one-line reason on stderr) when it is not, 2 on a usage error.
+Exit status, one per verdict (:class:`ocibench.metrics.RunVerdict`):
+
+* 0 PASS: at least one documented figure or floor was compared, and every one held;
+  also RECORDED: a sane output on a shape that documents nothing for the check
+  (``local``), its values recorded and nothing compared;
+* 1 FAIL: a compared figure missed, or the run proved broken (a crash, ``#wrong``, a
+  truncated output, an impossible value, a wrong NCCL path);
+* 2 a usage error (an unknown check or shape, an unreadable file);
+* 3 UNJUDGED: the output could not be compared -- no figure documents its variant or
+  sizes, its method differs from the figure's, or its format is unknown -- with a line
+  that says which and what to do.  Never a pass, and never a fail of the node.
 """
 
 from __future__ import annotations
@@ -14,7 +23,11 @@ from ocibench import checkspec, outputs, preflight, shapes
 from ocibench import evaluate as evaluation
 from ocibench.checkspec import ParamError
 from ocibench.judge import Row
-from ocibench.metrics import VERDICTS
+from ocibench.metrics import VERDICTS, RunVerdict
+
+#: The exit status of each verdict (the module's docstring).
+EXIT_STATUS = {RunVerdict.PASS: 0, RunVerdict.RECORDED: 0, RunVerdict.FAIL: 1,
+               RunVerdict.UNJUDGED: 3}
 
 COLUMNS = ("metric", "key", "measured", "reference", "lower", "upper", "floor", "unit",
            "verdict", "of limit", "source")
@@ -53,10 +66,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({**result.to_dict(), "file": args.file}, indent=2))
     else:
         print(_table(result))
-    if not result.ok:
+    verdict = result.verdict
+    if verdict is RunVerdict.FAIL:
         print(f"ocibench evaluate: FAIL: {result.reason}", file=sys.stderr)
-        return 1
-    return 0
+    elif verdict is RunVerdict.UNJUDGED:
+        print(f"ocibench evaluate: UNJUDGED: {result.reason}", file=sys.stderr)
+    return EXIT_STATUS[verdict]
 
 
 def _settings(settings: list[str]) -> dict[str, str]:
@@ -116,14 +131,22 @@ def _listing() -> str:
 def _table(result: evaluation.Evaluation) -> str:
     params = " ".join(f"{k}={v}" for k, v in result.params.items())
     lines = [f"{result.check} on {result.shape} ({params})"]
+    if result.path:
+        lines.append(f"path: {result.path}")
     if result.sanity:
-        return "\n".join(lines + [f"sanity: {result.sanity}"])
+        return "\n".join(lines + [f"sanity: {result.sanity}", "FAIL"])
+    if result.unjudged and not result.rows:
+        return "\n".join(lines + [f"unjudged: {result.unjudged}", "UNJUDGED"])
     cells = [COLUMNS] + [_cells(row) for row in result.rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
     lines += [f"note: {note}" for note in result.notes]
+    if result.unjudged:
+        lines.append(f"unjudged: {result.unjudged}")
+    if result.path_fault:
+        lines.append(f"path: FAIL: {result.path_fault}")
     counts = {v: sum(r.verdict is v for r in result.rows) for v in VERDICTS}
-    lines.append(("PASS" if result.ok else "FAIL") + ": "
+    lines.append(str(result.verdict).upper() + ": "
                  + ", ".join(f"{n} {v}" for v, n in counts.items() if n))
     return "\n".join(lines)
 

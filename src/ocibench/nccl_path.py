@@ -1,0 +1,216 @@
+"""The path NCCL's traffic took, read from its own log (``NCCL_DEBUG=INFO``).
+
+A bandwidth alone cannot say how it was carried: two GPUs of one host that lost peer
+access still finish an all-reduce, over shared memory at a tenth of NVLink or over a TCP
+socket at about 1 % of it, and a 2-node run without GPUDirect RDMA stages every message
+through host memory.  NCCL says which transport each channel uses when it connects; this
+module reads those lines so that a verdict names the path (NVIDIA's AI Cluster Runtime:
+"a silent fallback to NET should not masquerade as a pass").
+
+What NCCL prints, and since when (NVIDIA/nccl, src/transport.cc and
+src/transport/*.cc; the formats seen on 2.4 to 2.28):
+
+* ``Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM`` (2.19+; older ``P2P/IPC``,
+  ``P2P/direct pointer``, ``P2P/CUMEM/read``), ``Channel 00 : 1[1] -> 0[0] via
+  SHM/direct/direct``, ``Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0``,
+  ``... via NET/IB/0/GDRDMA`` (``/GDRDMA`` only when the NIC reads GPU memory
+  directly), and before 2.5 ``Ring 00 : ...``.  Ranks are NCCL ranks, the bracket the
+  CUDA device (or, around 2.7, its bus id).
+* ``comm 0x... rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0`` (2.12+) with the
+  log prefix ``host:pid:tid [dev]``, which say which host each rank is on.
+* ``Using network Socket`` / ``Using network IB``; ``NCCL_P2P_DISABLE set by
+  environment to 1`` -- the usual cause of a fallback, quoted as it is.
+
+NCCL prints all of these at its default ``NCCL_DEBUG_SUBSYS`` (INIT and ENV), a few
+hundred lines per run; the checks set ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV``
+(:data:`DEBUG_ENV`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: What the checks export so that the log shows the path and stays small.
+DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}
+
+#: The log prefix NCCL writes before INFO (host:pid:tid [cuda device]); searched, not
+#: matched, so that mpirun's --tag-output or --timestamp-output prefixes may precede it.
+_PREFIX = re.compile(r"([^\s:>\]]+):\d+:\d+ \[\d+\] NCCL INFO ")
+_CHANNEL = re.compile(
+    r"NCCL INFO (?:Channel|Ring) (\d+)(?:/\d+)? ?: (\d+)\[[0-9a-fx]+\] -> (\d+)\[[0-9a-fx]+\]"
+    r"(?: \[(?:send|receive)\])? via (\S+)")
+_COMM = re.compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
+_NETWORK = re.compile(r"NCCL INFO Using network (\S.*?)\s*$")
+#: NCCL's environment echo: "NCCL_P2P_DISABLE set by environment to 1".
+_ENV = re.compile(r"NCCL INFO ((NCCL_\w+) set by environment to (\S+?))\.?\s*$")
+#: nccl-tests' device lines (src/util.cu), which also map ranks to hosts.
+_TEST_RANK = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)")
+
+#: The variables whose setting explains a fallback, in the order they are named.
+_CAUSES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE",
+           "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_NET", "NCCL_SOCKET_IFNAME")
+
+
+@dataclass(frozen=True)
+class Channel:
+    channel: int
+    source: int          # NCCL rank
+    target: int
+    transport: str       # "P2P/CUMEM", "SHM/direct/direct", "NET/IB/0/GDRDMA", ...
+
+    @property
+    def kind(self) -> str:
+        """P2P, SHM, NET, NVLS or COLLNET."""
+        head = self.transport.split("/", 1)[0].upper()
+        return "COLLNET" if head.startswith("COLLNET") else head
+
+    @property
+    def gdrdma(self) -> bool:
+        return "GDRDMA" in self.transport.upper()
+
+
+@dataclass(frozen=True)
+class Path:
+    """What one output's NCCL log says of the path."""
+
+    channels: tuple[Channel, ...] = ()
+    hosts: Mapping[int, str] = field(default_factory=dict)   # NCCL rank -> host
+    nodes: int | None = None          # NCCL's nNodes
+    network: str | None = None        # "Socket", "IB", a plugin's name
+    environment: tuple[str, ...] = ()  # "NCCL_P2P_DISABLE set by environment to 1", ...
+
+    @property
+    def known(self) -> bool:
+        """Whether the output carries NCCL's connection lines at all."""
+        return bool(self.channels)
+
+    def local(self, channel: Channel) -> bool | None:
+        """Whether a channel joins two GPUs of one host (None: not known).  The hosts
+        decide where the log names them: NCCL's own nNodes counts 2 for two ranks of
+        one host that it could join only over the network (seen with P2P and SHM both
+        disabled on 2 x H200), the very case to catch."""
+        source, target = self.hosts.get(channel.source), self.hosts.get(channel.target)
+        if source is not None and target is not None:
+            return source == target
+        return True if self.nodes == 1 else None
+
+    def transports(self, local: bool) -> dict[str, int]:
+        """transport -> channel count, for the channels within a host (or between)."""
+        counts: dict[str, int] = {}
+        for channel in self.channels:
+            if self.local(channel) is local:
+                name = _short(channel.transport)
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    def describe(self) -> str:
+        """One line: "within a host P2P/CUMEM (48 channels); network Socket"."""
+        if not self.known:
+            return ("not shown: the output has no NCCL connection lines (run with "
+                    "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV)")
+        parts = []
+        for local, where in ((True, "within a host"), (False, "between hosts")):
+            counts = self.transports(local)
+            if counts:
+                parts.append(f"{where} " + ", ".join(
+                    f"{name} ({n} channel{'s' * (n != 1)})" for name, n in counts.items()))
+        if self.network:
+            parts.append(f"network {self.network}")
+        return "; ".join(parts)
+
+    def causes(self) -> str:
+        """The environment settings that explain a fallback, quoted from the log."""
+        named = [line for name in _CAUSES for line in self.environment
+                 if line.startswith(name + " ")]
+        return f" ({'; '.join(named)})" if named else ""
+
+
+def _short(transport: str) -> str:
+    """NET/Socket/0 -> NET/Socket; NET/IB/0(1)/GDRDMA -> NET/IB/GDRDMA; P2P as is."""
+    parts = transport.split("/")
+    if parts[0].upper() == "NET":
+        return "/".join(p for p in parts if not re.fullmatch(r"\d+(\(\d+\))?", p))
+    return transport
+
+
+def parse(text: str) -> Path:
+    """The path in ``text`` (an output saved with 2>&1); an empty Path when it has no
+    NCCL connection lines (NCCL_DEBUG unset, or not an NCCL run)."""
+    channels: dict[tuple[int, int, int, str], Channel] = {}
+    hosts: dict[int, str] = {}
+    nodes = network = None
+    environment: list[str] = []
+    for line in text.splitlines():
+        if "NCCL INFO" not in line:
+            found = _TEST_RANK.search(line)
+            if found:
+                hosts.setdefault(int(found.group(1)), found.group(2))
+            continue
+        found = _CHANNEL.search(line)
+        if found:
+            channel = Channel(int(found.group(1)), int(found.group(2)), int(found.group(3)),
+                              found.group(4))
+            channels[(channel.channel, channel.source, channel.target,
+                      channel.transport)] = channel
+            continue
+        found = _COMM.search(line)
+        if found:
+            prefix = _PREFIX.search(line)
+            if prefix:
+                hosts[int(found.group(1))] = prefix.group(1)
+            nodes = int(found.group(3))
+            continue
+        found = _NETWORK.search(line)
+        if found:
+            network = found.group(1)
+            continue
+        found = _ENV.search(line)
+        if found and found.group(1) not in environment:
+            environment.append(found.group(1))
+    return Path(tuple(channels.values()), hosts, nodes, network, tuple(environment))
+
+
+def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
+    """Why the path itself makes the run broken, whatever its number; None when it
+    does not (or when the output does not show the path).
+
+    * GPUs of one host that talked over NET (a socket, or the NIC's loopback) have lost
+      peer access and shared memory alike: always a fault.
+    * On a shape whose GPUs are NVLink-connected (its ``links.nvlink_gbs``), a channel
+      within the host over SHM is a fallback from NVLink to host memory.
+    * Between hosts of a shape with an RDMA cluster network (``network.rdma``), a
+      channel over a socket, or over the NIC without GPUDirect RDMA (no ``GDRDMA``),
+      is not the path OCI's figures were measured on."""
+    if not path.known:
+        return None
+    links = shape_data.get("links") or {}
+    local = [c for c in path.channels if path.local(c)]
+    over_net = [c for c in local if c.kind == "NET"]
+    if over_net:
+        return (f"NCCL connected GPUs of one host over {_short(over_net[0].transport)} "
+                f"(channel {over_net[0].channel:02d}: rank {over_net[0].source} -> "
+                f"{over_net[0].target}), not peer access or shared memory{path.causes()}")
+    over_shm = [c for c in local if c.kind == "SHM"]
+    if over_shm and links.get("nvlink_gbs"):
+        return (f"NCCL connected GPUs of one host over {_short(over_shm[0].transport)} "
+                f"(host memory), though this shape's GPUs are NVLink-connected "
+                f"(links.nvlink_gbs {links['nvlink_gbs']} GB/s): P2P over NVLink expected"
+                f"{path.causes()}")
+    rdma = (shape_data.get("network") or {}).get("rdma")
+    between = [c for c in path.channels if path.local(c) is False]
+    if rdma and between and _nodes(params) > 1:
+        slow = next((c for c in between if c.kind != "NET" or "/IB" not in
+                     c.transport.upper() or not c.gdrdma), None)
+        if slow is not None:
+            return (f"NCCL connected the hosts over {_short(slow.transport)}, not "
+                    f"NET/IB with GPUDirect RDMA (GDRDMA) over the {rdma} cluster network"
+                    f"{path.causes()}")
+    return None
+
+
+def _nodes(params: Mapping[str, Any]) -> int:
+    nodes = params.get("nodes")
+    return nodes if isinstance(nodes, int) else 1

@@ -1,0 +1,135 @@
+"""The path NCCL's traffic took (ocibench.nccl_path) and the three verdict states.
+
+Captures of our own on 2 x H200 (tests/data/nccl_path/README.md): NVLink P2P, SHM
+(``NCCL_P2P_DISABLE=1``) and a TCP socket (``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1``)
+between two GPUs of one host.  Before this module the socket run, at 1 % of NVLink,
+passed on ``local`` and on BM.GPU.H200.8 with no word of the path.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from ocibench import nccl_path, shapes
+from ocibench.commands import evaluate as evaluate_command
+from ocibench.evaluate import evaluate
+from ocibench.metrics import RunVerdict
+
+DATA = Path(__file__).parent / "data" / "nccl_path"
+#: The captures' command line: two ranks of one host, 8 B .. 1 GiB (the socket run to 256 MiB).
+PARAMS = {"nodes": 1, "gpus_per_node": 2, "begin": "8", "end": "1G", "factor": 2}
+
+
+def _capture(name: str) -> str:
+    return (DATA / f"all_reduce_perf.{name}.h200x2.txt").read_text()
+
+
+def _params(name: str) -> dict:
+    return {**PARAMS, "end": "256M"} if name == "socket" else PARAMS
+
+
+@pytest.mark.parametrize("name, transport", [
+    ("p2p_info", "P2P/CUMEM"), ("shm", "SHM/direct/direct"), ("socket", "NET/Socket")])
+def test_the_log_names_each_channel_s_transport(name, transport):
+    path = nccl_path.parse(_capture(name))
+    assert set(path.hosts.values()) == {"vm"}
+    # Over a socket NCCL counts the two ranks of one host as 2 nodes; the hosts decide.
+    assert path.nodes == (2 if name == "socket" else 1)
+    assert set(path.transports(local=True)) == {transport}
+    assert path.transports(local=False) == {}
+    assert transport in path.describe()
+
+
+def test_a_run_without_nccl_s_log_says_the_path_is_not_shown():
+    text = "\n".join(line for line in _capture("p2p_info").splitlines()
+                     if "NCCL INFO" not in line)
+    path = nccl_path.parse(text)
+    assert not path.known
+    assert "NCCL_DEBUG=INFO" in path.describe()
+    assert nccl_path.fault(path, shapes.load("BM.GPU.H200.8").data, PARAMS) is None
+
+
+@pytest.mark.parametrize("shape", ["local", "BM.GPU.H200.8"])
+def test_a_socket_between_gpus_of_one_host_fails_on_every_shape(shape):
+    result = evaluate("nccl_all_reduce_perf", _capture("socket"), shape, _params("socket"))
+    assert result.verdict is RunVerdict.FAIL
+    assert "over NET/Socket" in result.reason
+    assert "NCCL_P2P_DISABLE set by environment to 1" in result.reason
+    assert "NCCL_SHM_DISABLE set by environment to 1" in result.reason
+
+
+def test_shm_fails_where_the_shape_says_its_gpus_are_nvlink_connected():
+    result = evaluate("nccl_all_reduce_perf", _capture("shm"), "BM.GPU.H200.8", PARAMS)
+    assert result.verdict is RunVerdict.FAIL
+    assert "SHM/direct/direct" in result.reason and "NVLink" in result.reason
+    assert "NCCL_P2P_DISABLE set by environment to 1" in result.reason
+
+
+def test_shm_on_local_is_recorded_with_its_path():
+    # local says nothing of NVLink: SHM may be all the machine has.
+    result = evaluate("nccl_all_reduce_perf", _capture("shm"), "local", PARAMS)
+    assert result.verdict is RunVerdict.RECORDED
+    assert "SHM/direct/direct" in result.path
+
+
+def test_nvlink_p2p_is_recorded_on_local_and_unjudged_where_no_figure_matches():
+    local = evaluate("nccl_all_reduce_perf", _capture("p2p_info"), "local", PARAMS)
+    assert local.verdict is RunVerdict.RECORDED and local.ok
+    assert "P2P/CUMEM" in local.path
+    # BM.GPU.H200.8 documents 8 GPUs over 1G..16G: nothing here is comparable.
+    h200 = evaluate("nccl_all_reduce_perf", _capture("p2p_info"), "BM.GPU.H200.8", PARAMS)
+    assert h200.verdict is RunVerdict.UNJUDGED and not h200.ok
+    assert "documents nccl_all_reduce_perf only" in h200.reason
+
+
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser(prog="ocibench evaluate")
+    evaluate_command.register(parser)
+    code = evaluate_command.run(parser.parse_args(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _sets(params: dict) -> list[str]:
+    return [arg for k, v in params.items() for arg in ("--set", f"{k}={v}")]
+
+
+def test_exit_status_is_one_per_state(capsys, tmp_path):
+    """0 recorded (and pass), 1 fail, 3 unjudged -- each with its word."""
+    for name, shape, code, word in [("p2p_info", "local", 0, "RECORDED"),
+                                    ("socket", "local", 1, "FAIL"),
+                                    ("p2p_info", "BM.GPU.H200.8", 3, "UNJUDGED")]:
+        out_file = tmp_path / f"{name}.txt"
+        out_file.write_text(_capture(name))
+        got, out, err = _main(capsys, "nccl_all_reduce_perf", str(out_file), "--shape", shape,
+                              *_sets(_params(name)))
+        assert got == code, (name, shape, out, err)
+        assert out.splitlines()[-1].startswith(word), out
+        assert "path: " in out
+        if code:
+            assert err.startswith(f"ocibench evaluate: {word}: "), err
+            assert len(err.strip().splitlines()) == 1
+
+
+OSU_BW_SMALL = """# OSU MPI Bandwidth Test v7.5
+# Datatype: MPI_CHAR.
+# Size      Bandwidth (MB/s)
+1                       2.85
+2                       5.69
+4                      11.43
+"""
+
+
+def test_a_run_that_compared_nothing_on_a_documented_shape_is_unjudged():
+    """BM.Optimized3.36 documents osu_bw at 256 MiB only: a 1..4-byte run compared
+    nothing and must not say PASS (the values are those of seed 002's shape)."""
+    result = evaluate("osu_bw", OSU_BW_SMALL, "BM.Optimized3.36",
+                      {"buffers": "H-H", "nodes": 2, "sizes": "1:4"})
+    assert all(str(row.verdict) == "no reference" for row in result.rows)
+    assert result.verdict is RunVerdict.UNJUDGED
+    assert "268435456" in result.reason
+    assert evaluate("osu_bw", OSU_BW_SMALL, "local",
+                    {"buffers": "H-H", "nodes": 2, "sizes": "1:4"}).verdict is RunVerdict.RECORDED
