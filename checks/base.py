@@ -10,12 +10,16 @@ the same way:
   no GPU on the machine) is SKIPPED with the reason, never passed.
 * It records provenance: ``python3 -m ocibench.provenance > provenance.json`` runs in
   the job before the benchmark, with the interpreter that runs ReFrame.
-* Sanity is :func:`ocibench.outputs.parse` (the same code that judges hand-run outputs
-  offline) of the job's stderr and stdout, plus the job's exit code; a failed job (a
+* Sanity is :func:`ocibench.evaluate.evaluate` (the same code that judges hand-run
+  outputs offline) of the job's stderr and stdout, plus the job's exit code; a failed job (a
   module tree that is unsafe or a modulefile that does not load, mpirun that cannot
   start, a crash) is reported with the line that says why (:func:`failure_line`).
 * Sanity also refuses a value that cannot be a measurement (zero, above the physical
-  limit of its link or memory): :func:`ocibench.judge.judge` says so, as it does offline.
+  limit of its link or memory): :func:`ocibench.judge.judge` says so, as it does offline;
+  and a run whose NCCL traffic took a wrong path (:mod:`ocibench.nccl_path`).
+* A run the evaluation leaves UNJUDGED fails with "could not judge": the checks run our own command
+  lines, so a run we cannot compare on a shape that documents the check is our defect,
+  never the node's (the sweep maps it to fix-software, never to drain).
 * Performance variables are every value the parse returns, named
   ``<metric>_<key>`` by :func:`ocibench.references.perf_var`; their references come
   from :func:`ocibench.judge.reframe_reference`, with the same bounds as the offline
@@ -46,7 +50,8 @@ from reframe.core.builtins import (
 from reframe.core.exceptions import PerformanceError
 from reframe.core.exceptions import SanityError as ReframeSanityError
 
-from ocibench import judge, outputs, references, shapes, ucx_proto
+from ocibench import evaluate, judge, nccl_path, outputs, references, shapes, ucx_proto
+from ocibench.metrics import RunVerdict
 from ocibench.reframe_launchers import INTELMPI
 
 PROVENANCE_FILE = "provenance.json"
@@ -371,12 +376,17 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         code = self.job.exitcode
         if code != 0:
             raise ReframeSanityError(f"job exit code {code}: {self._why_failed()}")
-        measured = self.measurement()
-        rows = judge.judge_run(self._shape(), self.check_name, self.run_params(),
-                               measured.series(), measured.units())
-        impossible = next((row.failure() for row in rows if row.implausible), None)
+        self.measurement()   # the parse's own refusal, as the performance stage sees it
+        result = evaluate.evaluate(self.check_name, self._output(), self._shape(),
+                                   self.run_params())
+        if result.sanity or result.path_fault:
+            raise ReframeSanityError(result.reason)
+        impossible = next((row.failure() for row in result.rows if row.implausible), None)
         if impossible:
             raise ReframeSanityError(impossible)
+        if result.verdict is RunVerdict.UNJUDGED:
+            raise ReframeSanityError(f"could not judge: {result.reason}")
+        # A figure that missed is left to the performance stage, which logs its values.
         return True
 
     def _shape(self) -> shapes.Shape:
@@ -487,6 +497,10 @@ class EveryGpuCheck(OcibenchCheck):
         self.valid_systems = [f"+gpu {where}", "local"]
 
     def one_rank_per_gpu(self, extras: dict[str, Any]) -> None:
+        # NCCL's log names the transport of every channel: the path the figure took
+        # is judged with it (ocibench.nccl_path), a few hundred lines per run.
+        for name, value in nccl_path.DEBUG_ENV.items():
+            self.export(name, value)
         self.need_nodes(self.nodes)
         # In one node a collective needs two GPUs to be one; across nodes one each.
         self.need_gpus(2 if self.nodes == 1 else 1)

@@ -9,11 +9,14 @@ passed on ``local`` and on BM.GPU.H200.8 with no word of the path.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 from pathlib import Path
 
 import pytest
 
-from ocibench import nccl_path, shapes
+from ocibench import cli, nccl_path, shapes
 from ocibench.commands import evaluate as evaluate_command
 from ocibench.evaluate import evaluate
 from ocibench.metrics import RunVerdict
@@ -133,3 +136,44 @@ def test_a_run_that_compared_nothing_on_a_documented_shape_is_unjudged():
     assert "268435456" in result.reason
     assert evaluate("osu_bw", OSU_BW_SMALL, "local",
                     {"buffers": "H-H", "nodes": 2, "sizes": "1:4"}).verdict is RunVerdict.RECORDED
+
+
+def _ocibench(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(list(argv))
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_the_report_shows_each_state_apart_and_never_counts_unjudged_as_pass(tmp_path):
+    """evaluate --json of a fail (socket), an unjudged (P2P on H200.8, sizes not
+    documented) and a recorded (P2P on local) run, read back by the report."""
+    inputs = []
+    for name, shape in [("socket", "BM.GPU.H200.8"), ("p2p_info", "BM.GPU.H200.8"),
+                        ("p2p_info", "local")]:
+        out_file = tmp_path / f"{name}.{shape}.txt"
+        out_file.write_text(_capture(name))
+        status, out, _err = _ocibench("evaluate", "nccl_all_reduce_perf", str(out_file),
+                                      "--shape", shape, "--json", *_sets(_params(name)))
+        data = json.loads(out)
+        assert status == {"fail": 1, "unjudged": 3, "recorded": 0}[data["verdict"]]
+        inputs.append(tmp_path / f"{name}.{shape}.json")
+        inputs[-1].write_text(out)
+    status, out, err = _ocibench("report", *map(str, inputs), "-o", str(tmp_path / "r"))
+    assert status == 0, err
+    assert "runs: 0 pass, 1 fail, 1 unjudged, 1 recorded, 0 skipped" in out
+    summary = json.loads((tmp_path / "r" / "report.json").read_text())
+    verdicts = sorted(r["verdict"] for s in summary["shapes"].values() for r in s["results"])
+    assert verdicts == ["fail", "recorded", "unjudged"]
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "unjudged</b>, neither passed nor failed" in page
+    # The stored verdict is re-derived, never trusted: an unjudged input claiming pass.
+    forged = json.loads(inputs[1].read_text())
+    forged["verdict"], forged["ok"] = "pass", True
+    inputs[1].write_text(json.dumps(forged))
+    status, out, _err = _ocibench("report", str(inputs[1]), "-o", str(tmp_path / "f"))
+    assert "1 unjudged" in out
+    forged_summary = json.loads((tmp_path / "f" / "report.json").read_text())
+    [result] = forged_summary["shapes"]["BM.GPU.H200.8"]["results"]
+    assert result["verdict"] == "unjudged"
+    assert result["disagreements"] == ["the input says 'pass', re-judged 'unjudged'"]

@@ -8,7 +8,7 @@ hand-run output and a ReFrame run of the same command get the same verdict.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,15 +48,8 @@ class Evaluation:
         """PASS only when something was compared and held; FAIL when a compared figure
         missed or the run proved broken; UNJUDGED when nothing could be compared on a
         shape that documents the check; RECORDED on a shape that documents none."""
-        if self.sanity or self.path_fault:
-            return RunVerdict.FAIL
-        if any(row.verdict is Verdict.FAIL for row in self.rows):
-            return RunVerdict.FAIL
-        if self.unjudged:
-            return RunVerdict.UNJUDGED
-        if any(row.verdict is not Verdict.NO_REFERENCE for row in self.rows):
-            return RunVerdict.PASS
-        return RunVerdict.RECORDED if not self.documented else RunVerdict.UNJUDGED
+        return run_verdict(self.rows, broken=bool(self.sanity or self.path_fault),
+                           unjudged=self.unjudged, documented=self.documented)
 
     @property
     def ok(self) -> bool:
@@ -100,6 +93,27 @@ class Evaluation:
         }
 
 
+def run_verdict(rows: Iterable[Row], *, broken: bool, unjudged: str | None,
+                documented: bool) -> RunVerdict:
+    """The one rule from a run's judged rows to its verdict (evaluate, the report):
+    broken or any row failed -> FAIL; else a reason it could not be judged, or no row
+    compared with anything -> UNJUDGED (RECORDED on a shape that documents nothing
+    for the check); else PASS: something was compared, and everything compared held."""
+    rows = list(rows)
+    if broken or any(row.verdict is Verdict.FAIL for row in rows):
+        return RunVerdict.FAIL
+    if unjudged:
+        return RunVerdict.UNJUDGED
+    if any(row.verdict is not Verdict.NO_REFERENCE for row in rows):
+        return RunVerdict.PASS
+    return RunVerdict.UNJUDGED if documented else RunVerdict.RECORDED
+
+
+def documents(shape: shapes.Shape, check: str) -> bool:
+    """Whether ``shape`` documents any figure of ``check``."""
+    return any(figure["check"] == check for figure in shape.figures)
+
+
 def evaluate(check: str, text: str, shape: shapes.Shape | str,
              params: Mapping[str, Any],
              lacking: Collection[str] | Mapping[str, str] = ()) -> Evaluation:
@@ -114,7 +128,7 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     notes = _notes(shape, check, resolved, figures)
     facts = judge.Facts(absent=dict(judge.Facts.of(lacking).absent),
                         tables=tuple(ucx_proto.parse(text)))
-    documented = any(f["check"] == check for f in shape.figures)
+    documented = documents(shape, check)
     path = path_fault = None
     if checkspec.CHECKS[check].collective == "nccl":
         # The path is judged even where the numbers cannot be: a socket between two

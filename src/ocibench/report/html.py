@@ -92,6 +92,7 @@ def _data_uri(path: Path) -> str:
 def _result(result: Result) -> dict[str, Any]:
     return {
         "name": result.name, "check": result.check, "ok": result.ok,
+        "verdict": str(result.verdict),
         "reason": result.reason or "no reason given", "notes": result.notes,
         "disagreements": result.disagreements,
         "origin": result.origin,

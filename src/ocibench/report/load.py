@@ -16,12 +16,15 @@ differs from that, the result keeps the re-judged one and says so in ``disagreem
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from ocibench import checkspec, judge, metrics, outputs, preflight, references, shapes, ucx_proto
+from ocibench import evaluate as evaluation
+from ocibench.metrics import RunVerdict
 from ocibench.report.model import FAMILIES, Result, Row
 
 PROVENANCE_FILE = "provenance.json"
@@ -129,17 +132,39 @@ def _evaluation_result(path: Path, data: dict[str, Any],
                                  f"{stored!r}, re-judged {str(row.verdict)!r}")
     # The sanity verdict cannot be re-run without the output: an evaluation that failed
     # sanity has no rows and its reason; one that passed has rows to re-judge.
-    sanity = data.get("sanity") or (None if data["rows"] else data.get("reason"))
-    ok = not sanity and all(row.verdict is not judge.Verdict.FAIL for row in rows)
-    if "ok" in data and bool(data["ok"]) != ok:
-        disagreements.append(f"the input says ok={bool(data['ok'])}, re-judged ok={ok}")
+    # The sanity verdict and the NCCL path cannot be re-run without the output: an
+    # evaluation that failed sanity has no rows and its reason; one that passed has rows
+    # to re-judge.  An input without "unjudged" (from before the three states) has none.
+    unjudged = data.get("unjudged") or None
+    sanity = data.get("sanity") or (None if data["rows"] or unjudged else data.get("reason"))
+    path_fault = data.get("path_fault") or None
+    verdict = evaluation.run_verdict(rows, broken=bool(sanity or path_fault),
+                                     unjudged=unjudged,
+                                     documented=evaluation.documents(shape, check))
+    stored = data.get("verdict")
+    if stored is not None and str(stored) != str(verdict):
+        disagreements.append(f"the input says {stored!r}, re-judged {str(verdict)!r}")
+    elif stored is None and "ok" in data and bool(data["ok"]) != (
+            verdict in (RunVerdict.PASS, RunVerdict.RECORDED)):
+        disagreements.append(f"the input says ok={bool(data['ok'])}, re-judged {verdict}")
     return Result(
-        check=check, shape=shape.name, params=params, rows=rows, ok=ok,
-        reason=sanity or judge.first_failure(rows),
+        check=check, shape=shape.name, params=params, rows=rows, verdict=verdict,
+        reason=(sanity or path_fault or judge.first_failure(rows)
+                or (unjudged or "no documented figure was compared"
+                    if verdict is RunVerdict.UNJUDGED else None)),
         notes=[str(n) for n in data.get("notes") or []], disagreements=disagreements,
         origin=str(path), name=f"{check}: evaluation of {Path(str(data.get('file') or path)).name}",
         provenance=_provenance(provenance, shape=shape.name),
     )
+
+
+#: How checks/base.py words a run it could not judge (ReFrame adds its own prefix).
+_COULD_NOT_JUDGE = re.compile(r"could not judge: (.*)", re.DOTALL)
+
+
+def _could_not_judge(fail_reason: Any) -> str | None:
+    found = _COULD_NOT_JUDGE.search(fail_reason) if isinstance(fail_reason, str) else None
+    return f"could not judge: {found.group(1).strip()}" if found else None
 
 
 @cache
@@ -252,12 +277,20 @@ def _testcase_result(path: Path, case: dict[str, Any],
             rows.append(judge.judge(shape, figures, metric, _key(key), value, unit, facts))
     skipped = case.get("result") == "skip"
     passed = case.get("result") == "pass"
-    ok = passed and all(row.verdict is not judge.Verdict.FAIL for row in rows)
     # A missed figure: its line as judged here, whose cause also draws on the run's
     # preflight (which the live check cannot see); any other failure: ReFrame's.
     reason = judge.first_failure(rows) or case.get("fail_reason") or None
+    # The live check fails a run it could not judge with "could not judge: <why>"
+    # (checks/base.py): that is UNJUDGED here, never the node's failure.
+    unjudged = _could_not_judge(case.get("fail_reason"))
+    verdict = evaluation.run_verdict(rows, broken=not passed and not unjudged and not skipped,
+                                     unjudged=unjudged,
+                                     documented=evaluation.documents(shape, check))
+    ok = verdict in (RunVerdict.PASS, RunVerdict.RECORDED)
+    if unjudged and not judge.first_failure(rows):
+        reason = unjudged
     return Result(
-        check=check, shape=shape.name, params=params, rows=rows, ok=ok,
+        check=check, shape=shape.name, params=params, rows=rows, verdict=verdict,
         # a skip's reason is the check's own record (checks/base.py, skip_reason)
         reason=(variables.get("skip_reason") or None) if skipped else reason,
         skipped=skipped,

@@ -11,7 +11,7 @@ from typing import Any
 
 from ocibench import ceilings as node_ceilings
 from ocibench.judge import Row
-from ocibench.metrics import VERDICTS
+from ocibench.metrics import RUN_VERDICTS, VERDICTS, RunVerdict
 
 __all__ = ["FAMILIES", "VERDICTS", "Result", "Row", "size_text", "status_counts",
            "verdict_counts"]
@@ -40,7 +40,8 @@ class Result:
     shape: str
     params: dict[str, Any]
     rows: list[Row]
-    ok: bool
+    #: PASS, FAIL, UNJUDGED or RECORDED, as ocibench.evaluate.run_verdict re-derives it.
+    verdict: RunVerdict
     reason: str | None
     origin: str                    # the input file, and the test case within it
     name: str
@@ -60,6 +61,11 @@ class Result:
                                 self.ceilings)
 
     @property
+    def ok(self) -> bool:
+        """Nothing failed and nothing was left unjudged."""
+        return not self.skipped and self.verdict in (RunVerdict.PASS, RunVerdict.RECORDED)
+
+    @property
     def family(self) -> str:
         return FAMILIES[self.check]
 
@@ -70,6 +76,7 @@ class Result:
             "family": self.family,
             "shape": self.shape,
             "params": self.params,
+            "verdict": "skipped" if self.skipped else str(self.verdict),
             "ok": self.ok,
             "skipped": self.skipped,
             "reason": self.reason,
@@ -93,11 +100,11 @@ def size_text(size: float) -> str:
 
 
 def status_counts(results: list[Result]) -> dict[str, int]:
-    """Test cases (or evaluations) that passed, did not pass, or were skipped."""
-    skipped = sum(r.skipped for r in results)
-    passed = sum(r.ok for r in results)
-    return {"passed": passed, "not passed": len(results) - passed - skipped,
-            "skipped": skipped}
+    """Test cases (or evaluations) per verdict -- UNJUDGED apart from pass and fail --
+    and those skipped."""
+    counts = {str(v): sum(not r.skipped and r.verdict is v for r in results)
+              for v in RUN_VERDICTS}
+    return {**counts, "skipped": sum(r.skipped for r in results)}
 
 
 def verdict_counts(results: list[Result]) -> dict[str, int]:
