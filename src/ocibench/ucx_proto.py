@@ -239,10 +239,15 @@ def size_words(size: int) -> str:
 
 @dataclass(frozen=True)
 class Taken:
-    """What the messages of one size and memory type took, in one run."""
+    """What the messages of one size and memory type took, in one run.  ``role``: the
+    tagged send that carries the message ("tagged send"), or, for a rendezvous, the
+    phase that moves its data: "data send" on the sender, "data fetch" on the receiver
+    (UCX 1.16+ print those tables; the tagged send's lane then carries only the
+    rendezvous' control, not the bytes)."""
 
     memory: str
     route: Route
+    role: str = "tagged send"
 
 
 def taken(tables: Iterable[Table], size: int, memories: Iterable[str],
@@ -262,8 +267,29 @@ def taken(tables: Iterable[Table], size: int, memories: Iterable[str],
             if route.covers(size):   # each process prints its own: one of each
                 found.setdefault((table.memory, route.protocol, route.lanes), route)
     order = {m: i for i, m in enumerate(wanted)}
-    return [Taken(key[0], route) for key, route in
-            sorted(found.items(), key=lambda item: order[item[0][0]])]
+    sends = [Taken(key[0], route) for key, route in
+             sorted(found.items(), key=lambda item: order[item[0][0]])]
+    if not any("rendezvous" in t.route.protocol for t in sends):
+        return sends
+    # A rendezvous moves its bytes in a data phase with tables of its own: 256 MiB H-D
+    # goes over cuda_ipc there, though the tagged send's row names cma (2 x H200).
+    data: dict[tuple[str, str, str, tuple[str, ...]], Taken] = {}
+    for table in tables:
+        role = _DATA_ROLE.match(table.selection)
+        if not role or table.memory not in wanted or table.locality == "self":
+            continue
+        if want and table.locality not in (None, want):
+            continue
+        for route in table.routes:
+            if route.covers(size):
+                key = (f"data {role.group(1)}", table.memory, route.protocol, route.lanes)
+                data.setdefault(key, Taken(table.memory, route, key[0]))
+    return sends + sorted(data.values(), key=lambda t: (t.role != "data send", order[t.memory]))
+
+
+#: "rendezvous data send(multi) from host memory to cuda/dev[1]", "rendezvous data
+#: fetch(multi) into cuda/GPU1 from host" (UCX 1.16+, src/ucp/proto/proto_debug.c).
+_DATA_ROLE = re.compile(r"rendezvous data (send|fetch)\b")
 
 
 def named_transports(tables: Iterable[Table]) -> set[str]:
@@ -272,9 +298,15 @@ def named_transports(tables: Iterable[Table]) -> set[str]:
 
 
 def describe(size: int, routes: list[Taken]) -> str:
-    """"1-byte messages from cuda memory went eager copy-in copy-out over sysv/memory"."""
-    parts = [f"from {t.memory} memory went {t.route.text()}" for t in routes]
-    return f"{size_words(size)} messages " + "; ".join(parts)
+    """"1-byte messages from cuda memory went eager copy-in copy-out over sysv/memory";
+    a rendezvous' data phase after it ("their data: sent from host memory by pipeline
+    cuda_copy, ... over cuda_ipc/cuda")."""
+    parts = [f"from {t.memory} memory went {t.route.text()}" for t in routes
+             if t.role == "tagged send"]
+    phases = [f"{'sent from' if t.role == 'data send' else 'fetched into'} {t.memory} "
+              f"memory by {t.route.text()}" for t in routes if t.role != "tagged send"]
+    text = f"{size_words(size)} messages " + "; ".join(parts)
+    return text + (f"; their data: {'; '.join(phases)}" if phases else "")
 
 
 def lacks(capability: str, routes: list[Taken], tables: list[Table]) -> str | None:
