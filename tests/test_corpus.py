@@ -1,0 +1,80 @@
+"""Outputs that others published (tests/data/corpus, listed in its index.yaml) are read to
+the figures they print, or are refused or left unjudged for the reason the index names.
+
+Every entry is judged on ``local``, which documents no figure: a sane output there is
+RECORDED, so what is tested is the reading of the output, not OCI's figures.
+tests/data/corpus/README.md says how an entry's expectation is written.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ocibench import checkspec
+from ocibench.evaluate import evaluate
+from ocibench.metrics import RunVerdict
+
+CORPUS = Path(__file__).parent / "data" / "corpus"
+INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text())["entries"]
+
+#: GB/s per unit, for a figure the output prints in another unit than the parser's rows.
+#: perftest's "MB/sec" is 2^20 bytes a second (perftest_parameters.h: #define MEGA 1048576),
+#: which the index writes as MiB/s.
+GBS_PER_UNIT = {"MB/s": 1e-3, "MiB/s": 2**20 / 1e9, "GB/s": 1.0, "Gb/s": 0.125}
+
+
+def _convert(value: float, unit: str, to: str) -> float:
+    if unit == to:
+        return value
+    return value * GBS_PER_UNIT[unit] / GBS_PER_UNIT[to]
+
+
+def _text(entry: dict[str, Any]) -> str:
+    # bytes as published: CRLF and trailing blanks stay what they were
+    return (CORPUS / entry["file"]).read_bytes().decode()
+
+
+def test_index_lists_every_file_once_with_its_source() -> None:
+    files = [entry["file"] for entry in INDEX]
+    assert len(files) == len(set(files)), "a file is listed twice"
+    on_disk = {str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.txt")}
+    assert set(files) == on_disk, "index.yaml and the files differ"
+    for entry in INDEX:
+        assert entry.get("source"), f"{entry['file']}: no source"
+        assert entry["check"] in checkspec.CHECKS, f"{entry['file']}: unknown check"
+        expect = entry["expect"]
+        assert len(set(expect) & {"figures", "unjudged", "refused"}) == 1, entry["file"]
+
+
+def test_corpus_spans_the_benchmarks() -> None:
+    assert len(INDEX) >= 45
+    kinds = {entry["file"].split("/")[0] for entry in INDEX}
+    assert {"nccl-tests", "osu", "imb", "stream", "perftest"} <= kinds
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[entry["file"] for entry in INDEX])
+def test_published_output(entry: dict[str, Any]) -> None:
+    name, check, expect = entry["file"], entry["check"], entry["expect"]
+    ev = evaluate(check, _text(entry), "local", entry.get("params") or {})
+    if "figures" in expect:
+        assert ev.verdict is RunVerdict.RECORDED, f"{name}: {ev.verdict}: {ev.reason}"
+        metric = expect.get("metric", checkspec.CHECKS[check].metric)
+        rows = {row.key: row for row in ev.rows if row.metric == metric}
+        for key, value in expect["figures"].items():
+            assert key in rows, f"{name}: no {metric} row for {key!r}; rows: {sorted(rows, key=str)}"
+            row = rows[key]
+            want = _convert(value, expect.get("unit", row.unit), row.unit)
+            assert row.measured is not None and math.isclose(row.measured, want, rel_tol=1e-6), \
+                f"{name}: {key!r} read as {row.measured} {row.unit}, printed {value}"
+        return
+    state, words = next((s, expect[s]) for s in ("unjudged", "refused") if s in expect)
+    # "unjudged" and "refused" say what the index expects; either state holds, as long
+    # as the output is never passed or recorded as sane and the reason names the cause.
+    assert ev.verdict in (RunVerdict.UNJUDGED, RunVerdict.FAIL), \
+        f"{name}: {ev.verdict} ({state} expected: {words!r})"
+    assert words in (ev.reason or ""), f"{name}: reason {ev.reason!r} lacks {words!r}"
