@@ -2,24 +2,49 @@
 
 A module tree is shared by every user of a cluster, and a modulefile is a Lua program
 that Lmod runs in the shell of whoever loads it (``os.execute`` included).  Whoever can
-write a modulefile, or a directory above one, can therefore run commands as every user
-who runs ``module load`` or a check.  A tree is safe when only its owner can change it:
+change a modulefile, or anything on the way to one, can therefore run commands as every
+user who runs ``module load`` or a check - as root, when root runs them.
 
-* no file or directory in it is writable by group or others;
-* everything in it belongs to the tree's owner (the owner of its top directory) or to
-  root (who can change any file anyway);
-* no directory above it lets another user replace it: each is owned by root or the
-  tree's owner and not writable by group or others, unless its sticky bit is set
-  (``/tmp``: others may create entries there but not rename or remove the tree);
-* a tree that does not exist yet (a ``MODULEPATH`` entry) has no directory above it
-  where others may create it.
+Who may own what: root, and the user running the audit (who is the user that then
+loads the modules: the audit runs in the job, just before ``module use``).  Nobody
+else.  A tree installed by another unprivileged user is refused even when that user
+meant no harm: between the audit and the load they could change it, and what they put
+there would run as the loader.
 
-Symbolic links are followed, as Lmod follows them, and their targets audited.
+A tree is safe when nobody but root and the caller can change what Lmod will read:
+
+* **In the tree** (the top directory, everything below it, and everything a link in
+  it leads to, directories listed in full as Lmod lists them): every file and
+  directory is owned by root or the caller and writable by neither group nor others.
+  The sticky bit does not help here: it still lets others *create* entries, and a new
+  ``openmpi/9.9.lua`` in a listed directory is loaded as the default version.
+* **On the way** (every directory and link from ``/`` down to the top, and to each
+  link's target, followed component by component as the kernel does): every one is
+  owned by root or the caller, and a directory holding the next component is not
+  writable by group or others - unless it is sticky (``/tmp``).  Only the one named
+  entry matters on the way, and in a sticky directory an entry can be renamed or
+  removed by its owner, the directory's owner and root only (``unlink(2)``, EPERM):
+  since both owners are root or the caller, nobody else can replace it.
+* **Could not judge is unsafe**: an entry that cannot be read or listed, a link whose
+  target does not exist, more than 40 links in one lookup (a loop), a link back to a
+  directory above it, anything but files, directories and links.
+* A tree that does not exist yet (a ``MODULEPATH`` entry) is safe only where nobody
+  else can create it: its nearest existing directory is not writable by group or
+  others, sticky or not.
+
+Group and others write bits are enough to read POSIX ACLs too: with an ACL the group
+bits are the mask, which bounds every named user and group entry (``acl(5)``).
+
+Audit and load cannot be raced because of the first rule: the audit refuses any tree
+that anyone but root and the caller can change, so what it judged is what Lmod reads.
+And the audit itself cannot be fooled by a change during its walk: it walks from
+``/`` through entries only root and the caller can change, so the first entry another
+user controls is always reached, and reported, whatever that user does to it.
 
 ``ocibench audit-modules`` runs :func:`audit` on a shape's tree and every
 ``MODULEPATH`` entry; every ReFrame job runs ``python3 -m ocibench.module_audit``
-before its first ``module use`` (see :mod:`ocibench.reframe_site`), so a check whose
-tree is unsafe fails, naming the path, without loading anything from it.
+before its first ``module use`` (:func:`ocibench.reframe_site.module_use_cmds`), so a
+check whose tree is unsafe fails, naming the path, without loading anything from it.
 """
 
 from __future__ import annotations
@@ -28,11 +53,14 @@ import os
 import pwd
 import stat
 import sys
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
+from pathlib import Path, PurePath
 
 #: Write permission for the group or others.
 _SHARED_WRITE = stat.S_IWGRP | stat.S_IWOTH
+
+#: Linux gives up a lookup after 40 links (MAXSYMLINKS, include/linux/namei.h): ELOOP.
+MAX_LINKS = 40
 
 
 def _who(uid: int) -> str:
@@ -49,86 +77,221 @@ def _writable_by(mode: int) -> str | None:
     return " and ".join(who) or None
 
 
-def _entry(path: Path, info: os.stat_result, owner: int, top: Path) -> Iterator[str]:
-    kind = "directory" if stat.S_ISDIR(info.st_mode) else "file"
-    writable = _writable_by(info.st_mode)
-    if writable:
-        yield (f"{path}: {kind} writable by {writable} (mode {stat.S_IMODE(info.st_mode):04o}; "
-               f"chmod go-w)")
-    if info.st_uid not in (owner, 0):
-        yield (f"{path}: {kind} owned by {_who(info.st_uid)}, not by {_who(owner)} "
-               f"who owns the tree {top}")
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "directory" if stat.S_ISDIR(mode) else "file"
 
 
-def _ancestors(top: Path, owner: int) -> Iterator[str]:
-    """Directories above ``top`` (and above what it links to) where another user
-    could replace it."""
-    parents = list(top.parents) + [p for p in top.resolve().parents if p not in top.parents]
-    for parent in parents:
-        try:
-            info = parent.stat()
-        except OSError as err:
-            yield f"{parent}: directory above the tree {top} cannot be read ({err.strerror})"
-            continue
+def _shown(shown: Path, real: Path) -> str:
+    """A path as found in the tree, and where it really is when a link led elsewhere."""
+    return str(shown) if shown == real else f"{shown} -> {real}"
+
+
+class _Found:
+    """What a lookup reached: its real path (no link in it) and its lstat."""
+
+    def __init__(self, real: Path, info: os.stat_result) -> None:
+        self.real, self.info = real, info
+
+
+class _Missing:
+    """A lookup that reached a name that does not exist, in an existing directory."""
+
+    def __init__(self, entry: Path, parent: Path, parent_info: os.stat_result) -> None:
+        self.entry, self.parent, self.parent_info = entry, parent, parent_info
+
+
+class _Audit:
+    """One audit: its problems, each a line naming its path, in the order found, once."""
+
+    def __init__(self) -> None:
+        self.caller = os.geteuid()
+        self.problems: dict[str, None] = {}
+
+    def add(self, line: str) -> None:
+        # A file name that is not UTF-8 must not make the report itself fail to print.
+        self.problems.setdefault(line.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+    def owner(self, path: str, info: os.stat_result) -> None:
+        if info.st_uid in (0, self.caller):
+            return
+        allowed = ("root (who runs this audit)" if self.caller == 0
+                   else f"root and {_who(self.caller)}, who runs this audit,")
+        self.add(f"{path}: {_kind(info.st_mode)} owned by {_who(info.st_uid)}; only "
+                 f"{allowed} may own what Lmod loads: they can change it")
+
+    def on_the_way(self, parent: Path, info: os.stat_result, entry: Path) -> None:
+        """``entry`` lies in ``parent``: can another user replace it there?"""
         writable = _writable_by(info.st_mode)
         if writable and not info.st_mode & stat.S_ISVTX:
-            yield (f"{parent}: directory above the tree {top} is writable by {writable} "
-                   f"(mode {stat.S_IMODE(info.st_mode):04o}): they can replace the tree")
-        if info.st_uid not in (owner, 0):
-            yield (f"{parent}: directory above the tree {top} is owned by "
-                   f"{_who(info.st_uid)}, not by root or {_who(owner)}")
+            self.add(f"{parent}: directory writable by {writable} without the sticky bit "
+                     f"(mode {stat.S_IMODE(info.st_mode):04o}): they can replace {entry}")
+
+    def in_tree(self, path: str, info: os.stat_result) -> None:
+        """A file or directory Lmod reads or lists: only its owner may write it."""
+        writable = _writable_by(info.st_mode)
+        if writable:
+            self.add(f"{path}: {_kind(info.st_mode)} writable by {writable} "
+                     f"(mode {stat.S_IMODE(info.st_mode):04o}; chmod go-w)")
+
+    def lookup(self, path: Path) -> _Found | _Missing | None:
+        """Follow ``path`` (absolute) from ``/`` one component at a time, links
+        included, as the kernel does (path_resolution(7)), judging every directory and
+        link on the way; None when it stopped on a problem (already added)."""
+        root = Path("/")
+        try:
+            root_info = os.lstat(root)
+        except OSError as err:
+            self.add(f"/: cannot be read ({err.strerror})")
+            return None
+        self.owner("/", root_info)
+        current, info = root, root_info
+        pending = list(path.parts[1:])
+        links = 0
+        while pending:
+            name = pending.pop(0)
+            if name == "..":
+                # ``current`` holds no link (every one was replaced by its target),
+                # so its lexical parent is its real parent, already judged.
+                current = current.parent
+                try:
+                    info = os.lstat(current)
+                except OSError as err:
+                    self.add(f"{current}: cannot be read ({err.strerror}), on the way to {path}")
+                    return None
+                continue
+            entry = current / name
+            # Before looking: whether the name is there or not, others who may write
+            # its directory can put something else there.
+            self.on_the_way(current, info, entry)
+            try:
+                entry_info = os.lstat(entry)
+            except FileNotFoundError:
+                return _Missing(entry, current, info)
+            except OSError as err:
+                self.add(f"{entry}: cannot be read ({err.strerror}), on the way to {path}")
+                return None
+            self.owner(str(entry), entry_info)
+            if stat.S_ISLNK(entry_info.st_mode):
+                links += 1
+                if links > MAX_LINKS:
+                    self.add(f"{path}: more than {MAX_LINKS} links to follow, the last "
+                             f"{entry} (a loop of symbolic links)")
+                    return None
+                try:
+                    target = PurePath(os.readlink(entry))
+                except OSError as err:
+                    self.add(f"{entry}: link cannot be read ({err.strerror})")
+                    return None
+                pending = list(target.parts) + pending
+                if target.is_absolute():
+                    pending.pop(0)
+                    current, info = root, root_info
+                continue
+            if pending and not stat.S_ISDIR(entry_info.st_mode):
+                self.add(f"{entry}: not a directory, on the way to {path}")
+                return None
+            current, info = entry, entry_info
+        return _Found(current, info)
+
+    def tree(self, top: Path) -> None:
+        found = self.lookup(top)
+        if found is None:
+            return
+        if isinstance(found, _Missing):
+            self.missing(top, found)
+            return
+        # (path as shown, real path, lstat of the real path, directories above it)
+        stack = [(top, found.real, found.info, frozenset[tuple[int, int]]())]
+        listed: set[tuple[int, int]] = set()
+        while stack:
+            shown, real, info, above = stack.pop()
+            where = _shown(shown, real)
+            key = (info.st_dev, info.st_ino)
+            if stat.S_ISREG(info.st_mode):
+                self.in_tree(where, info)
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                self.add(f"{where}: neither a file nor a directory "
+                         f"(mode {stat.filemode(info.st_mode)})")
+                continue
+            if key in above:
+                self.add(f"{where}: a directory above itself (a loop of links)")
+                continue
+            if key in listed:   # reached twice through links: judged once
+                continue
+            listed.add(key)
+            self.in_tree(where, info)
+            try:
+                names = sorted(os.listdir(real))
+            except OSError as err:
+                self.add(f"{where}: cannot be listed ({err.strerror})")
+                continue
+            items = [self.entry(shown / name, real / name) for name in names]
+            # reversed: the stack pops them in sorted order
+            stack.extend((*item, above | {key}) for item in reversed(items) if item)
+
+    def entry(self, shown: Path, real: Path) -> tuple[Path, Path, os.stat_result] | None:
+        """An entry of a listed directory, its link followed to the end."""
+        try:
+            info = os.lstat(real)
+        except OSError as err:
+            self.add(f"{_shown(shown, real)}: cannot be read ({err.strerror})")
+            return None
+        if not stat.S_ISLNK(info.st_mode):
+            self.owner(_shown(shown, real), info)
+            return shown, real, info
+        found = self.lookup(real)   # judges the link itself too
+        if isinstance(found, _Missing):
+            self.add(f"{shown}: a link to {found.entry}, which does not exist")
+            return None
+        return None if found is None else (shown, found.real, found.info)
+
+    def missing(self, top: Path, found: _Missing) -> None:
+        if os.path.islink(top):
+            self.add(f"{top}: a link to {found.entry}, which does not exist")
+            return
+        # Not there (yet): safe while nobody else can create it, the sticky bit or not.
+        writable = _writable_by(found.parent_info.st_mode)
+        if writable:
+            self.add(f"{top}: does not exist, and {found.parent} is writable by {writable} "
+                     f"(mode {stat.S_IMODE(found.parent_info.st_mode):04o}): "
+                     "anyone there can create it")
 
 
-def _missing(top: Path) -> Iterator[str]:
-    """A tree that does not exist: whoever may create it could fill it."""
-    existing = next(p for p in top.parents if p.exists())
-    info = existing.stat()
-    writable = _writable_by(info.st_mode)
-    if writable:
-        yield (f"{top}: does not exist, and {existing} is writable by {writable} "
-               f"(mode {stat.S_IMODE(info.st_mode):04o}): anyone there can create it")
+def _absolute(path: Path) -> Path:
+    """Relative to the working directory, which is judged with the rest; not
+    normalised: "link/.." is the link target's parent, not the link's directory."""
+    return path if path.is_absolute() else Path(os.getcwd()) / path
 
 
 def audit_tree(top: Path) -> list[str]:
     """Every problem of one tree, each a line naming its path; [] when it is safe."""
-    top = Path(os.path.abspath(top))
-    if not top.exists():
-        return list(_missing(top))
-    owner = top.stat().st_uid
-    problems = list(_ancestors(top, owner))
-    seen: set[tuple[int, int]] = set()
-    stack = [top]
-    while stack:
-        path = stack.pop()
-        try:
-            info = path.stat()   # follows links, as Lmod does
-        except OSError as err:
-            problems.append(f"{path}: cannot be read ({err.strerror})")
-            continue
-        if (info.st_dev, info.st_ino) in seen:
-            continue
-        seen.add((info.st_dev, info.st_ino))
-        problems.extend(_entry(path, info, owner, top))
-        if stat.S_ISDIR(info.st_mode):
-            try:
-                stack.extend(sorted(path.iterdir(), reverse=True))
-            except OSError as err:
-                problems.append(f"{path}: cannot be listed ({err.strerror})")
-    return problems
+    checker = _Audit()
+    try:
+        checker.tree(_absolute(Path(top)))
+    except OSError as err:   # getcwd: the working directory was removed
+        checker.add(f"{top}: the working directory cannot be read ({err.strerror})")
+    return list(checker.problems)
 
 
 def audit(trees: Iterable[Path]) -> list[str]:
     """The problems of every tree, trees inside another listed tree audited once."""
     unique: list[Path] = []
-    for tree in (Path(os.path.abspath(t)) for t in trees):
+    for tree in trees:
+        try:
+            tree = _absolute(Path(tree))
+        except OSError:
+            pass   # audit_tree says so
         if tree not in unique:
             unique.append(tree)
     inside = {t for t in unique for other in unique if other != t and other in t.parents}
-    problems: list[str] = []
+    problems: dict[str, None] = {}
     for tree in unique:
         if tree not in inside:
-            problems.extend(audit_tree(tree))
-    return problems
+            problems.update(dict.fromkeys(audit_tree(tree)))
+    return list(problems)
 
 
 def modulepath_entries(environ: dict[str, str] | None = None) -> list[Path]:

@@ -150,6 +150,19 @@ def module_dirs(shape: str) -> list[Path]:
     return [p for p in found if p.is_dir()]
 
 
+def module_use_cmds(root: Path, dirs: list[Path]) -> list[str]:
+    """The job's lines that put a tree on MODULEPATH: its audit first.
+
+    Before Lmod runs any modulefile, the audit (ocibench.module_audit) refuses the
+    tree and $MODULEPATH unless nobody but root and the job's user can change them;
+    the job then stops here, printing "ocibench: unsafe module tree: <path>: ...", the
+    check's reason.  Since nobody else can change what was audited, the loads that
+    follow read what the audit judged: there is no window to race.
+    """
+    audit = f"{shlex.quote(sys.executable)} -m ocibench.module_audit {shlex.quote(str(root))}"
+    return [audit] + [f"module use {shlex.quote(str(d))}" for d in dirs]
+
+
 # --------------------------------------------------------------------------- cluster
 
 def _hostfile(shape: shapes.Shape, detected: bool) -> Path | None:
@@ -356,11 +369,7 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
                f'nothing matches {root}/Core or {root}/*/Core (run make install)" >&2',
                "exit 1"]
     else:
-        # Before Lmod runs any modulefile: the tree and $MODULEPATH must be writable
-        # by their owner only (ocibench.module_audit); else the job stops here,
-        # printing "ocibench: unsafe module tree: <path>: ...", the check's reason.
-        audit = f"{shlex.quote(sys.executable)} -m ocibench.module_audit {shlex.quote(str(root))}"
-        use = [audit] + [f"module use {d}" for d in dirs]
+        use = module_use_cmds(root, dirs)
     stack = shape.data["software"].get("stack") or {}
     envs = []
     for name, (features, mpi, bench, gpu) in ENVIRONMENTS.items():

@@ -1,13 +1,17 @@
-"""Audit Lmod module trees: only their owner may change them (ocibench.module_audit).
+"""Audit Lmod module trees: nobody but root and the caller may change what Lmod would
+load from them (ocibench.module_audit).
 
-Exit status: 0 every tree is safe; 1 a file or directory is writable by group or
-others, or owned by another user than the tree's owner (each printed, naming its path);
-2 a usage error (a PATH that does not exist, an empty or unknown --shape).
+Exit status: 0 every tree is safe; 1 a problem (each printed on one line naming its
+path: a file or directory writable by group or others, owned by another user than
+root and the caller, a directory on the way that others may write without the sticky
+bit, something unreadable, a dangling link, a loop); 2 a usage error (a PATH that does
+not exist, an empty or unknown --shape).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -22,7 +26,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.paths:
-        missing = [p for p in args.paths if not Path(p).exists()]
+        # lexists: a dangling link or a loop of links is the audit's to report
+        missing = [p for p in args.paths if not os.path.lexists(p)]
         if missing:
             print(f"ocibench audit-modules: no such file or directory: {missing[0]}",
                   file=sys.stderr)
