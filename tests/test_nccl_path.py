@@ -177,3 +177,16 @@ def test_the_report_shows_each_state_apart_and_never_counts_unjudged_as_pass(tmp
     [result] = forged_summary["shapes"]["BM.GPU.H200.8"]["results"]
     assert result["verdict"] == "unjudged"
     assert result["disagreements"] == ["the input says 'pass', re-judged 'unjudged'"]
+
+
+@pytest.mark.parametrize("name, transport, verdict", [
+    ("p2p.initenv", "P2P/CUMEM", RunVerdict.RECORDED),
+    ("socket.initenv", "NET/Socket", RunVerdict.FAIL)])
+def test_the_checks_debug_settings_keep_the_path(name, transport, verdict):
+    """The live checks export nccl_path.DEBUG_ENV (INIT,ENV only, to keep the output
+    small): captured with exactly those, the path is still read."""
+    assert nccl_path.DEBUG_ENV == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}
+    text = _capture(name)
+    result = evaluate("nccl_all_reduce_perf", text, "local", {**PARAMS, "end": "256M"})
+    assert transport in result.path
+    assert result.verdict is verdict, result.reason

@@ -42,7 +42,9 @@ _PREFIX = re.compile(r"([^\s:>\]]+):\d+:\d+ \[\d+\] NCCL INFO ")
 _CHANNEL = re.compile(
     r"NCCL INFO (?:Channel|Ring) (\d+)(?:/\d+)? ?: (\d+)\[[0-9a-fx]+\] -> (\d+)\[[0-9a-fx]+\]"
     r"(?: \[(?:send|receive)\])? via (\S+)")
-_COMM = re.compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
+#: 2.12+: "comm 0x.. rank 0 nRanks 2 nNodes 1 ..."; before: "comm 0x.. rank 0 nranks 2
+#: cudaDev 0 busId 1a000 - Init COMPLETE" (no node count, the host from the prefix).
+_COMM = re.compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (\d+) n[Rr]anks (\d+)(?: nNodes (\d+))?")
 _NETWORK = re.compile(r"NCCL INFO Using network (\S.*?)\s*$")
 #: NCCL's environment echo: "NCCL_P2P_DISABLE set by environment to 1".
 _ENV = re.compile(r"NCCL INFO ((NCCL_\w+) set by environment to (\S+?))\.?\s*$")
@@ -161,7 +163,8 @@ def parse(text: str) -> Path:
             prefix = _PREFIX.search(line)
             if prefix:
                 hosts[int(found.group(1))] = prefix.group(1)
-            nodes = int(found.group(3))
+            if found.group(3):
+                nodes = int(found.group(3))
             continue
         found = _NETWORK.search(line)
         if found:
