@@ -560,7 +560,7 @@ def test_nvbandwidth_reads_a_real_capture_without_the_pageable_step():
     assert read == {"host_to_device": 55.55, "device_to_host": 55.38,
                     "device_to_device_read": 393.76, "device_to_device_write": 396.18}
     measured = outputs.parse("nvbandwidth", text, {"gpus_per_node": 2})
-    assert measured.values == {key: value * 1000 for key, value in read.items()}   # MB/s
+    assert measured.values == pytest.approx({k: v * 1000 for k, v in read.items()})  # MB/s
     with pytest.raises(outputs.SanityError, match="no 'pageable host_to_device GPU 1"):
         outputs.parse("nvbandwidth", text + "pageable device_to_host GPU 0: 16.4 GB/s\n",
                       {"gpus_per_node": 2})

@@ -403,7 +403,8 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         raise SanityError("output truncated: missing the '# size count type redop' header")
     gpus = [_NcclGpu(int(m.group(1)), m.group(2), m.group(3), m.group(4))
             for m in map(_NCCL_RANK.match, lines) if m]
-    method = _nccl_ranks(check, gpus, params)
+    whole = any(line.startswith("# Using devices") for line in lines)
+    method = _nccl_ranks(check, gpus, params, whole)
     columns = lines[headers[0]].lstrip("#").split()
     rows = [_nccl_row(check, columns, line) for line in lines[headers[0] + 1:]
             if _NCCL_ROW.match(line)]
@@ -474,12 +475,24 @@ def _nccl_measurement(check: str, rows: list[_NcclRow], oob: tuple[str, str], av
                        samples=spread)
 
 
-def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any]) -> str | None:
+def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
+                whole: bool = True) -> str | None:
     """The device lines must show nodes x gpus_per_node GPUs, gpus_per_node on each of
     ``nodes`` hosts.  The seeds run one MPI rank (one Pid) per GPU (-g 1 -t 1); a run
     where one process drove several is sane but measured another way: the sentence
-    returned says how, and the command line that would compare."""
+    returned says how, and the command line that would compare.
+
+    ``whole``: the list is there from its "# Using devices" line.  A paste that starts
+    below it has lost the first lines; rank 0 prints them in rank order, so the last
+    one still shows how many ranks ran (the highest rank + 1), but not where."""
     nodes, per_node = params["nodes"], params["gpus_per_node"]
+    if not whole:
+        if not gpus:
+            raise Unjudged(f"{check}: no '#  Rank ... device' lines and no '# Using devices' "
+                           f"(the paste leaves them out): cannot tell whether "
+                           f"{nodes * per_node} ranks ran")
+        _expect_count(check, "ranks", nodes * per_node, max(gpu.rank for gpu in gpus) + 1)
+        return None
     _expect_count(check, "ranks", nodes * per_node, len({gpu.rank for gpu in gpus}))
     hosts: dict[str, int] = {}
     for gpu in gpus:
@@ -573,7 +586,9 @@ def _imb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
                        f"'# Benchmarking {name}' (first line {_first_line(lines)})")
     if max(banners, finals) > 1:
         raise Unjudged(f"{check}: {max(banners, finals)} runs in one output; give one run")
-    if not finals:
+    if banners and not finals:
+        # A paste of the table alone has neither; a run that printed its banner and
+        # stopped before MPI_Finalize did not complete.
         raise SanityError(f"output truncated: missing {_IMB_FINALIZE!r}")
     if not tables:
         raise SanityError(f"output truncated or not {check}: missing '# Benchmarking {name}'")
@@ -692,6 +707,8 @@ _PERFTEST_ERRORS = re.compile(
     r"^(Did not detect devices|Unable to find the Infiniband/RoCE device|"
     r"Couldn't .*|Failed to .*|Unable to .*|Error: .*|.* aborting \.\.\.)$")
 _PERFTEST_RULE = re.compile(r"^-{20,}$")
+#: Any perftest title ("RDMA_Write Bidirectional BW Test", "Send Latency Test", ...).
+_PERFTEST_OTHER_TITLE = re.compile(r"^[\w ]+ (?:BW|Latency) Test$")
 _PERFTEST_DEVICE = re.compile(r"Device\s*:\s*(\S+)")
 _PERFTEST_QPS = re.compile(r"^Number of qps\s*:\s*(\d+)")
 
@@ -703,8 +720,10 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
     title = _PERFTEST_TITLES[check]
     starts = [i for i, line in enumerate(lines) if line == title]
     if not starts:
+        other = next((line for line in lines if _PERFTEST_OTHER_TITLE.match(line)), None)
         raise Unjudged(f"not {check} output: no {title!r} title "
-                       f"(first line {_first_line(lines)})")
+                       + (f"(its title is {other!r})" if other else
+                          f"(first line {_first_line(lines)})"))
     _expect_count(check, "runs (attempts)", params["attempts"], len(starts))
     runs = [lines[start:end] for start, end in zip(starts, starts[1:] + [len(lines)])]
     best = [_perftest_run(check, run, params) for run in runs]
@@ -812,15 +831,22 @@ def _nvbandwidth(check: str, lines: list[str], params: dict[str, Any]) -> Measur
             and not any(line.startswith(("nvbandwidth Version", "pageable ")) for line in lines):
         raise Unjudged(f"not nvbandwidth output: no 'Running <testcase>.' line "
                        f"(first line {_first_line(lines)})")
-    # nvbandwidth alone (its own output, without the check's pageable copy after it):
-    # its copy-engine figures are recorded, the pageable ones are not there to judge.
+    # The check's output (nvbandwidth, then the pageable copy) must hold every ceiling.
+    # nvbandwidth's own output, run by hand with the testcases its user chose (-t),
+    # has no pageable step: the copy-engine figures it holds are recorded.
     pageable = any(line.startswith(("pageable ", "pageable_copy: ")) for line in lines)
+    if not pageable:
+        keys = [k for k in keys if not k.startswith("pageable_")
+                and f"Running {NVBANDWIDTH_CEILINGS[k]}." in lines]
+        if not keys:
+            raise Unjudged(f"{check}: none of the copy-engine testcases "
+                           f"{', '.join(NVBANDWIDTH_CEILINGS[k] for k in NVBANDWIDTH_KEYS[:4])} "
+                           "in this nvbandwidth output")
     values: Values = {}
     for key in keys:
         testcase = NVBANDWIDTH_CEILINGS[key]
         if key.startswith("pageable_"):
-            if pageable:
-                values[key] = _pageable(check, lines, testcase, where[key])
+            values[key] = _pageable(check, lines, testcase, where[key])
         else:
             values[key] = _nvb_testcase(check, lines, testcase, where[key])
     return Measurement(check, "bandwidth", UNITS["bandwidth"],
@@ -840,10 +866,13 @@ def _nvb_testcase(check: str, lines: list[str], testcase: str,
     body = lines[lines.index(running) + 1:]
     end = next((i for i, line in enumerate(body) if line.startswith(("Running ", "SUM "))),
                len(body))
-    if end == len(body) or not body[end].startswith(f"SUM {testcase} "):
-        failed = next((m.group(0) for m in map(_NVB_ERROR.match, body[:end]) if m), None)
-        raise SanityError(f"{check}: {testcase}: {failed!r}" if failed else
-                          f"output truncated: no 'SUM {testcase}' after {running!r}")
+    failed = next((m.group(0) for m in map(_NVB_ERROR.match, body[:end]) if m), None)
+    if failed:
+        raise SanityError(f"{check}: {testcase}: {failed!r}")
+    if end < len(body) and not body[end].startswith(f"SUM {testcase} "):
+        raise SanityError(f"output truncated: no 'SUM {testcase}' after {running!r}")
+    # At the end of the output the SUM line may be left out of a paste (nvbandwidth's
+    # README shows its matrices so): the matrix is read if the row is whole.
     found = next((m for m in map(_NVB_DESCRIPTION.search, body[:end]) if m), None)
     if found is None:
         raise SanityError(f"{check}: {testcase}: no 'memcpy CE ... (GB/s)' description")
