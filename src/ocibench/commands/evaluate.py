@@ -35,7 +35,8 @@ COLUMNS = ("metric", "key", "measured", "reference", "lower", "upper", "floor", 
 
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("check", nargs="?", help="the check that produced FILE (see --list)")
-    parser.add_argument("file", nargs="?", help="the benchmark's output ('-' reads stdin)")
+    parser.add_argument("file", nargs="?", help="the benchmark's output, or the JSON file "
+                        "nccl-tests -J wrote ('-' reads stdin)")
     parser.add_argument("--shape", help="the shape it ran on (default: this machine's)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a check parameter, e.g. --set nodes=2 (repeatable)")
