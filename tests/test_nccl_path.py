@@ -190,3 +190,34 @@ def test_the_checks_debug_settings_keep_the_path(name, transport, verdict):
     result = evaluate("nccl_all_reduce_perf", text, "local", {**PARAMS, "end": "256M"})
     assert transport in result.path
     assert result.verdict is verdict, result.reason
+
+
+FORMATS = Path(__file__).parent / "data" / "formats" / "nccl-tests"
+
+
+@pytest.mark.parametrize("name, end, local, h200", [
+    # -I, -N, -S, prefixes and -J: the same healthy NVLink run in other forms.  On H200.8
+    # no figure documents 2 GPUs over 8 B .. 1 GiB: unjudged, never a pass or a fail.
+    ("iter_I1.txt", "1G", RunVerdict.RECORDED, RunVerdict.UNJUDGED),
+    ("cycles_N3.txt", "1G", RunVerdict.RECORDED, RunVerdict.UNJUDGED),
+    ("stamps_S.txt", "1G", RunVerdict.RECORDED, RunVerdict.UNJUDGED),
+    ("tagged.txt", "128M", RunVerdict.RECORDED, RunVerdict.UNJUDGED),
+    ("timestamped.txt", "128M", RunVerdict.RECORDED, RunVerdict.UNJUDGED),
+    ("json_J.json", "1G", RunVerdict.RECORDED, RunVerdict.UNJUDGED),
+    # One process driving both GPUs: healthy, and another method than the figures'.
+    ("onepro_g2.txt", "1G", RunVerdict.RECORDED, RunVerdict.UNJUDGED),
+])
+def test_our_captures_in_every_form_are_judged_in_three_states(name, end, local, h200):
+    """Issue: on 2 x H200 our pinned nccl-tests' -I 1, -N 3 and -g 2 outputs FAILed,
+    and -J could not be read.  Each is now read, recorded on local, and unjudged (with
+    its reason) on BM.GPU.H200.8, whose figures are 8 GPUs over 1G..16G."""
+    text = (FORMATS / name).read_text()
+    params = {**PARAMS, "end": end}
+    on_local = evaluate("nccl_all_reduce_perf", text, "local", params)
+    assert on_local.verdict is local, on_local.reason
+    on_h200 = evaluate("nccl_all_reduce_perf", text, "BM.GPU.H200.8", params)
+    assert on_h200.verdict is h200, on_h200.reason
+    assert on_h200.reason
+    if name.endswith(".txt") and "NCCL INFO" in text:
+        # one process reaches both GPUs directly (P2P/direct), ranks through CUMEM
+        assert "P2P/" in on_local.path and "NET" not in on_local.path
