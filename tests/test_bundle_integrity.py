@@ -17,6 +17,7 @@ that set-up never reaches apt-get or dnf on this machine, even with the check re
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import os
@@ -30,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from ocibench import bundle_verify, paths
+from test_bundle import spack_revision
 
 SCRIPTS = paths.REPO_ROOT / "scripts"
 #: the project's base requirements (pyproject.toml), as wheels of no content
@@ -391,3 +393,60 @@ def test_edited_unchecked_with_a_new_list_fails_the_signature(gpg_keys, tmp_path
                         f"key {ours} (OCIBENCH_BUNDLE_SIGNER): signed by another key, or "
                         "SHA256SUMS changed since"], refusals
     assert _refusals(bundle, signer=other) == []  # what the editor's key does sign
+
+
+# -- a Spack set up from a tarball (README, offline: OCIBENCH_SPACK_SOURCE=<tarball>) ----
+
+def _tarball_of(checkout: Path, name: str, where: Path, path: str = "") -> Path:
+    """The pinned checkout as a tarball: `git archive` of it, or the tarball it came from."""
+    out = where / f"{name}.tar.gz"
+    if (checkout / ".git").exists():
+        archive = subprocess.run(["git", "-C", str(checkout), "archive", f"--prefix={name}/",
+                                  "HEAD", *([path] if path else [])], check=True,
+                                 capture_output=True).stdout
+        out.write_bytes(gzip.compress(archive, mtime=0))
+    else:
+        shutil.copy((checkout / ".ocibench-source").read_text().splitlines()[0], out)
+    return out
+
+
+def test_bundle_of_a_spack_set_up_from_a_tarball(spack_exe, tmp_path) -> None:
+    """`make bundle` where set-up unpacked Spack from a tarball: BUNDLE names it by its
+    digest (tarball:<sha256>, no git commit) and carries that very file; a tarball that
+    changed since set-up is refused, not carried as the Spack that was set up."""
+    spack_tgz = _tarball_of(paths.spack_root(), "spack", tmp_path)
+    packages_tgz = _tarball_of(paths.builtin_repo().parents[2], "spack-packages", tmp_path,
+                               "repos/spack_repo/builtin")
+    cache = tmp_path / "cache"
+    # set-up's own unpacking (scripts/setup.sh sources it)
+    unpack = subprocess.run(
+        ["bash", "-c", 'say() { :; }; die() { echo "$*" >&2; exit 1; }; '
+         "source scripts/fetch-source.sh; "
+         'fetch spack "$1" v1.1.0 https://github.com/spack/spack "$2" && '
+         'fetch spack-packages "$3" releases/v2025.11 https://github.com/spack/spack-packages "$4"',
+         "-", str(cache / "spack"), str(spack_tgz), str(cache / "spack-packages"),
+         str(packages_tgz)], cwd=paths.REPO_ROOT, capture_output=True, text=True)
+    assert unpack.returncode == 0, unpack.stderr
+    digest = hashlib.sha256(spack_tgz.read_bytes()).hexdigest()
+    assert spack_revision(cache / "spack") == f"tarball:{digest}"
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OCIBENCH_", "PYTHONPATH"))}
+    env.update(OCIBENCH_CACHE=str(cache), OCIBENCH_SHAPE="local", OCIBENCH_BUNDLE_PARTS="spack",
+               OCIBENCH_BUNDLE=str(tmp_path / "bundle"))
+    made = subprocess.run(["bash", str(SCRIPTS / "bundle.sh")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert made.returncode == 0, made.stdout + made.stderr
+    bundle = tmp_path / "bundle"
+    info = dict(line.split("=", 1) for line in (bundle / "BUNDLE").read_text().splitlines())
+    assert info["spack"] == f"tarball:{digest}" == spack_revision(cache / "spack")
+    assert (bundle / "spack.tar.gz").read_bytes() == spack_tgz.read_bytes()
+    assert info["spack-packages"] == spack_revision(cache / "spack-packages")
+    assert bundle_verify.verify(bundle).refusals == []
+    sums = hashlib.sha256((bundle / "SHA256SUMS").read_bytes()).hexdigest()
+    assert f"add OCIBENCH_BUNDLE_SHA256={sums}" in made.stdout
+
+    spack_tgz.write_bytes(spack_tgz.read_bytes() + b"\0")  # another file at that path
+    again = subprocess.run(["bash", str(SCRIPTS / "bundle.sh")], env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode != 0
+    assert f"{spack_tgz} is not the tarball {cache / 'spack'} was set up from" in again.stderr
