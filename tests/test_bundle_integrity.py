@@ -21,6 +21,8 @@ import gzip
 import hashlib
 import io
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -450,3 +452,36 @@ def test_bundle_of_a_spack_set_up_from_a_tarball(spack_exe, tmp_path) -> None:
                            text=True, timeout=300)
     assert again.returncode != 0
     assert f"{spack_tgz} is not the tarball {cache / 'spack'} was set up from" in again.stderr
+
+
+# -- scripts the documents run directly ------------------------------------------------
+
+def _run_directly(text: str) -> set[str]:
+    """Scripts of this repository that a ```sh block runs as a command (not `bash X`)."""
+    found = set()
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for command in block.replace("\\\n", " ").splitlines():
+            try:
+                words = shlex.split(command, comments=True)
+            except ValueError:  # not a command a shell would take as written
+                continue
+            while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0], re.S):
+                words.pop(0)  # VAR=value before the command
+            if words and words[0].removeprefix("./").startswith(("scripts/", "bin/")):
+                found.add(words[0].removeprefix("./"))
+    return found
+
+
+def test_scripts_the_documents_run_directly_are_executable() -> None:
+    """docs/device-runs.md runs scripts/device/make-carry.sh itself: a fresh clone gets
+    the mode git records (100755), or `Permission denied`."""
+    documents = [paths.REPO_ROOT / "README.md", *sorted((paths.REPO_ROOT / "docs").glob("*.md"))]
+    run = {script: doc.name for doc in documents for script in _run_directly(doc.read_text())}
+    assert "scripts/device/make-carry.sh" in run
+    listed = subprocess.run(["git", "-C", str(paths.REPO_ROOT), "ls-files", "-s", *run],
+                            capture_output=True, text=True)
+    modes = {line.split("\t")[1]: line.split()[0] for line in listed.stdout.splitlines()}
+    for script, doc in sorted(run.items()):
+        assert (paths.REPO_ROOT / script).is_file(), f"{doc} runs {script}, which is absent"
+        mode = modes.get(script) or oct((paths.REPO_ROOT / script).stat().st_mode)[-6:]
+        assert mode == "100755", f"{doc} runs {script} directly; its mode is {mode}"
