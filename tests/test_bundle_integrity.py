@@ -5,9 +5,11 @@ Each case is a small bundle made here (real files: wheels pip can install, a .de
 dpkg-deb built, a GPG key gpg made), with one fault.  `scripts/setup.sh` runs on it with
 a Python of its own (a venv, empty) that lacks the project's three base requirements, so
 that pip *would* install the bundle's wheels; each fault must stop set-up before that,
-with one line naming the file.  The last test shows the same set-up on the intact
-bundle installing its wheels into that venv: the proof that the faulty runs would have
-shown an install.
+with one line naming the file.  test_the_intact_bundle_installs_its_wheels shows the
+same set-up on the intact bundle installing its wheels into such a venv: the proof that
+the faulty runs would have shown an install.  Then the check itself case by case, the
+signed list (real gpg keys), a Spack set up from a tarball, and the scripts the
+documents run directly.
 
 Set-up runs offline in every case: no Spack source is given (its step 2 stops at a path
 that does not exist), and Lmod and Open MPI must be installed (skipped otherwise), so
@@ -396,6 +398,30 @@ def test_edited_unchecked_with_a_new_list_fails_the_signature(gpg_keys, tmp_path
                         "SHA256SUMS changed since"], refusals
     assert _refusals(bundle, signer=other) == []  # what the editor's key does sign
 
+
+
+def test_a_signer_needs_a_signature_and_a_key_that_is_a_file(gpg_keys, tmp_path) -> None:
+    gpg, (ours, _) = gpg_keys
+    bundle = _bundle(tmp_path)
+    assert _refusals(bundle, signer=ours)[0].startswith(
+        f"{bundle}/SHA256SUMS.asc: cannot be read ("), "an unsigned bundle passed"
+    _sign(gpg, bundle, ours)
+    (bundle / "keys" / "bundle.pub").unlink()
+    (bundle / "keys" / "bundle.pub").symlink_to("/etc/passwd")
+    refusals = _refusals(bundle, signer=ours)
+    assert refusals[0].startswith(f"{bundle}/keys: a public key cannot be read ("), refusals
+    assert f"{bundle}/keys/bundle.pub: a symlink (to /etc/passwd): a bundle holds files " \
+           "only" in refusals
+
+
+def test_the_digest_authenticates(tmp_path) -> None:
+    bundle = _bundle(tmp_path)
+    digest = hashlib.sha256((bundle / "SHA256SUMS").read_bytes()).hexdigest()
+    result = bundle_verify.verify(bundle, sha256=digest)
+    assert result.refusals == [] and result.authenticated_by == "OCIBENCH_BUNDLE_SHA256"
+    assert _refusals(bundle, sha256="0" * 64) == [
+        f"{bundle}/SHA256SUMS: its sha256 is {digest}, not {'0' * 64} "
+        "(OCIBENCH_BUNDLE_SHA256): not the bundle that was made"]
 
 # -- a Spack set up from a tarball (README, offline: OCIBENCH_SPACK_SOURCE=<tarball>) ----
 

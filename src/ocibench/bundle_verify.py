@@ -159,33 +159,44 @@ def _listed(result: Result, text: str) -> dict[str, str]:
     return listed
 
 
-def _signed_by(result: Result, signer: str) -> bool:
-    """SHA256SUMS.asc is a good signature of SHA256SUMS by the key `signer` (a
+def _signed_by(result: Result, signer: str, listing: bytes) -> bool:
+    """SHA256SUMS.asc is a good signature of `listing` (the bytes of SHA256SUMS this check
+    parses: gpg reads them from stdin, not the file again) by the key `signer` (a
     fingerprint), checked by gpg in a keyring of its own holding the bundle's keys/*.pub:
-    a key there that is not `signer` verifies nothing."""
+    a key there that is not `signer` verifies nothing.  Key and signature files are read
+    without following symlinks."""
     fingerprint = re.sub(r"\s", "", signer).upper()
     if not re.fullmatch(r"[0-9A-F]{40}|[0-9A-F]{64}", fingerprint):
         result.refuse("", f"{ENV_SIGNER}={signer!r} is not a key fingerprint (40 hex digits)")
         return False
-    if not (result.root / SIGNATURE).is_file():
-        result.refuse(SIGNATURE, f"absent: {ENV_SIGNER} needs the list signed "
+    try:
+        signature = _read_small(result.root / SIGNATURE, 1 << 20)
+    except (OSError, ValueError) as err:
+        result.refuse(SIGNATURE, f"cannot be read ({err}): {ENV_SIGNER} needs the list signed "
                       "(make bundle signs it, unless OCIBENCH_BUNDLE_UNSIGNED=1)")
         return False
-    keys = sorted((result.root / "keys").glob("*.pub")) if (result.root / "keys").is_dir() else []
-    if not keys:
+    keydir = result.root / "keys"
+    keys = sorted(keydir.glob("*.pub")) if keydir.is_dir() and not keydir.is_symlink() else []
+    try:
+        material = b"".join(_read_small(key, 1 << 20) for key in keys)
+    except (OSError, ValueError) as err:
+        result.refuse("keys", f"a public key cannot be read ({err})")
+        return False
+    if not material:
         result.refuse("keys", f"no public key (*.pub) to check {SIGNATURE} with")
         return False
     with tempfile.TemporaryDirectory(prefix="ocibench-gpg-") as home:
         gpg = ["gpg", "--homedir", home, "--batch", "--no-tty", "--quiet"]
+        (Path(home) / "list.asc").write_bytes(signature)
         try:
-            imported = subprocess.run([*gpg, "--import", *map(str, keys)], capture_output=True,
-                                      text=True, timeout=60)
+            imported = subprocess.run([*gpg, "--import"], input=material, capture_output=True,
+                                      timeout=60)
             if imported.returncode != 0:
                 result.refuse("keys", f"gpg cannot import {', '.join(k.name for k in keys)}")
                 return False
             checked = subprocess.run(
-                [*gpg, "--status-fd", "1", "--verify", str(result.root / SIGNATURE),
-                 str(result.root / LIST)], capture_output=True, text=True, timeout=60)
+                [*gpg, "--status-fd", "1", "--verify", str(Path(home) / "list.asc"), "-"],
+                input=listing, capture_output=True, timeout=60)
         except FileNotFoundError:
             result.refuse(SIGNATURE, f"cannot be checked: no gpg on PATH ({ENV_SIGNER} is set)")
             return False
@@ -193,7 +204,7 @@ def _signed_by(result: Result, signer: str) -> bool:
             result.refuse(SIGNATURE, "gpg did not answer within 60 s")
             return False
     # gpg's status lines (doc/DETAILS): VALIDSIG <signing key fpr> ... <primary key fpr>
-    for line in checked.stdout.splitlines():
+    for line in checked.stdout.decode("utf-8", "replace").splitlines():
         fields = line.split()
         if checked.returncode == 0 and fields[:2] == ["[GNUPG:]", "VALIDSIG"] \
                 and fingerprint in (fields[2], fields[-1]):
@@ -244,7 +255,7 @@ def verify(root: Path, sha256: str = "", signer: str = "") -> Result:
         else:
             result.refuse(LIST, f"its sha256 is {hashlib.sha256(raw).hexdigest()}, "
                           f"not {sha256.strip()} ({ENV_SHA256}): not the bundle that was made")
-    if signer and _signed_by(result, signer):
+    if signer and _signed_by(result, signer, raw):
         anchors.append(f"the signature of {re.sub(r'[^0-9A-Fa-f]', '', signer).upper()} "
                        f"({ENV_SIGNER})")
     result.authenticated_by = " and ".join(anchors) if not result.refusals else ""
