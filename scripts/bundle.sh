@@ -3,7 +3,9 @@
 # made on a host that has the sources (docs/spack-env.md, "Air-gapped sites"):
 #
 #   BUNDLE                   shape, Spack and builtin-package revisions, signed or not
-#   SHA256SUMS               the sha256 of every other file (checked before anything is used)
+#   SHA256SUMS               the sha256 of every other file (checked before anything is used;
+#                            nothing unlisted, no symlink: src/ocibench/bundle_verify.py)
+#   SHA256SUMS.asc           its signature by the build cache's key (when signed)
 #   spack.tar.gz             the pinned Spack (git archive of the checkout in the cache)
 #   spack-packages.tar.gz    its builtin packages (repos/spack_repo/builtin)
 #   mirror/                  a Spack source mirror of the shape's specs (`spack mirror create`)
@@ -87,9 +89,18 @@ archive() {  # name checkout dest [path]: the checkout's HEAD, or the tarball it
   if git -C "$dir" rev-parse --git-dir >/dev/null 2>&1; then
     git -C "$dir" archive --prefix="$name/" HEAD ${path:+"$path"} | gzip -n >"$dest"
     git -C "$dir" rev-parse HEAD
-  elif [[ -f $dir/.ocibench-source && -f $(cat "$dir/.ocibench-source") ]]; then
-    cp "$(cat "$dir/.ocibench-source")" "$dest"  # set up from a tarball: the same file
-    echo "tarball:$(sha256sum "$dest" | cut -d' ' -f1)"
+  elif [[ -f $dir/.ocibench-source ]]; then
+    # set up from a tarball (scripts/setup.sh): that file, if it is still the same
+    local tarball recorded sha
+    tarball=$(sed -n 1p "$dir/.ocibench-source")
+    recorded=$(sed -n 's/^sha256 //p' "$dir/.ocibench-source")
+    [[ -f $tarball ]] || die "$dir was set up from $tarball, which is gone: set it up again \
+(OCIBENCH_SPACK_SOURCE / OCIBENCH_SPACK_PACKAGES_SOURCE) or give that tarball back"
+    cp "$tarball" "$dest"
+    sha=$(sha256sum "$dest" | cut -d' ' -f1)
+    [[ -z $recorded || $sha == "$recorded" ]] \
+      || die "$tarball is not the tarball $dir was set up from (sha256 $sha, set up from $recorded)"
+    echo "tarball:$sha"
   else
     die "$dir is neither a git checkout nor set up from a tarball"
   fi
@@ -239,6 +250,10 @@ if want mirror; then
   # configured mirrors or upstream, each checked against its recipe.
   spack -e . mirror create -d "$out/mirror" --all --exclude-specs "dev_path=*" \
     || die "spack mirror create failed (sources unreachable? see above)"
+  # Spack links each file's readable name (<pkg>/<pkg>-<version>.<ext>) to its digest
+  # path (_source-cache/...); a node refuses every symlink in a bundle, and Spack
+  # fetches the digest path first (spack/mirrors/layout.py, DefaultLayout.__iter__).
+  find "$out/mirror" -type l -delete
 fi
 signed=no
 if want buildcache; then
@@ -318,6 +333,28 @@ if ((${#unchecked[@]})); then
   say "WARNING: ${#unchecked[@]} package(s) of this bundle are NOT upstream's bytes and will be"
   say "WARNING: installed without their checksums: ${unchecked[*]} (unchecked/, BUNDLE)"
 fi
+rm -f "$out/SHA256SUMS.asc"
+odd=$(find "$out" ! -type f ! -type d -printf '%P\n' | head -3)
+[[ -z $odd ]] || die "$out holds other than files and directories (a node refuses them): $odd"
 sums=$(cd "$out" && find . -type f -printf '%P\n' | LC_ALL=C sort | xargs -r -d '\n' sha256sum)
 printf '%s\n' "$sums" >"$out/SHA256SUMS"  # written after the listing: it is not in itself
-say "wrote $out ($(du -sh "$out" | cut -f1)); on the node: make install OCIBENCH_BUNDLE=$out"
+digest=$(sha256sum "$out/SHA256SUMS" | cut -d' ' -f1)
+anchor="OCIBENCH_BUNDLE_SHA256=$digest"
+if [[ $signed == yes ]]; then
+  # The list signed with the build cache's key: a node that knows the key's fingerprint
+  # authenticates every bundle it signs (src/ocibench/bundle_verify.py).
+  spack gpg sign --output "$out/SHA256SUMS.asc" --key "$key" "$out/SHA256SUMS" >/dev/null \
+    || die "spack gpg sign of SHA256SUMS with $key failed"
+  gpghome=$(mktemp -d)  # --show-keys reads the file; a keyring of its own, left empty
+  fingerprint=$(gpg --homedir "$gpghome" --show-keys --with-colons "$out/keys/bundle.pub" \
+                  2>/dev/null | awk -F: '$1 == "fpr" {print $10; exit}')
+  rm -rf "$gpghome"
+  anchor+=" (or OCIBENCH_BUNDLE_SIGNER=$fingerprint for every bundle this key signs)"
+fi
+# the node's check, with the anchor the node would be given
+OCIBENCH_BUNDLE_SIGNER="" OCIBENCH_BUNDLE_SHA256=$digest \
+  "$python" -m ocibench.bundle_verify "$out" >/dev/null \
+  || die "$out does not pass the node's check (lines above)"
+say "wrote $out ($(du -sh "$out" | cut -f1)); sha256 of its SHA256SUMS: $digest"
+say "on the node: make install OCIBENCH_BUNDLE=$out"
+say "  authenticated (needed when BUNDLE names unchecked=): add $anchor"

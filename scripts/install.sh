@@ -24,6 +24,15 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 # only (packages.yaml sets the same for the install tree).
 umask 022
 
+# The bundle's unchecked= decides what Spack installs without checksums: read only
+# after the bundle is checked again (set-up checked it too, but it may have changed
+# since; src/ocibench/bundle_verify.py refuses an unauthenticated unchecked=).
+unchecked=""
+if [[ -n ${OCIBENCH_BUNDLE:-} ]]; then
+  unchecked=$(python3 -m ocibench.bundle_verify --print unchecked "$OCIBENCH_BUNDLE") \
+    || die "bundle $OCIBENCH_BUNDLE refused (the lines above name each file); nothing was installed"
+fi
+
 shape=$(python3 -m ocibench.cli shape) || die "cannot detect the shape"
 spack_root=$(python3 -m ocibench.cli spack-config --print spack-root)
 [[ -x $spack_root/bin/spack ]] || die "no Spack at $spack_root: run \`make setup\`"
@@ -48,10 +57,6 @@ start=$(date +%s)
 # docs/spack-env.md), and the shape's generated layer may have changed since.
 # reuse: true keeps what is installed and still fits.
 spack concretize --force
-unchecked=""
-if [[ -n ${OCIBENCH_BUNDLE:-} && -f $OCIBENCH_BUNDLE/BUNDLE ]]; then
-  unchecked=$(sed -n 's/^unchecked=//p' "$OCIBENCH_BUNDLE/BUNDLE")
-fi
 if [[ -n $unchecked ]]; then
   echo "install: WARNING: the bundle's sources of $unchecked are NOT upstream's files:"
   echo "install: WARNING: they are installed WITHOUT checksums (unchecked/ of $OCIBENCH_BUNDLE)"

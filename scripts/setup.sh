@@ -17,7 +17,10 @@
 # build cache ($OCIBENCH_SOURCE_MIRROR, $OCIBENCH_BUILD_CACHE) are used when present.
 #
 # OCIBENCH_BUNDLE=<dir> (scripts/bundle.sh wrote it): everything comes from there, with
-# no network: its SHA256SUMS are checked first, then Spack, the builtin packages, the
+# no network.  Before anything else, src/ocibench/bundle_verify.py checks it: every file
+# listed in SHA256SUMS and matching it, nothing unlisted, no symlink, no path leaving the
+# bundle; authenticated when the admin gives OCIBENCH_BUNDLE_SHA256 or
+# OCIBENCH_BUNDLE_SIGNER (docs/spack-env.md).  Then Spack, the builtin packages, the
 # Python wheels, Lmod's packages, the source mirror, the develop sources and the build
 # cache (signed: its key is trusted) are taken from it.
 set -euo pipefail
@@ -31,16 +34,22 @@ PACKAGES_URL=https://github.com/spack/spack-packages
 say() { echo "setup: $*"; }
 die() { echo "setup: ERROR: $*" >&2; exit 1; }
 
+python=${OCIBENCH_PYTHON:-$(command -v python3 || true)}
+[[ -n $python ]] || die "no python3 on PATH"
+# This checkout's ocibench, by PYTHONPATH: the project itself is never pip-installed
+# (src/ocibench/requirements.py says why), only what it needs.
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+
 # -- 0. an air-gapped bundle -------------------------------------------------------
 bundle=${OCIBENCH_BUNDLE:-}
 bundle_value() { sed -n "s/^$1=//p" "$bundle/BUNDLE"; }
 if [[ -n $bundle ]]; then
-  [[ -f $bundle/BUNDLE && -f $bundle/SHA256SUMS ]] \
-    || die "OCIBENCH_BUNDLE=$bundle is no bundle (no BUNDLE and SHA256SUMS): \`make bundle\` writes one"
-  bundle=$(cd "$bundle" && pwd)
-  (cd "$bundle" && sha256sum --quiet --strict -c SHA256SUMS) \
-    || die "bundle $bundle: the files above do not match its SHA256SUMS (damaged or altered)"
-  say "bundle $bundle: checksums verified (shape $(bundle_value shape), signed=$(bundle_value signed))"
+  # First of all: pip, apt-get/dnf and Spack take whatever lies in their directories.
+  verified=$("$python" -m ocibench.bundle_verify "$bundle") \
+    || die "bundle $bundle refused (the lines above name each file); nothing was installed"
+  say "$verified"
+  bundle=$(cd "$bundle" && pwd -P)
+  say "bundle of shape $(bundle_value shape), signed=$(bundle_value signed)"
   [[ -f $bundle/spack.tar.gz ]] \
     && export OCIBENCH_SPACK_SOURCE=${OCIBENCH_SPACK_SOURCE:-$bundle/spack.tar.gz}
   [[ -f $bundle/spack-packages.tar.gz ]] \
@@ -54,11 +63,6 @@ if [[ -n $bundle ]]; then
 fi
 
 # -- 1. Python tools and Lmod ---------------------------------------------------
-python=${OCIBENCH_PYTHON:-$(command -v python3 || true)}
-[[ -n $python ]] || die "no python3 on PATH"
-# This checkout's ocibench, by PYTHONPATH: the project itself is never pip-installed
-# (src/ocibench/requirements.py says why), only what it needs.
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 # OCIBENCH_PYTHON_EXTRAS: the optional groups (pyproject.toml) beside what the tools
 # need; "" on a node that only builds and runs checks (no test tools, no plots).
 # shellcheck disable=SC2086  # a list of group names
@@ -151,36 +155,8 @@ EOF
 )"
 mkdir -p "$cache"
 
-# fetch NAME DEST REF URL SOURCE: put REF of a git repository into DEST.
-# SOURCE (optional): a local git repository/checkout or a .tar(.gz|.xz) of one.
-fetch() {
-  local name=$1 dest=$2 ref=$3 url=$4 source=${5:-}
-  if [[ -d $dest/.git || -f $dest/.ocibench-source ]]; then
-    say "$name present at $dest"
-    return 0
-  fi
-  if [[ -n $source ]]; then
-    if [[ -d $source ]]; then
-      say "$name: cloning $ref from $source"
-      git -c advice.detachedHead=false clone --quiet --branch "$ref" "$source" "$dest" \
-        || die "$name: cannot clone $ref from $source"
-    elif [[ -f $source ]]; then
-      say "$name: unpacking $source"
-      mkdir -p "$dest"
-      tar -xf "$source" -C "$dest" --strip-components=1 || die "$name: cannot unpack $source"
-      echo "$source" >"$dest/.ocibench-source"
-    else
-      die "$name: $source (from the environment) is neither a directory nor a file"
-    fi
-    return 0
-  fi
-  say "$name: cloning $ref from $url"
-  if ! git -c advice.detachedHead=false clone --quiet --depth 1 --branch "$ref" "$url" "$dest" 2>/dev/null; then
-    rm -rf "$dest"
-    die "$name is not in $dest and cannot be cloned from $url (offline?).
-       Set $( [[ $name == spack ]] && echo OCIBENCH_SPACK_SOURCE || echo OCIBENCH_SPACK_PACKAGES_SOURCE )=<git checkout or tarball of $ref> and run make setup again."
-  fi
-}
+# shellcheck source=scripts/fetch-source.sh
+source scripts/fetch-source.sh
 
 fetch spack "$spack_root" "$SPACK_TAG" "$SPACK_URL" "${OCIBENCH_SPACK_SOURCE:-}"
 fetch spack-packages "$packages_root" "$PACKAGES_BRANCH" "$PACKAGES_URL" \

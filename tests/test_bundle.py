@@ -17,6 +17,7 @@ Spack of the per-user cache.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibench import paths, spack_config
+from ocibench import bundle_verify, paths, spack_config
 from private_checkout import private_checkout
 
 pytestmark = [pytest.mark.install, pytest.mark.slow]
@@ -68,6 +69,22 @@ def _stream_git(where: Path) -> Path:
     for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "STREAM 5.10"]):
         subprocess.run([*git, *args], check=True, capture_output=True)
     return repo
+
+
+def spack_revision(root: Path) -> str:
+    """What BUNDLE's spack= says of the Spack at `root` (scripts/bundle.sh, `archive`): its
+    git commit, or tarball:<sha256> when set-up unpacked it from a tarball (README, offline:
+    OCIBENCH_SPACK_SOURCE=<tarball>; scripts/fetch-source.sh records the tarball)."""
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "-q", "HEAD"],
+                            capture_output=True, text=True)
+    if commit.returncode == 0 and (root / ".git").exists():
+        return commit.stdout.strip()
+    source = (root / ".ocibench-source").read_text().splitlines()
+    recorded = [line.split()[1] for line in source[1:] if line.startswith("sha256 ")]
+    if recorded:
+        return f"tarball:{recorded[0]}"
+    # a set-up from before the digest was recorded: the tarball, if it is still there
+    return f"tarball:{hashlib.sha256(Path(source[0]).read_bytes()).hexdigest()}"
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -113,9 +130,7 @@ def bundle(spack_exe, shapes_dir: Path, tmp_path_factory) -> Path:
 def test_bundle_holds_spack_sources_and_signed_binaries(bundle: Path) -> None:
     info = dict(line.split("=", 1) for line in (bundle / "BUNDLE").read_text().splitlines())
     assert info["shape"] == "local" and info["signed"] == "yes"
-    spack_commit = subprocess.run(["git", "-C", str(paths.spack_root()), "rev-parse", "HEAD"],
-                                  capture_output=True, text=True).stdout.strip()
-    assert info["spack"] == spack_commit
+    assert info["spack"] == spack_revision(paths.spack_root())
     assert (bundle / "spack.tar.gz").is_file() and (bundle / "spack-packages.tar.gz").is_file()
     assert (bundle / "develop" / "stream-5.10.tar.gz").is_file()
     assert (bundle / "develop" / "SOURCES").read_text().startswith("stream 5.10 ")
@@ -123,9 +138,19 @@ def test_bundle_holds_spack_sources_and_signed_binaries(bundle: Path) -> None:
     pushed = {p.parent.name for p in (bundle / "buildcache").rglob("*.spec.manifest.json")}
     assert {"compiler-wrapper", "gcc-runtime"} <= pushed, f"build cache: {pushed}"
     listed = {line.split()[1] for line in (bundle / "SHA256SUMS").read_text().splitlines()}
-    files = {str(p.relative_to(bundle)) for p in bundle.rglob("*")
-             if p.is_file() and not p.is_symlink()}  # the mirror's aliases point at files
-    assert files - {"SHA256SUMS"} == listed
+    # the mirror's aliases (symlinks) removed: a node refuses any symlink in a bundle
+    assert not [p for p in bundle.rglob("*") if p.is_symlink()]
+    files = {str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()}
+    assert files - {"SHA256SUMS", "SHA256SUMS.asc"} == listed
+    # the list signed with the build cache's key: OCIBENCH_BUNDLE_SIGNER authenticates it
+    listing = subprocess.run(
+        ["gpg", "--homedir", str(bundle.parent / "gnupg"), "--with-colons", "--show-keys",
+         str(next((bundle / "keys").glob("*.pub")))], capture_output=True, text=True,
+        check=True).stdout
+    fingerprint = next(line.split(":")[9] for line in listing.splitlines()
+                       if line.startswith("fpr:"))
+    checked = bundle_verify.verify(bundle, signer=fingerprint)
+    assert checked.refusals == [] and fingerprint in checked.authenticated_by
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +176,8 @@ def test_a_damaged_bundle_stops_before_anything_is_used(bundle: Path, node) -> N
         sources.write_bytes(kept)
         os.utime(sources, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert done.returncode != 0
-    assert "do not match its SHA256SUMS" in done.stderr and "develop/SOURCES" in done.stdout
+    assert f"bundle refused: {bundle}/develop/SOURCES: does not match its sha256 in " \
+           "SHA256SUMS" in done.stderr, done.stderr
     assert not (Path(env["OCIBENCH_CACHE"]) / "spack").exists(), "Spack unpacked anyway"
 
 

@@ -19,6 +19,7 @@ and the cold Spack is tests/test_bundle.py's.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -28,9 +29,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibench import paths
+from ocibench import bundle_verify, paths
 from private_checkout import private_checkout
 from test_bundle import _env, _offline
+from test_bundle_integrity import _write_sums
 
 pytestmark = [pytest.mark.spack, pytest.mark.install]
 
@@ -76,8 +78,9 @@ def made(spack_exe, tmp_path_factory) -> tuple[Path, Path, str]:
     return bundle, checkout, done.stdout + done.stderr
 
 
-def _install(bundle: Path, checkout: Path, where: Path) -> subprocess.CompletedProcess:
-    """scripts/install.sh from `bundle`, offline, into a store of its own."""
+def _install(bundle: Path, checkout: Path, where: Path, sha256: str) -> subprocess.CompletedProcess:
+    """scripts/install.sh from `bundle`, offline, into a store of its own; `sha256`: the
+    digest of its SHA256SUMS, the admin's trust anchor that unchecked= needs."""
     scope = where / "spack-scope"
     scope.mkdir(parents=True)
     (scope / "config.yaml").write_text(yaml.safe_dump({"config": {
@@ -88,7 +91,8 @@ def _install(bundle: Path, checkout: Path, where: Path) -> subprocess.CompletedP
                OCIBENCH_SOURCE_MIRROR=str(bundle / "mirror"),
                OCIBENCH_BUILD_CACHE=str(where / "no-build-cache"),
                OCIBENCH_MODULES_ROOT=str(where / "modules"),
-               SPACK_USER_CONFIG_PATH=str(scope), PYTHONPATH=str(checkout / "src"))
+               SPACK_USER_CONFIG_PATH=str(scope), PYTHONPATH=str(checkout / "src"),
+               OCIBENCH_BUNDLE_SHA256=sha256)
     generated = subprocess.run([sys.executable, "-m", "ocibench.cli", "spack-config",
                                 "--shape", "local"], cwd=checkout, env=env,
                                capture_output=True, text=True)
@@ -105,6 +109,14 @@ def test_bundle_names_the_unchecked_source(made) -> None:
     assert f"WARNING: gnuconfig@{VERSION} is NOT upstream's file" in out
     listed = (bundle / "SHA256SUMS").read_text()
     assert f"unchecked/{ARCHIVE}" in listed
+    # what the admin gives the node to authenticate unchecked= (src/ocibench/bundle_verify.py)
+    digest = hashlib.sha256((bundle / "SHA256SUMS").read_bytes()).hexdigest()
+    assert f"add OCIBENCH_BUNDLE_SHA256={digest}" in out
+    assert bundle_verify.verify(bundle, sha256=digest).refusals == []
+    assert bundle_verify.verify(bundle).refusals == [
+        f"{bundle}/BUNDLE: unchecked=gnuconfig@{VERSION} would install without checksums, "
+        "and this bundle's SHA256SUMS is not authenticated: give OCIBENCH_BUNDLE_SHA256 or "
+        "OCIBENCH_BUNDLE_SIGNER as `make bundle` printed them"]
 
 
 def test_unchecked_source_alone_without_checksum_the_rest_checked(made, tmp_path) -> None:
@@ -114,7 +126,9 @@ def test_unchecked_source_alone_without_checksum_the_rest_checked(made, tmp_path
     # Not named unchecked: Spack must check it against the recipe and stop.
     (node / "mirror" / CERTS_FILE).parent.mkdir(parents=True)
     (node / "mirror" / CERTS_FILE).write_text("not Mozilla's certificates\n")
-    done = _install(node, checkout, tmp_path / "node")
+    # listed and authenticated, as a bundle maker's mistake would be: Spack still refuses it
+    digest = _write_sums(node)
+    done = _install(node, checkout, tmp_path / "node", digest)
     out = done.stdout + done.stderr
     assert f"WARNING: gnuconfig@{VERSION} from the bundle's unchecked/" in out, out[-4000:]
     store = tmp_path / "node" / "store"

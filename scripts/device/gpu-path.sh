@@ -94,7 +94,11 @@ start() {
   mkdir -p "$BUNDLE"
   cp -r "$SRC/.carry/bundle/." "$BUNDLE/"
   [[ -d $STASH/bundle ]] && cp -r "$STASH/bundle/." "$BUNDLE/"
-  (cd "$BUNDLE" && sha256sum --quiet --strict -c SHA256SUMS) \
+  # The one check of a bundle (nothing unlisted, no symlink, authenticated by the digest
+  # make-carry.sh kept outside it), before any wheel of it is installed.
+  [[ -f $SRC/.carry/bundle.sha256 ]] || { echo "gpu-path: no .carry/bundle.sha256: run make-carry.sh"; return 1; }
+  export OCIBENCH_BUNDLE_SHA256; OCIBENCH_BUNDLE_SHA256=$(cat "$SRC/.carry/bundle.sha256")
+  PYTHONPATH=$REPO/src python3 -m ocibench.bundle_verify "$BUNDLE" \
     || { echo "gpu-path: the bundle's halves do not join (stash .carry-big first)"; return 1; }
   # The image's Python is externally managed (PEP 668): the tools go into a directory of
   # their own on PYTHONPATH (common_env), and setup finds them present.
@@ -454,8 +458,9 @@ pipeline() {
       done
     )
     # The node's copy ceilings: the nvbandwidth check (copy engines and the pageable
-    # copy) runs with the checks; here the same two commands, for the summary.
-    module load nvbandwidth && nvbandwidth -b 256 -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
+    # copy) runs with the checks; here the same two commands, for the summary
+    # (nvbandwidth at its default buffer size: checks/nvbandwidth.py says why).
+    module load nvbandwidth && nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
       device_to_device_memcpy_read_ce device_to_device_memcpy_write_ce | tee "$RES/copy-ceiling.txt"
     python3 -m ocibench.pageable_copy --size $((256 * 2**20)) | tee -a "$RES/copy-ceiling.txt"
   ) >"$LOGS/07-sanity.log" 2>&1

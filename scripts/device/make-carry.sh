@@ -2,7 +2,8 @@
 # The GPU machine's carry (docs/device-runs.md): `make bundle` of the `local` shape for
 # its Python, plus the Debian packages its image lacks, split into the two git-ignored
 # folders that reach it in two calls, `gpu-path.sh stash` (.carry-big/) and then
-# `gpu-path.sh start` (.carry/).  gpu-path.sh joins the halves and checks SHA256SUMS.
+# `gpu-path.sh start` (.carry/).  gpu-path.sh joins the halves and checks them against
+# SHA256SUMS, whose digest .carry/bundle.sha256 keeps.
 #
 #   scripts/device/make-carry.sh PKG=SOURCE[@VERSION] ...   scripts/bundle.sh's sources
 #
@@ -37,6 +38,9 @@ OCIBENCH_BUNDLE_PIP_ARGS="--only-binary=:all: --python-version 3.12 --implementa
 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any" \
   bash scripts/bundle.sh "$@"
+# The bundle's trust anchor, beside it and outside it (src/ocibench/bundle_verify.py): its
+# unchecked= (Open MPI, UCX) installs without checksums only from an authenticated list.
+sha256sum .carry/bundle/SHA256SUMS | cut -d' ' -f1 >.carry/bundle.sha256
 
 # Debian packages for gpu-path.sh to unpack (dpkg -x) where the image lacks them.
 (cd .carry-big/debs && { apt-get download libtool 2>&1 | grep -v unsandboxed || true; })

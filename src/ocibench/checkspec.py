@@ -240,8 +240,9 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                                          default=10000),))),
     # This node's copy ceilings, keyed by name (ocibench.outputs.NVBANDWIDTH_CEILINGS),
     # in MB/s as OMB prints its bandwidths.
-    CheckSpec("nvbandwidth", "nvbandwidth -b 256 -t <copy-engine testcases> and python3 -m "
-              "ocibench.pageable_copy (GB/s of copies, read as MB/s)", "bandwidth",
+    CheckSpec("nvbandwidth", "nvbandwidth -t <copy-engine testcases> (its default buffer "
+              "size) and python3 -m ocibench.pageable_copy (GB/s of copies, read as MB/s)",
+              "bandwidth",
               (_nodes(1, (1,)), _gpus_per_node(8))),
     CheckSpec("stream", "STREAM with OMP_NUM_THREADS=threads on a node in NPS nps mode",
               "bandwidth",
