@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 import resource
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import time
