@@ -23,15 +23,21 @@ runs and the 4-node collectives would take minutes per wave on 2 cores.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from cluster_support import (
+    CLUSTER_DIR,
     NODES,
     SCRIPTS,
     SHAPE,
@@ -80,14 +86,21 @@ SWEEP_TIMEOUT_S = 600
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def running(tmp_path_factory):
+    """The cluster, up for this module (whether or not the nodes can load the
+    benchmarks: the Slurm actions' tests need no benchmark)."""
     if NODES < 8:
         pytest.skip(f"the fault sweep needs 8 nodes (OCIBENCH_CLUSTER_NODES={NODES})")
+    with started_cluster(results_dir(tmp_path_factory, "sweep")) as up:
+        yield up
+
+
+@pytest.fixture
+def cluster(running):
     why = local_tree_problem()
     if why:
         pytest.skip(f"the sweep runs the benchmarks through the local Lmod tree: {why}")
-    with started_cluster(results_dir(tmp_path_factory, "sweep")) as running:
-        yield running
+    return running
 
 
 def shapes_with(tmp_path: Path, which: str) -> Path:
@@ -103,17 +116,25 @@ def shapes_with(tmp_path: Path, which: str) -> Path:
     return dest
 
 
-def sweep(cluster, name: str, shapes_dir: Path, checks: str, *options: str):
+def sweep_argv(cluster, where: Path, shapes_dir: Path, checks: str, *options,
+               env: tuple = ()) -> list:
+    """`ocibench sweep` on the head node, its files in ``where``; every sweep of the
+    module shares one record of drains (--state), as an admin's sweeps do."""
+    return ["env", f"OCIBENCH_SHAPES_DIR={shapes_dir}", *env,
+            sys.executable, "-m", "ocibench.cli", "sweep", "-n", checks, "-S", ITERATIONS,
+            "--outlier-k", OUTLIER_K, "--json", where / "sweep.json",
+            "--html", where / "sweep.html", "--prefix", where / "reframe",
+            "--state", cluster.results / "drained.json", *options]
+
+
+def sweep(cluster, name: str, shapes_dir: Path, checks: str, *options: str, env=()):
     """`ocibench sweep` on the head node; (process, its JSON)."""
     where = cluster.results / name
     shutil.rmtree(where, ignore_errors=True)
     where.mkdir(parents=True)
     out = where / "sweep.json"
-    proc = cluster.head(
-        "env", f"OCIBENCH_SHAPES_DIR={shapes_dir}",
-        sys.executable, "-m", "ocibench.cli", "sweep", "-n", checks, "-S", ITERATIONS,
-        "--outlier-k", OUTLIER_K, "--json", out, "--prefix", where / "reframe", *options,
-        timeout=SWEEP_TIMEOUT_S, cwd=where)
+    proc = cluster.head(*sweep_argv(cluster, where, shapes_dir, checks, *options, env=env),
+                        timeout=SWEEP_TIMEOUT_S, cwd=where)
     assert out.is_file(), f"the sweep wrote no JSON:\n{text(proc)[-4000:]}"
     (where / "sweep.txt").write_text(text(proc))
     return proc, json.loads(out.read_text())
@@ -240,3 +261,201 @@ def test_fault_bad_input_is_one_line(cluster):
             (argv, proc.stderr)
     assert cluster.fault("list").stdout.strip() == ""
     assert cluster.node_states() == before
+
+
+# ------------------------------------------------------------------ Slurm actions (issue 21)
+
+#: A person's drain whose reason merely starts with the sweep's prefix: never ours.
+TYPED = "node8"
+TYPED_REASON = "ocibench: drained by hand, ticket 42"
+
+
+def test_a_sweep_that_runs_nothing_is_unjudged_and_exits_3(running):
+    """`--nodes node5` with only the 2-node osu_latency, and 3 nodes with only the
+    4-node collective, plan no job: each node is unjudged, saying why, exit 3 (it was
+    "pass: no check ran on this node", exit 0)."""
+    for name, nodes, checks, needs in (
+            ("nothing-1", "node5", "osu_latency%buffers=H-H%nodes=2", "needs 2 nodes"),
+            ("nothing-3", "node[1-3]", "osu_allreduce", "needs 4 nodes")):
+        proc, result = sweep(running, name, shapes.SHAPES_DIR, checks, "--nodes", nodes)
+        out = text(proc)
+        assert proc.returncode == 3, out
+        assert result["plan"]["jobs"] == 0, result["plan"]
+        assert {r["verdict"] for r in result["nodes"].values()} == {"unjudged"}, out
+        for node in result["nodes"].values():
+            assert node["reason"].startswith("no check ran on this node") and \
+                needs in node["reason"] and node["action"] == "rerun", node
+        assert (running.results / name / "sweep.html").is_file()
+
+
+def scontrol_failing_drain(where: Path, nth: int) -> Path:
+    """A directory whose `scontrol` fails the ``nth`` drain (an input fault, as a
+    controller that stops answering) and hands every other call to Slurm's own."""
+    real = shutil.which("scontrol")
+    assert real, "no scontrol"
+    where.mkdir(parents=True, exist_ok=True)
+    wrapper = where / "scontrol"
+    wrapper.write_text(f"""#!/bin/bash
+if [[ " $* " == *" State=DRAIN "* ]]; then
+  count=$(( $(cat '{where}/drains' 2>/dev/null || echo 0) + 1 ))
+  echo "$count" > '{where}/drains'
+  if (( count == {nth} )); then
+    echo "scontrol: error: Unable to contact slurm controller (injected, drain $count)" >&2
+    exit 1
+  fi
+fi
+exec '{real}' "$@"
+""")
+    wrapper.chmod(0o755)
+    return where
+
+
+@contextlib.contextmanager
+def modules_that_do_not_load(cluster, where: Path):
+    """The nodes' module tree replaced by one with nothing in it, so that every job's
+    `module load` fails in Lmod (the sweep's action: fix-software, a drain)."""
+    link = CLUSTER_DIR / "modules" / SHAPE
+    before = os.readlink(link) if link.is_symlink() else None
+    (where / "empty-tree" / "Core").mkdir(parents=True, exist_ok=True)
+    tmp = link.with_name(link.name + ".test")
+    tmp.symlink_to(where / "empty-tree")
+    os.replace(tmp, link)
+    try:
+        yield
+    finally:
+        if before is not None:
+            tmp.symlink_to(before)
+            os.replace(tmp, link)
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (from /proc), parents first."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop(0))
+        todo += children.get(found[-1], [])
+    return found
+
+
+def the_sweep_process(pid: int) -> int:
+    """The Python running `ocibench sweep` below ``pid``: the deepest process with it on
+    its command line (the shells of exec.sh above it have it too)."""
+    found = []
+    for candidate in descendants(pid):
+        try:
+            argv = Path(f"/proc/{candidate}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"ocibench.cli" in argv and b"sweep" in argv:
+            found.append(candidate)
+    assert found, f"no ocibench sweep under process {pid}"
+    return found[-1]
+
+
+def slow_sbatch(where: Path, seconds: int) -> Path:
+    """A directory whose `sbatch` waits ``seconds`` before Slurm's own: the sweep is
+    then surely between resuming its nodes and deciding them when the test signals."""
+    real = shutil.which("sbatch")
+    assert real, "no sbatch"
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "sbatch").write_text(f"#!/bin/bash\nsleep {seconds}\nexec '{real}' \"$@\"\n")
+    (where / "sbatch").chmod(0o755)
+    return where
+
+
+def stop_undrain_with(cluster, tmp_path, signum: int, node: str, old_reason: str) -> dict:
+    """`--undrain` of ``node`` (and TYPED), stopped by ``signum`` once ``node`` is back
+    in service inside the sweep's reservation; the sweep's JSON."""
+    where = cluster.results / f"undrain-{signal.Signals(signum).name}"
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    slow = slow_sbatch(tmp_path / "slow-bin", 15)
+    argv = ["bash", SCRIPTS / "exec.sh", *sweep_argv(
+        cluster, where, shapes.SHAPES_DIR, LATENCY_ONE_NODE, "--undrain", "--nodes",
+        f"{node},{TYPED}", env=(f"PATH={slow}:{os.environ['PATH']}",))]
+    proc = subprocess.Popen([str(a) for a in argv], cwd=where, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stdout.read()
+            reserved = "ocibench-sweep" in cluster.head("scontrol", "show",
+                                                        "reservation").stdout
+            if reserved and not cluster.node_states()[node][0].startswith("drain"):
+                break
+            assert time.monotonic() < deadline, cluster.node_states()
+            time.sleep(0.5)
+        os.kill(the_sweep_process(proc.pid), signum)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, out
+    assert f"stopped by {signal.Signals(signum).name}" in out, out
+    states = cluster.node_states()
+    assert states[node] == ("drain", old_reason), (states, out)     # drained again, as it was
+    assert states[TYPED] == ("drain", TYPED_REASON), states         # never touched
+    reservations = cluster.head("scontrol", "show", "reservation").stdout
+    assert "ocibench" not in reservations, reservations
+    result = json.loads((where / "sweep.json").read_text())
+    assert (where / "sweep.html").is_file()
+    assert result["stopped"] == f"stopped by {signal.Signals(signum).name}", result
+    assert "not drained by a sweep" in result["nodes"][TYPED]["reason"], result["nodes"]
+    return result
+
+
+def test_slurm_actions_are_all_or_nothing_or_recorded(running, tmp_path):
+    """Issue 21: a drain that fails midway, SIGTERM and SIGHUP during --undrain, and a
+    person's drain whose reason starts with `ocibench:`."""
+    cluster = running
+    record = cluster.results / "drained.json"
+    record.unlink(missing_ok=True)
+    try:
+        typed = cluster.head("scontrol", "update", f"NodeName={TYPED}", "State=DRAIN",
+                             f"Reason={TYPED_REASON}")
+        assert typed.returncode == 0, text(typed)
+        # Three nodes whose modules do not load: each asks for a drain; scontrol fails
+        # on the second.  The first stays drained and recorded; the files are written.
+        wrapper = scontrol_failing_drain(tmp_path / "bin", 2)
+        with modules_that_do_not_load(cluster, tmp_path):
+            proc, result = sweep(cluster, "failed-drain", shapes.SHAPES_DIR, LATENCY_ONE_NODE,
+                                 "--nodes", "node[1-3]", "--drain", "--force",
+                                 env=(f"PATH={wrapper}:{os.environ['PATH']}",))
+        out = text(proc)
+        assert proc.returncode == 2, out
+        assert (cluster.results / "failed-drain" / "sweep.html").is_file()
+        assert {r["action"] for r in result["nodes"].values()} == {"fix-software"}, out
+        drain = result["drain"]
+        assert drain["drained"] == ["node1"], drain
+        assert "injected, drain 2" in drain["not_drained"]["node2"], drain
+        assert drain["not_drained"]["node3"] == "not tried: the drain of node2 failed", drain
+        assert any("injected, drain 2" in e for e in result["errors"]), result["errors"]
+        assert "ocibench sweep: scontrol update NodeName=node2" in proc.stderr, proc.stderr
+        reason = result["nodes"]["node1"]["drain_reason"]
+        states = cluster.node_states()
+        assert states["node1"] == ("drain", reason), states
+        assert states["node2"][0] == states["node3"][0] == "idle", states
+        assert json.loads(record.read_text())["nodes"]["node1"]["reason"] == reason
+
+        # --undrain stopped by SIGTERM, then by SIGHUP, as Ctrl-C is: node1 drained again
+        # with its reason, the reservation gone, TYPED left alone.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            stop_undrain_with(cluster, tmp_path, signum, "node1", reason)
+    finally:
+        states = cluster.node_states()
+        for node in ("node1", "node2", "node3", TYPED):
+            if states.get(node, ("",))[0].startswith("drain"):
+                cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        for line in cluster.head("scontrol", "show", "reservation").stdout.split():
+            if line.startswith("ReservationName=ocibench"):
+                cluster.head("scontrol", "delete", line)
+        record.unlink(missing_ok=True)
+        cluster.wait_idle()

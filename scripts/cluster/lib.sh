@@ -26,6 +26,12 @@
 # with OCIBENCH_CLUSTER_LOCK_HELD=1.  Another session's cluster is never torn down.
 
 CLUSTER_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# This checkout's ocibench for every python3 the cluster's scripts, tests and jobs
+# start (the project is never pip-installed: scripts/test.sh does the same), once.
+case ":${PYTHONPATH:-}:" in
+  *":$CLUSTER_REPO/src:"*) ;;
+  *) export PYTHONPATH="$CLUSTER_REPO/src${PYTHONPATH:+:$PYTHONPATH}" ;;
+esac
 CLUSTER_SHAPE=loopback-cluster
 CLUSTER_NODES=${OCIBENCH_CLUSTER_NODES:-9}
 CLUSTER_DIR=${OCIBENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/ocibench-cluster}
@@ -63,8 +69,7 @@ fi
 
 # The shape file is the single source of truth for what a node looks like.
 cluster_shape_field() {  # cluster_shape_field <python expression on shape `s`>
-  PYTHONPATH=$CLUSTER_REPO/src${PYTHONPATH:+:$PYTHONPATH} python3 -c \
-    "from ocibench import shapes; s = shapes.load('$CLUSTER_SHAPE'); print($1)"
+  python3 -c "from ocibench import shapes; s = shapes.load('$CLUSTER_SHAPE'); print($1)"
 }
 
 cluster_node() { echo "node$1"; }                       # node name of index i (1-based)

@@ -7,6 +7,9 @@
 # stage/output, perflogs, run reports, figures.txt) stay in output/cluster/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The cluster's names, and this checkout's ocibench on PYTHONPATH (lib.sh).
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source scripts/cluster/lib.sh
 trap 'bash scripts/cluster/down.sh >/dev/null 2>&1 || true' EXIT
 export OCIBENCH_CLUSTER_RESULTS=${OCIBENCH_CLUSTER_RESULTS:-$PWD/output/cluster}
 export OCIBENCH_CLUSTER_PROFILE=${OCIBENCH_CLUSTER_PROFILE:-full}

@@ -51,8 +51,7 @@ cluster_write_env "$DEV"
 
 # The nodes use the local shape's Lmod tree, as cluster nodes use the tree on shared
 # storage: $OCIBENCH_MODULES_ROOT/loopback-cluster points at it (ocibench.paths).
-tree=${OCIBENCH_CLUSTER_MODULES:-$(PYTHONPATH=$CLUSTER_REPO/src${PYTHONPATH:+:$PYTHONPATH} \
-  python3 -c 'from ocibench import paths; print(paths.module_root("local"))')}
+tree=${OCIBENCH_CLUSTER_MODULES:-$(python3 -c 'from ocibench import paths; print(paths.module_root("local"))')}
 mkdir -p "$CLUSTER_DIR/modules"
 ln -sfn "$tree" "$CLUSTER_DIR/modules/$CLUSTER_SHAPE"
 echo "export OCIBENCH_MODULES_ROOT=$CLUSTER_DIR/modules" >>"$CLUSTER_ENV"

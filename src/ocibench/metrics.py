@@ -68,6 +68,12 @@ class NodeVerdict(str, enum.Enum):
     from best to worst: a node's verdict is the worst of its checks'."""
 
     PASS = "pass"
+    #: No check could be judged on the node: none ran there (the plan had no job for it:
+    #: too few nodes for the selected checks, every case skipped), a check's run could
+    #: not be judged (:attr:`RunVerdict.UNJUDGED`; a live check then fails saying "could
+    #: not judge"), or the sweep stopped before judging it.  Never a pass, never drained:
+    #: the reason says why, and the action is at most rerun.
+    UNJUDGED = "unjudged"
     #: Within tolerance of the documented figure (or nothing is documented) but more
     #: than K robust deviations worse than the cluster's median of that figure.
     OUTLIER = "outlier"

@@ -2,8 +2,8 @@
 
 Every single-node check on every node, the 2-node checks over a ring of pairs, the
 4-node collectives on groups of 4, all through ReFrame on Slurm; per node pass, fail,
-outlier or unreachable, with an action (drain, rerun, fix-software); --drain drains
-within a cap.  See docs/sweep.md.
+outlier, unreachable or unjudged, with an action (drain, rerun, fix-software); --drain
+drains within a cap.  See docs/sweep.md.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from ocibench import paths
 
 #: The sweep's ReFrame files go beside ReFrame's run reports (ocibench.reframe_site).
 REPORTS_DIR = Path(os.environ.get("OCIBENCH_REPORT_DIR") or paths.REPO_ROOT / "reports")
+#: The record of the drains the sweep made (ocibench.sweep.state): --undrain's proof.
+STATE_FILE = REPORTS_DIR / "sweep" / "drained.json"
 
 
 def _fraction(text: str) -> float:
@@ -77,6 +80,9 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="drain at most this fraction of the nodes (default "
                              f"{actions.MAX_DRAIN_FRACTION})")
     parser.add_argument("--force", action="store_true", help="drain even above the cap")
+    parser.add_argument("--state", type=Path, metavar="FILE",
+                        help="the record of the drains sweeps made, which --undrain trusts "
+                             f"(default {STATE_FILE})")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="write the node x check matrix as one offline HTML page")
@@ -92,8 +98,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ocibench.report.output import OutputError
-    from ocibench.sweep import output, plan, rfm, slurm
+    from ocibench.sweep import plan, rfm, signals, slurm, state
     from ocibench.sweep import run as sweeping
 
     if args.drain and args.dry_run:
@@ -104,28 +109,53 @@ def run(args: argparse.Namespace) -> int:
         excludes=args.excludes, drain=args.drain, undrain=args.undrain,
         max_drain_fraction=args.max_drain_fraction, force=args.force,
         outlier_k=args.outlier_k, start_timeout=args.start_timeout, prefix=prefix,
-        setvars=args.setvars)
+        setvars=args.setvars, state=args.state or STATE_FILE)
+    result = None
     try:
-        if args.dry_run:
-            names = slurm.expand_hostlist(args.nodes) if args.nodes is not None else None
-            the_plan, skipped = sweeping.dry_run(options, names)
-            print(plan.describe(the_plan))
-            for name, why in skipped.items():
-                print(f"skipped {name}: {why}")
-            return 0
-        result = sweeping.sweep(options, say=lambda line: print(line, file=sys.stderr))
-        if args.json:
-            output.write(args.json, output.to_json(result))
-        if args.html:
-            output.write(args.html, output.to_html(result))
-    except (slurm.UsageError, plan.PlanError) as err:
-        return _usage(str(err))
-    except (slurm.SlurmError, rfm.ReframeError, OutputError) as err:
-        print(f"ocibench sweep: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"ocibench sweep: cannot write {err.filename}: {err.strerror}", file=sys.stderr)
-        return 2
+        with signals.as_ctrl_c():
+            try:
+                if args.dry_run:
+                    names = slurm.expand_hostlist(args.nodes) if args.nodes is not None \
+                        else None
+                    the_plan, skipped = sweeping.dry_run(options, names)
+                    print(plan.describe(the_plan))
+                    for name, why in skipped.items():
+                        print(f"skipped {name}: {why}")
+                    return 0
+                result = sweeping.sweep(options, say=lambda line: print(line, file=sys.stderr))
+            except (slurm.UsageError, plan.PlanError) as err:
+                return _usage(str(err))
+            except (slurm.SlurmError, rfm.ReframeError, state.StateError) as err:
+                # before the sweep did anything: nothing to write
+                print(f"ocibench sweep: {err}", file=sys.stderr)
+                return 2
+            # From here the files are written and the verdicts printed, whatever ended
+            # the sweep; a signal meanwhile waits for them (signals.shielded).
+            with signals.shielded():
+                return _report(args, result)
+    except KeyboardInterrupt as err:
+        name = signal.Signals(signals.signum_of(err)).name
+        print(f"ocibench sweep: stopped by {name}"
+              + (" after writing its files" if result is not None else
+                 " before any Slurm action"), file=sys.stderr)
+        return 128 + signals.signum_of(err)
+
+
+def _report(args: argparse.Namespace, result) -> int:
+    """The JSON and the page, then one line per node; the exit status (docs/sweep.md)."""
+    from ocibench.report.output import OutputError
+    from ocibench.sweep import output
+
+    failed = []
+    for path, render in ((args.json, output.to_json), (args.html, output.to_html)):
+        if path is None:
+            continue
+        try:
+            output.write(path, render(result))
+        except OutputError as err:
+            failed.append(str(err))
+        except OSError as err:
+            failed.append(f"cannot write {err.filename or path}: {err.strerror}")
     for name, node in result.nodes.items():
         action = f" [{node.action}]" if node.action else ""
         print(f"{name}: {node.verdict}{action}: {node.reason}")
@@ -134,11 +164,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"ocibench sweep: {decision.refused}", file=sys.stderr)
     if result.drained:
         print(f"drained: {', '.join(result.drained)}")
+    if result.not_drained:
+        print(f"not drained: {', '.join(result.not_drained)}")
     if result.undrained:
         print(f"returned to service: {', '.join(result.undrained)}")
     counts = ", ".join(f"{n} {v}" for v, n in result.summary().items())
     print(f"{len(result.nodes)} node(s): {counts}")
-    return 0 if result.ok else 1
+    for line in result.errors + failed:
+        print(f"ocibench sweep: {line}", file=sys.stderr)
+    if result.signum is not None:
+        print(f"ocibench sweep: {result.stopped}", file=sys.stderr)
+        return 128 + result.signum
+    if result.errors or failed:
+        return 2
+    return result.exit_status()
 
 
 def _usage(message: str) -> int:

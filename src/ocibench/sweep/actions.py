@@ -13,7 +13,11 @@ A failed check maps to one :class:`~ocibench.metrics.Action`:
   RDMA port (preflight), and an outlier pinned to the node (both its pairs, or a pair
   and its re-test);
 * **rerun**: what one sweep cannot attribute: a crash, a time limit, a value that
-  cannot be a measurement, an outlier seen once, and every failure not named above.
+  cannot be a measurement, an outlier seen once, and every failure not named above;
+  and every run that could not be judged (``RunVerdict.UNJUDGED``: a live check fails
+  saying "could not judge", :data:`COULD_NOT_JUDGE`).  The live checks run this
+  project's own command lines, so a run they cannot judge is the project's defect,
+  never the node's: whatever else its reason says, it is rerun, never drained.
 
 ``--drain`` drains the nodes whose action is drain or fix-software (neither serves
 jobs correctly until fixed); rerun nodes and unreachable nodes are never drained.
@@ -25,11 +29,13 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ocibench.judge import Row
 from ocibench.metrics import Action
 
-#: Prefix of every Slurm reason this tool writes; --undrain touches only such nodes.
+#: Prefix of every Slurm reason this tool writes, for the people reading ``sinfo -R``.
+#: It proves nothing: --undrain trusts the record of what it drained (sweep.state).
 REASON_PREFIX = "ocibench:"
 #: Slurm keeps a node's reason as given; a short one reads whole in ``sinfo -R``.
 MAX_REASON = 200
@@ -37,6 +43,10 @@ MAX_REASON = 200
 #: Default cap: at most this fraction of the swept nodes drained by one sweep, so that
 #: a wrong reference (every node "too slow") cannot take a cluster out of service.
 MAX_DRAIN_FRACTION = 0.25
+
+#: What a live check's failure says when its run was UNJUDGED (the lead's checks/base.py:
+#: a sane output nothing could be compared with), matched before any pattern below.
+COULD_NOT_JUDGE = "could not judge"
 
 #: Failure lines (checks/base.py failure_line, reframe_slurm) -> action, first match.
 _PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
@@ -58,6 +68,8 @@ _PREFLIGHT = re.compile(r"requires what this node lacks: (.*)")
 
 def for_failure(reason: str) -> Action:
     """The action for a job that failed with ``reason`` (no figure judged)."""
+    if could_not_judge(reason):
+        return Action.RERUN
     lacks = _PREFLIGHT.search(reason or "")
     if lacks:
         items = [part.strip().split(" ")[0] for part in lacks.group(1).split(";")]
@@ -67,6 +79,11 @@ def for_failure(reason: str) -> Action:
         if pattern.search(reason or ""):
             return action
     return Action.RERUN
+
+
+def could_not_judge(reason: str | None) -> bool:
+    """The failure of a run that could not be judged (RunVerdict.UNJUDGED)."""
+    return COULD_NOT_JUDGE in (reason or "").lower()
 
 
 def for_row(row: Row) -> Action:
@@ -100,23 +117,30 @@ def drain_reason(check: str, value: str, bound: str, source: str) -> str:
 
 @dataclass(frozen=True)
 class DrainDecision:
-    cap: int                     # the most nodes this sweep may drain
+    cap: int                     # the most nodes this sweep may drain (:func:`cap`)
     nodes: dict[str, str]        # node -> Slurm reason, the nodes to drain
     refused: str | None          # why none is drained, or None
 
 
+def cap(swept: int, fraction: float) -> int:
+    """The most nodes one sweep may drain: ``fraction`` of ``swept``, rounded down.
+    Exactly: 0.29 of 100 nodes is 29, though 0.29 * 100 is 28.999... in floating point.
+    No minimum: a cap of 0 (--max-drain-fraction 0, or the default 25 % of fewer than 4
+    nodes) drains nothing without --force."""
+    return math.floor(Fraction(repr(fraction)) * swept)
+
+
 def decide(wanted: Mapping[str, str], swept: int, fraction: float = MAX_DRAIN_FRACTION,
            force: bool = False) -> DrainDecision:
-    """Drain ``wanted`` (node -> reason) unless that is more than ``fraction`` of the
-    ``swept`` nodes (every node the sweep judged, unreachable ones included; rounded
-    down, but at least one node of a cluster of one or more):
-    then none, with a one-line reason; ``force`` lifts the cap.  All or nothing: a
-    wrong reference fails every node, and draining its first quarter would be as wrong
-    as draining them all."""
-    cap = max(1, math.floor(swept * fraction)) if swept else 0
-    if len(wanted) > cap and not force:
-        return DrainDecision(cap, {}, (
+    """Drain ``wanted`` (node -> reason) unless that is more than :func:`cap` of the
+    ``swept`` nodes (every node the sweep judged, unreachable ones included): then none,
+    with a one-line reason; ``force`` lifts the cap.  All or nothing: a wrong reference
+    fails every node, and draining its first quarter would be as wrong as draining them
+    all."""
+    most = cap(swept, fraction)
+    if len(wanted) > most and not force:
+        return DrainDecision(most, {}, (
             f"refusing to drain {len(wanted)} of the {swept} nodes of this sweep: more than "
-            f"the cap of {cap} ({fraction:.0%}, --max-drain-fraction); a wrong reference "
-            "fails every node. Check the figures, then --force"))
-    return DrainDecision(cap, dict(wanted), None)
+            f"the cap of {most} ({fraction:.0%}, --max-drain-fraction, rounded down); a "
+            "wrong reference fails every node. Check the figures, then --force"))
+    return DrainDecision(most, dict(wanted), None)

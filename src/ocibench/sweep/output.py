@@ -80,7 +80,7 @@ def to_html(result: Sweep) -> str:
     summary = data["summary"]
     return _template().render(
         generated=_now(), partition=result.partition, outlier_k=result.outlier_k,
-        setvars=list(result.setvars),
+        setvars=list(result.setvars), stopped=result.stopped, errors=list(result.errors),
         summary=[(str(v), summary[str(v)]) for v in NODE_VERDICTS],
         plan_line=describe(result.plan).splitlines()[0], drain=data["drain"],
         cases=cases, nodes=nodes, skipped=sorted(result.skipped.items()))

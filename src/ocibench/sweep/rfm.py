@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibench import checkspec, paths
+from ocibench.sweep import signals
 from ocibench.sweep.plan import NODE_SEPARATOR, Case, Group, Wave
 from ocibench.sweep.verdicts import JobResult
 
@@ -81,10 +82,19 @@ def _job_options(partition: str | None, reservation: str | None) -> list[str]:
 _NOTHING_RAN = "Ran 0/0 test case(s)"
 
 
+#: Seconds ReFrame has to cancel its Slurm jobs and exit after a stopping signal.
+STOP_TIMEOUT_S = 60
+
+
 def _reframe(argv: list[str], log: Path, report: Path) -> dict[str, Any]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
-        subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False)
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            process.wait()
+        except KeyboardInterrupt:
+            _stop(process)
+            raise
     if not report.exists() and _NOTHING_RAN in log.read_text(errors="replace"):
         return {"runs": []}
     try:
@@ -93,6 +103,23 @@ def _reframe(argv: list[str], log: Path, report: Path) -> dict[str, Any]:
         tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
         raise ReframeError(f"ReFrame left no run report {report} "
                            f"({tail[-1].strip() if tail else 'no output'}; see {log})") from None
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop ReFrame as it stops on SIGTERM: its runner cancels the jobs it submitted
+    (reframe/frontend/executors: SIGTERM is a forced exit) before it exits.  A Ctrl-C
+    at the terminal reached ReFrame already (one process group); a SIGTERM or SIGHUP
+    sent to the sweep did not, and a ReFrame killed outright would leave its jobs
+    running on the nodes.  Waited for with the signals held back (signals.shielded):
+    a second signal must not leave ReFrame running."""
+    with signals.shielded():
+        if process.poll() is None:
+            process.terminate()
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _testcases(report: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,20 +1,44 @@
-"""The sweep from start to end: nodes, plan, ReFrame steps, verdicts, drain decisions."""
+"""The sweep from start to end: nodes, plan, ReFrame steps, verdicts, drain decisions.
+
+Slurm actions are all or nothing, or recorded (docs/sweep.md, "Drain and undrain"):
+
+* every drain is written to the record of drains (:mod:`ocibench.sweep.state`) before
+  ``scontrol`` makes it, and only a node drained with exactly its recorded reason is
+  re-tested and resumed by --undrain;
+* a ``scontrol`` that fails stops the drains there: the JSON says which nodes were
+  drained and which were not, and why;
+* the nodes resumed for a re-test are drained again with their old reasons whatever
+  stops the sweep (an error, Ctrl-C, SIGTERM, SIGHUP: :mod:`ocibench.sweep.signals`),
+  and the reservation that kept other users' jobs off them is deleted only when every
+  one of them is drained again;
+* whatever happens, :func:`sweep` returns what it knows (nodes it could not judge are
+  UNJUDGED, saying why), so that the JSON and the page are always written.
+"""
 
 from __future__ import annotations
 
 import getpass
 import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ocibench.metrics import NODE_VERDICTS, NodeVerdict
-from ocibench.sweep import actions, plan, rfm, slurm, verdicts
+from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
+from ocibench.sweep import actions, plan, rfm, signals, slurm, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
 from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 
 START_TIMEOUT_S = slurm.START_TIMEOUT_S
+
+#: Exit status of a sweep whose nodes were judged: 0 every node passes; 1 some node
+#: fails, is an outlier or is unreachable (something to act on); 3 no node does, but
+#: some could not be judged (no check ran there, or its runs could not be judged), or
+#: the sweep had no node at all.  2 (usage, Slurm, ReFrame) and 128 + the signal
+#: (stopped) are the command's (ocibench.commands.sweep).
+EXIT_PASS, EXIT_FINDING, EXIT_UNJUDGED = 0, 1, 3
+_FINDINGS = (NodeVerdict.OUTLIER, NodeVerdict.FAIL, NodeVerdict.UNREACHABLE)
 
 
 @dataclass
@@ -31,6 +55,7 @@ class Options:
     start_timeout: int = START_TIMEOUT_S
     prefix: Path = Path("sweep")
     setvars: Sequence[str] = ()         # ReFrame's -S, for every run of the sweep
+    state: Path = Path("drained.json")  # the record of drains (sweep.state)
 
 
 @dataclass
@@ -41,14 +66,31 @@ class Sweep:
     drain: actions.DrainDecision | None = None
     drained: list[str] = field(default_factory=list)
     undrained: list[str] = field(default_factory=list)
+    #: node -> why the drain decided for it did not happen (scontrol failed, or an
+    #: earlier drain did and the sweep stopped draining)
+    not_drained: dict[str, str] = field(default_factory=dict)
     retests: list[Group] = field(default_factory=list)
     partition: str | None = None
     outlier_k: float = verdicts.OUTLIER_K
     setvars: Sequence[str] = ()
+    #: Slurm actions (or the record of drains) that failed, one line each
+    errors: list[str] = field(default_factory=list)
+    #: why the sweep stopped before its end (an error, a signal), or None
+    stopped: str | None = None
+    signum: int | None = None           # the signal that stopped it
 
     @property
     def ok(self) -> bool:
-        return all(n.verdict is NodeVerdict.PASS for n in self.nodes.values())
+        return self.exit_status() == EXIT_PASS
+
+    def exit_status(self) -> int:
+        """:data:`EXIT_PASS`, :data:`EXIT_FINDING` or :data:`EXIT_UNJUDGED` (above)."""
+        found = {n.verdict for n in self.nodes.values()}
+        if found & set(_FINDINGS):
+            return EXIT_FINDING
+        if NodeVerdict.UNJUDGED in found or not found:
+            return EXIT_UNJUDGED
+        return EXIT_PASS
 
     def summary(self) -> dict[str, int]:
         return {str(v): sum(n.verdict is v for n in self.nodes.values()) for v in NODE_VERDICTS}
@@ -58,15 +100,16 @@ class Sweep:
         return {
             "version": 1, "partition": self.partition,
             "outlier_k": self.outlier_k, "setvars": list(self.setvars),
+            "stopped": self.stopped, "errors": list(self.errors),
             "plan": self.plan.to_dict(), "skipped": dict(self.skipped),
             "retests": [list(p) for p in self.retests],
             "nodes": {name: node.to_dict() for name, node in self.nodes.items()},
             "drain": {"cap": decision.cap if decision else None,
-                      "wanted": {n: r.drain_reason for n, r in self.nodes.items()
-                                 if actions.drains(r.action)},
+                      "wanted": drain_wanted(self.nodes),
                       "refused": decision.refused if decision else None,
                       "nodes": dict(decision.nodes) if decision else {},
-                      "drained": list(self.drained), "undrained": list(self.undrained)},
+                      "drained": list(self.drained), "undrained": list(self.undrained),
+                      "not_drained": dict(self.not_drained)},
             "summary": self.summary(),
         }
 
@@ -92,16 +135,21 @@ def select_nodes(options: Options) -> tuple[list[str], dict[str, str], list[str]
                                    f"{'is' if len(outside) == 1 else 'are'} not a node of {where}")
     else:
         listed = list(states)
+    record = state.DrainRecord(options.state) if options.undrain else None
     swept, unreachable, retaken = [], {}, []
     for node in listed:
-        state = states[node]
-        if state.sweepable:
+        now = states[node]
+        if now.sweepable:
             swept.append(node)
-        elif options.undrain and state.drained_by_us:
+        elif record is not None and now.drained and record.ours(node, now.reason):
             swept.append(node)
             retaken.append(node)
         else:
-            unreachable[node] = state.why_not()
+            unreachable[node] = now.why_not()
+            if record is not None and now.drained and \
+                    now.reason.startswith(actions.REASON_PREFIX):
+                unreachable[node] += (f" (not drained by a sweep: {options.state} has no "
+                                      "such drain of it; left alone)")
     return swept, unreachable, retaken, states
 
 
@@ -118,35 +166,67 @@ def dry_run(options: Options, nodes: list[str] | None = None) -> tuple[Plan, dic
 
 
 def sweep(options: Options, say: Callable[[str], None] = print) -> Sweep:
+    """The sweep; returns what it knows whatever stops it (see the module's text).
+    Raises only before it has done anything (a bad node list, Slurm or ReFrame not
+    answering, a signal while the plan is made)."""
     nodes, unreachable, retaken, states = select_nodes(options)
     cases, skipped = rfm.discover(options.names, options.excludes, options.prefix,
                                   options.partition, options.setvars)
     the_plan = plan.make_plan(nodes, cases, unreachable)
     result = Sweep(the_plan, skipped, partition=options.partition,
                    outlier_k=options.outlier_k, setvars=list(options.setvars))
+    record = state.DrainRecord(options.state)
+    try:
+        with signals.as_ctrl_c():
+            _sweep(result, options, retaken, states, record, say)
+    except KeyboardInterrupt as err:
+        result.signum = signals.signum_of(err)
+        result.stopped = f"stopped by {signal.Signals(result.signum).name}"
+    except (slurm.SlurmError, rfm.ReframeError, state.StateError) as err:
+        result.stopped = str(err)
+        if str(err) not in result.errors:
+            result.errors.append(str(err))
+    if result.stopped and not result.nodes:
+        result.nodes = _unjudged(the_plan, f"the sweep stopped before judging it: "
+                                 f"{result.stopped}")
+    return result
+
+
+def _sweep(result: Sweep, options: Options, retaken: list[str],
+           states: dict[str, slurm.NodeState], record: state.DrainRecord,
+           say: Callable[[str], None]) -> None:
+    the_plan = result.plan
     reservation = None
-    resumed: list[str] = []
+    resumed: list[str] = []   # resumed for a re-test, not yet decided
     try:
         if retaken:
             # A drained node takes no job: resume it inside a reservation of every swept
-            # node, so that no other user's job lands on it while it is re-tested.
-            reservation = f"ocibench-sweep-{os.getpid()}"
-            slurm.create_reservation(reservation, nodes, getpass.getuser())
-            for node in retaken:
-                slurm.resume(node)
-                resumed.append(node)
+            # node, so that no other user's job lands on it while it is re-tested.  Held
+            # from signals: a node resumed is one listed in `resumed`.
+            with signals.shielded():
+                name = f"ocibench-sweep-{os.getpid()}"
+                slurm.create_reservation(name, list(the_plan.nodes), getpass.getuser())
+                reservation = name
+                for node in retaken:
+                    slurm.resume(node)
+                    resumed.append(node)
         jobs = _run_waves(the_plan, the_plan.waves, options, reservation, say, start=1)
         retest_jobs = _retests(the_plan, jobs, options, reservation, say, result)
         result.nodes = judge_nodes(the_plan, jobs + retest_jobs, options.outlier_k,
                                    _never_started(jobs + retest_jobs, options))
-        _decide_drains(result, options, states, retaken)
-        resumed = []   # every resumed node is now decided: passed, or drained again
+        with signals.shielded():
+            _decide_drains(result, options, states, retaken, resumed, record)
     finally:
-        for node in resumed:   # the sweep stopped before deciding: back as they were
-            slurm.drain(node, states[node].reason)
-        if reservation:
-            slurm.delete_reservation(reservation)
-    return result
+        with signals.shielded():
+            _restore(result, resumed, states, reservation, record)
+
+
+def _unjudged(the_plan: Plan, why: str) -> dict[str, NodeResult]:
+    """Every node of the plan not judged, saying ``why`` (unreachable ones stay so)."""
+    found = verdicts.node_results(the_plan, {}, {})
+    return {node: r if r.verdict is NodeVerdict.UNREACHABLE else
+            NodeResult(NodeVerdict.UNJUDGED, why, Action.RERUN, {})
+            for node, r in found.items()}
 
 
 def _run_waves(the_plan: Plan, waves: Sequence[plan.Wave], options: Options,
@@ -232,25 +312,91 @@ def judge_nodes(the_plan: Plan, jobs: Sequence[JobResult], k: float,
             by_case[case.name] = verdicts.attribute_groups(groups, pinned_bad)
         if case.nodes <= 2:
             pinned_bad |= {n for n, c in by_case[case.name].items() if verdicts.is_bad(c)}
-    return verdicts.node_results(the_plan, by_case, unreachable)
+    skipped: dict[str, list[str]] = {}
+    for job in jobs:
+        if job.skipped:
+            for node in job.nodes:
+                skipped.setdefault(node, []).append(f"{job.case.name}: skipped: {job.skipped}")
+    return verdicts.node_results(the_plan, by_case, unreachable, skipped)
+
+
+def drain_wanted(nodes: dict[str, NodeResult]) -> dict[str, str]:
+    """node -> drain reason, for every node whose action asks for a drain."""
+    return {n: r.drain_reason for n, r in nodes.items()
+            if actions.drains(r.action) and r.drain_reason}
+
+
+def _drain(node: str, reason: str, record: state.DrainRecord, options: Options) -> None:
+    """Drain ``node``: first the record (a drain this tool made is one it can prove),
+    then scontrol."""
+    record.add(node, reason, str(options.prefix))
+    slurm.drain(node, reason)
 
 
 def _decide_drains(result: Sweep, options: Options, states: dict[str, slurm.NodeState],
-                   retaken: list[str]) -> None:
-    wanted = {n: r.drain_reason for n, r in result.nodes.items()
-              if actions.drains(r.action) and r.drain_reason}
+                   retaken: list[str], resumed: list[str], record: state.DrainRecord) -> None:
+    """The drain decision, and the Slurm actions it takes; ``resumed`` loses each node
+    once it is decided (in service, or drained again)."""
     listed = len(result.nodes)
-    decision = actions.decide(wanted, listed, options.max_drain_fraction, options.force)
+    decision = actions.decide(drain_wanted(result.nodes), listed, options.max_drain_fraction,
+                              options.force)
     result.drain = decision
     for node in retaken:
         verdict = result.nodes[node].verdict
         if verdict is NodeVerdict.PASS:
+            record.remove(node)
+            resumed.remove(node)
             result.undrained.append(node)   # resumed before its re-test: stays in service
         elif options.drain and node in decision.nodes:
             pass                            # drained again below, with today's reason
         else:
-            slurm.drain(node, states[node].reason)   # as it was
-    if options.drain:
-        for node, reason in decision.nodes.items():
-            slurm.drain(node, reason)
-            result.drained.append(node)
+            try:
+                _drain(node, states[node].reason, record, options)   # as it was
+            except (slurm.SlurmError, state.StateError) as err:
+                result.errors.append(str(err))
+                raise
+            resumed.remove(node)
+    if not options.drain:
+        return
+    todo = list(decision.nodes.items())
+    for index, (node, reason) in enumerate(todo):
+        try:
+            _drain(node, reason, record, options)
+        except (slurm.SlurmError, state.StateError) as err:
+            result.errors.append(str(err))
+            result.not_drained[node] = str(err)
+            for later, _ in todo[index + 1:]:
+                result.not_drained[later] = f"not tried: the drain of {node} failed"
+            return
+        result.drained.append(node)
+        if node in resumed:
+            resumed.remove(node)
+
+
+def _restore(result: Sweep, resumed: list[str], states: dict[str, slurm.NodeState],
+             reservation: str | None, record: state.DrainRecord) -> None:
+    """Nodes resumed for a re-test that the sweep did not decide (it stopped, or a
+    Slurm action failed) go back as they were: drained, with their old reasons.  The
+    reservation goes only when every one of them is drained again: a node that could
+    not be drained stays reserved for this user, out of other users' jobs."""
+    stuck = []
+    for node in list(resumed):
+        try:
+            record.add(node, states[node].reason, "restored: " + (result.stopped or "-"))
+            slurm.drain(node, states[node].reason)
+            resumed.remove(node)
+        except (slurm.SlurmError, state.StateError) as err:
+            result.errors.append(str(err))
+            stuck.append(node)
+    if reservation is None:
+        return
+    if stuck:
+        result.errors.append(
+            f"reservation {reservation} kept: it holds {slurm.fold(stuck)} (resumed for a "
+            f"re-test, not drained again) out of other users' jobs; drain them, then "
+            f"scontrol delete ReservationName={reservation}")
+        return
+    try:
+        slurm.delete_reservation(reservation)
+    except slurm.SlurmError as err:
+        result.errors.append(str(err))

@@ -2,6 +2,8 @@
 
 Every call is a Slurm command (``scontrol``, ``sinfo``) with a timeout; a command that
 fails is a :class:`SlurmError` with one line naming the command and Slurm's message.
+Hostlists are expanded and folded by ClusterShell's NodeSet, which needs no Slurm
+controller (``--dry-run`` on a host that cannot reach one).
 """
 
 from __future__ import annotations
@@ -9,8 +11,6 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass
-
-from ocibench.sweep.actions import REASON_PREFIX
 
 #: Seconds a sweep's job may pend before its nodes count as unreachable: the groups
 #: of a wave are disjoint and idle, so a job starts at once on nodes that work.
@@ -21,6 +21,12 @@ TIMEOUT_S = 30
 
 #: A host name as Slurm's hostlist expands it (RFC 1123 letters, digits, '-', '.').
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: A character that is neither in a host name nor in a hostlist's ranges.
+_NOT_HOSTLIST = re.compile(r"[^A-Za-z0-9._,\[\]-]")
+#: The most nodes a hostlist may name: far above any Slurm cluster, and a bound on the
+#: memory and time a typo such as ``node[0-99999999]`` (10^8 names) would take.
+MAX_NODES = 100_000
+_BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 
 #: ``sinfo %t`` states in which a node takes a new job at once.  A suffix marks a
 #: node that is not responding (*), powering (~ # !), rebooting (@), ...: not idle.
@@ -39,8 +45,11 @@ class UsageError(ValueError):
 
 def _call(argv: list[str]) -> subprocess.CompletedProcess:
     try:
+        # A session of its own: a Ctrl-C at the terminal reaches the sweep (which
+        # finishes the Slurm action under way: ocibench.sweep.signals), never a
+        # scontrol half-way through a drain or a resume.
         return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              check=False)
+                              check=False, start_new_session=True)
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]} not found: ocibench sweep runs where Slurm's "
                          "client commands are (a login or head node)") from None
@@ -61,23 +70,67 @@ def _run(argv: list[str]) -> str:
     return done.stdout
 
 
+def _parts(text: str) -> list[str]:
+    """A hostlist's comma-separated parts, commas inside brackets kept (``a[1,3],b``)."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    return parts + [text[start:]]
+
+
+def _size(part: str) -> int:
+    """About how many names one part of a hostlist makes (the product of its bracket
+    sets' sizes), counted without expanding it."""
+    size = 1
+    for inner in _BRACKETS.findall(part):
+        count = 0
+        for item in inner.split(","):
+            low, _, high = item.partition("-")
+            count += int(high) - int(low) + 1 if low.isdigit() and high.isdigit() else 1
+        size *= max(count, 1)
+    return size
+
+
 def expand_hostlist(text: str) -> list[str]:
-    """``node[1-3],gpu7`` as Slurm expands it (``scontrol show hostnames``), in order."""
+    """``node[1-3],gpu7`` expanded, in the order given, each name once.
+
+    ClusterShell's NodeSet reads Slurm's hostlist syntax (ranges, zero padding, several
+    bracket sets) without a Slurm controller; ``scontrol show hostnames`` needs one and
+    fails on a login node that cannot reach it.  NodeSet's own operators (``!&^``),
+    groups (``@name``) and any other character no host name has are refused first:
+    they are no Slurm hostlist."""
+    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+
     if not text or not text.strip():
         raise UsageError("--nodes: empty hostlist")
-    done = _call(["scontrol", "show", "hostnames", text])
-    # scontrol exits 0 on a bad range and says "Invalid hostlist: ..." instead
-    said = next((line for line in (done.stdout + done.stderr).splitlines()
-                 if "Invalid hostlist" in line or "error" in line.lower()), None)
-    if done.returncode != 0 or said:
-        why = said or _last_line(done.stderr) or f"exit status {done.returncode}"
-        raise UsageError(f"--nodes {text!r}: bad hostlist: {why.strip()}")
-    names = done.stdout.split()
+    odd = _NOT_HOSTLIST.search(text)
+    if odd:
+        raise UsageError(f"--nodes {text!r}: bad hostlist: {odd.group()!r} is no part of a "
+                         "Slurm hostlist; write it as node[1-8],gpu-[001-120]")
+    names: dict[str, None] = {}
+    for part in _parts(text):
+        if _size(part) + len(names) > MAX_NODES:   # before NodeSet builds the ranges
+            raise UsageError(f"--nodes {text!r}: more than {MAX_NODES} nodes")
+        try:
+            nodeset = NodeSet(part, resolver=RESOLVER_NOGROUP)
+        except NodeSetException as err:
+            raise UsageError(f"--nodes {text!r}: bad hostlist: {err}") from None
+        names.update(dict.fromkeys(nodeset))
     bad = next((n for n in names if not _HOST.fullmatch(n)), None)
     if bad is not None or not names:
-        raise UsageError(f"--nodes {text!r}: bad hostlist (Slurm expands it to {bad!r}); "
+        raise UsageError(f"--nodes {text!r}: bad hostlist (it expands to {bad!r}); "
                          "write it as node[1-8],gpu-[001-120]")
-    return list(dict.fromkeys(names))
+    return list(names)
+
+
+def fold(nodes: list[str]) -> str:
+    """Nodes as one Slurm hostlist (``node[1-4,7]``), as Slurm's own commands print them."""
+    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
+
+    return str(NodeSet.fromlist(nodes, resolver=RESOLVER_NOGROUP))
 
 
 def partitions() -> tuple[list[str], str | None]:
@@ -100,8 +153,10 @@ class NodeState:
         return self.state in SWEEPABLE
 
     @property
-    def drained_by_us(self) -> bool:
-        return self.state in DRAINED and self.reason.startswith(REASON_PREFIX)
+    def drained(self) -> bool:
+        """Drained, for any reason: whether this tool drained it is the record's to
+        say (ocibench.sweep.state), not the reason's prefix."""
+        return self.state in DRAINED
 
     def why_not(self) -> str:
         """Slurm's word on a node that will not take the sweep's job at once."""
@@ -145,7 +200,7 @@ def create_reservation(name: str, nodes: list[str], user: str) -> None:
     """Keep ``nodes`` for ``user``'s jobs only while the sweep resumes and re-tests
     the nodes it drained (IGNORE_JOBS: nodes that still finish a job are taken too)."""
     _run(["scontrol", "create", "reservation", f"ReservationName={name}",
-          f"Nodes={','.join(nodes)}", "StartTime=now", "Duration=UNLIMITED",
+          f"Nodes={fold(nodes)}", "StartTime=now", "Duration=UNLIMITED",
           f"Users={user}", "Flags=IGNORE_JOBS"])
 
 

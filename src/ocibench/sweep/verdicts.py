@@ -21,8 +21,11 @@ module adds is the cluster's view:
   third partner; the partner of such a node passes.  A group of 4 that failed is
   pinned to its members that are bad on their own (single-node or pair cases); when
   none is, every member gets the group's verdict with the action rerun.
-* **A node's verdict** is the worst of its cells (pass < outlier < fail), and
-  unreachable when Slurm holds it or its job never started.
+* **A node's verdict** is the worst of its cells (pass < unjudged < outlier < fail),
+  unreachable when Slurm holds it or its job never started, and unjudged when no cell
+  at all judged it (no check ran there): never a pass on nothing.  A cell whose run
+  could not be judged (a live check that fails saying "could not judge") is unjudged,
+  with the action rerun: never a pass, never a drain.
 """
 
 from __future__ import annotations
@@ -132,6 +135,9 @@ def job_cell(job: JobResult) -> Cell | None:
         bound, source = _bound(failing)
         return Cell(NodeVerdict.FAIL, failing.failure() or "failed", actions.for_row(failing),
                     failing.measured, failing.unit, _figure(failing), bound, source, jobs)
+    if job.failed and actions.could_not_judge(job.failed):
+        return Cell(NodeVerdict.UNJUDGED, job.failed, Action.RERUN, bound="",
+                    source="could not judge", jobs=jobs)
     if job.failed:
         return Cell(NodeVerdict.FAIL, job.failed, actions.for_failure(job.failed),
                     bound="", source="job failed", jobs=jobs)
@@ -313,7 +319,7 @@ def attribute_pairs(pairs: Mapping[Group, Cell], retests: Mapping[Group, Cell],
         partner = next(n for n in pair if n != node)
         partner_bad = [c for p, c in by_node.get(partner, []) if is_bad(c)]
         if len(partner_bad) == 2:
-            result[node] = replace(_pass_of(mine, jobs), reason=(
+            result[node] = _pass_of(mine, jobs, (
                 f"passes; its pair with {partner} failed, and {partner} fails in both its "
                 "pairs"))
         elif node in retest_of:
@@ -322,6 +328,10 @@ def attribute_pairs(pairs: Mapping[Group, Cell], retests: Mapping[Group, Cell],
             if is_bad(rcell):
                 result[node] = _pinned(rcell, f"with {partner} and in its re-test with "
                                        f"{rpair[1]}", jobs)
+            elif rcell.verdict is not NodeVerdict.PASS:   # the re-test judged nothing
+                result[node] = replace(cell, action=Action.RERUN, jobs=jobs, reason=(
+                    f"its pair with {partner} failed alone (its re-test with {rpair[1]} "
+                    f"could not be judged: {rcell.reason}): {cell.reason}"))
             else:
                 result[node] = replace(rcell, jobs=jobs, reason=(
                     f"passes: its pair with {partner} failed once ({cell.reason}); the "
@@ -333,11 +343,16 @@ def attribute_pairs(pairs: Mapping[Group, Cell], retests: Mapping[Group, Cell],
     return result
 
 
-def _pass_of(mine: list[tuple[Group, Cell]], jobs: list[Group]) -> Cell:
-    """The node's passing pair (its value is the node's), with every job listed."""
-    cell = next((c for _, c in mine if not is_bad(c)), None) or \
-        Cell(NodeVerdict.PASS, "passes")
-    return replace(cell, verdict=NodeVerdict.PASS, action=None, jobs=jobs)
+def _pass_of(mine: list[tuple[Group, Cell]], jobs: list[Group],
+             reason: str | None = None) -> Cell:
+    """The node's passing pair (its value is the node's), with every job listed; where
+    no pair of the node passed and none failed, its unjudged pair: a pair that could
+    not be judged never passes a node."""
+    passed = next((c for _, c in mine if c.verdict is NodeVerdict.PASS), None)
+    if passed is None:
+        unjudged = next(c for _, c in mine if c.verdict is NodeVerdict.UNJUDGED)
+        return replace(unjudged, jobs=jobs)
+    return replace(passed, action=None, jobs=jobs, reason=reason or passed.reason)
 
 
 def attribute_groups(groups: Mapping[Group, Cell], pinned_bad: set[str]) -> dict[str, Cell]:
@@ -367,16 +382,33 @@ def attribute_groups(groups: Mapping[Group, Cell], pinned_bad: set[str]) -> dict
 
 # --------------------------------------------------------------------------- nodes
 
+def nothing_ran(plan: Plan, skipped: Sequence[str] = ()) -> str:
+    """Why no check judged a node: the cases the plan could not run (too few nodes),
+    and those of its jobs ReFrame skipped."""
+    why = [f"{case}: {reason}" for case, reason in plan.not_run.items()] + list(skipped)
+    if not plan.cases:
+        why.insert(0, "no check case was selected for this shape")
+    return "no check ran on this node" + (f" ({'; '.join(why)})" if why else "")
+
+
 def node_results(plan: Plan, cells: Mapping[str, Mapping[str, Cell]],
-                 unreachable: Mapping[str, str]) -> dict[str, NodeResult]:
+                 unreachable: Mapping[str, str],
+                 skipped: Mapping[str, Sequence[str]] | None = None) -> dict[str, NodeResult]:
     """Every node of the plan (swept and unreachable) with its verdict, action and
-    one-line reason; ``cells`` is case name -> node -> cell."""
+    one-line reason; ``cells`` is case name -> node -> cell, ``skipped`` node -> its
+    jobs ReFrame skipped ("case: reason").  A swept node that no cell judged is
+    UNJUDGED (action rerun), saying why: never a pass on nothing."""
     results: dict[str, NodeResult] = {}
     for node in list(plan.nodes) + [n for n in plan.unreachable if n not in plan.nodes]:
         mine = {case: by_node[node] for case, by_node in cells.items() if node in by_node}
         why = unreachable.get(node) or plan.unreachable.get(node)
         if why:
             results[node] = NodeResult(NodeVerdict.UNREACHABLE, why, None, mine)
+            continue
+        if not mine:
+            results[node] = NodeResult(
+                NodeVerdict.UNJUDGED, " ".join(nothing_ran(plan, (skipped or {}).get(
+                    node, ())).split()), Action.RERUN, mine)
             continue
         verdict, reason, action = NodeVerdict.PASS, "passes every check", None
         for case, cell in mine.items():
@@ -388,7 +420,7 @@ def node_results(plan: Plan, cells: Mapping[str, Mapping[str, Cell]],
             # a pass that needed a second look says so (a partner's or a re-tested pair)
             notes = [f"{case}: {cell.reason}" for case, cell in mine.items()
                      if cell.reason.startswith("passes")]
-            reason = "; ".join([reason] + notes) if mine else "no check ran on this node"
+            reason = "; ".join([reason] + notes)
         drain = None
         if actions.drains(action):
             worst = max((c for c in mine.items() if actions.drains(c[1].action)),
