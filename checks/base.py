@@ -17,9 +17,10 @@ the same way:
 * Sanity also refuses a value that cannot be a measurement (zero, above the physical
   limit of its link or memory): :func:`ocibench.judge.judge` says so, as it does offline;
   and a run whose NCCL traffic took a wrong path (:mod:`ocibench.nccl_path`).
-* A run the evaluation leaves UNJUDGED fails with "could not judge": the checks run our own command
-  lines, so a run we cannot compare on a shape that documents the check is our defect,
-  never the node's (the sweep maps it to fix-software, never to drain).
+* A run the evaluation leaves UNJUDGED on a variant the shape documents fails with "could
+  not judge": the checks run our own command lines, so a run we cannot compare there is
+  our defect, never the node's (the sweep maps it to rerun, never to drain).  A variant
+  the shape documents no figure for is recorded, as everything is on ``local``.
 * Performance variables are every value the parse returns, named
   ``<metric>_<key>`` by :func:`ocibench.references.perf_var`; their references come
   from :func:`ocibench.judge.reframe_reference`, with the same bounds as the offline
@@ -384,7 +385,12 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         impossible = next((row.failure() for row in result.rows if row.implausible), None)
         if impossible:
             raise ReframeSanityError(impossible)
-        if result.verdict is RunVerdict.UNJUDGED:
+        # Our own command line on a variant the shape documents, yet nothing compared
+        # (or an output we cannot read): our defect, never the node's.  A variant the
+        # shape documents no figure for (1-node latency where only 2 nodes are
+        # documented) is recorded, as on `local`.
+        documented = references.matching(self._shape(), self.check_name, self.run_params())
+        if result.verdict is RunVerdict.UNJUDGED and (documented or result.unjudged):
             raise ReframeSanityError(f"could not judge: {result.reason}")
         # A figure that missed is left to the performance stage, which logs its values.
         return True
