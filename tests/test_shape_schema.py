@@ -75,7 +75,9 @@ def test_the_schema_states_the_python_vocabulary() -> None:
     assert figure["check"]["enum"] == list(checkspec.CHECKS)
     assert figure["metric"]["enum"] == list(metrics.METRICS)
     assert figure["unit"]["enum"] == list(metrics.UNITS)
-    assert figure["requires"]["items"]["enum"] == list(capabilities.CAPABILITIES)
+    one, any_of = figure["requires"]["items"]["oneOf"]
+    assert one["enum"] == list(capabilities.CAPABILITIES)
+    assert any_of["properties"]["any_of"]["items"]["enum"] == list(capabilities.CAPABILITIES)
     assert schema["properties"]["scheduler"]["enum"] == list(shapes.SCHEDULERS)
     assert schema["properties"]["cpu"]["properties"]["nps_modes"]["items"]["enum"] == \
         list(shapes.NPS_SETTINGS)
