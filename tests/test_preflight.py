@@ -57,6 +57,11 @@ mca:pml:ucx:param:pml_ucx_devices:value:any
 """
 
 
+#: /proc/driver/nvidia/version of NVIDIA's proprietary kernel module (no dma-buf).
+PROPRIETARY = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 "
+               "01:15:15 UTC 2023\n")
+
+
 class Node:
     """A fake node: root tree + tools; every field is what a healthy one has."""
 
@@ -153,7 +158,9 @@ def test_healthy_node_has_everything_the_shape_requires(node: Node, capsys) -> N
     assert code == 0, out
     found = items(node.run())
     assert {n: i.status for n, i in found.items() if i.status != "present"} == {}
-    assert all(i.required for n, i in found.items() if n != "cma"), found
+    # cma and dmabuf are not declared by BM.GPU4.8: informational
+    assert all(i.required for n, i in found.items() if n not in ("cma", "dmabuf")), found
+    assert "NVIDIA open kernel module 570.124" in found["dmabuf"].detail
     assert "GPU 0: Gen1 x16 (max Gen4 x16)" in found["pcie"].detail
     assert "active/links GPU 0: 12/12" in found["nvlink"].detail
     assert "gdrcopy_sanity passed" in found["gdrdrv"].detail
@@ -199,8 +206,10 @@ BROKEN: dict[str, tuple[Break, str, str, str]] = {
     "gdrcopy sanity fails": (lambda n: setattr(n, "sanity_rc", 1), "gdrdrv", "unexpected",
                              "gdrcopy_sanity failed: exit 1"),
     "no xpmem": (_drop("dev/xpmem"), "xpmem", "absent", "no /dev/xpmem"),
-    "no nvidia_peermem": (_set("proc/modules", "nvidia 1 0 - Live 0x0\n"), "nvidia_peermem",
-                          "absent", "not loaded"),
+    # GPUDirect RDMA neither way: no peermem, and the proprietary kernel module
+    "no nvidia_peermem": (lambda n: (_set("proc/modules", "nvidia 1 0 - Live 0x0\n")(n),
+                                     _set("proc/driver/nvidia/version", PROPRIETARY)(n)),
+                          "nvidia_peermem", "absent", "not loaded"),
     "memlock limited": (_set("proc/self/limits", "Max locked memory  65536  65536  bytes\n"),
                         "memlock", "unexpected", "65536 bytes"),
     "an RDMA port down": (_set("sys/class/infiniband/mlx5_6/ports/1/state", "1: DOWN\n"),
