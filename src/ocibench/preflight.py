@@ -130,9 +130,10 @@ def expectations(shape: shapes.Shape) -> Expectations:
 # --------------------------------------------------------------------------- helpers
 
 
-def run(args: list[str], timeout: float = TIMEOUT_S) -> Ran:
-    """A probed tool's outcome, bounded in time and output (ocibench.probe.run_tool)."""
-    return probe.run_tool(args, timeout)
+def run(args: list[str], timeout: float | None = None) -> Ran:
+    """A probed tool's outcome, bounded in time (default :data:`TIMEOUT_S`) and output
+    (ocibench.probe.run_tool)."""
+    return probe.run_tool(args, TIMEOUT_S if timeout is None else timeout)
 
 
 def _tool_item(name: str, ran: Ran, required: bool) -> Item:

@@ -71,6 +71,10 @@ def run_tool(args: list[str], timeout: float) -> Ran:
                        timed_out=True)
         _kill_group(proc)  # what the tool left running in its group
         text, error_text = _bounded(out), _bounded(err)
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else -code
+        more = " (wrote more than it may)" if -code == signal.SIGXFSZ else ""
+        return Ran(command, out=text, why=f"{args[0]} killed by {name}{more}")
     if code != 0:
         last = (error_text.strip() or text.strip()).splitlines()[-1:] or ["no output"]
         return Ran(command, out=text, why=f"exit {code}: {last[0][:200]}")
