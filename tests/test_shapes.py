@@ -5,8 +5,8 @@ command line that ran that variant."""
 from __future__ import annotations
 
 import re
-import time
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any

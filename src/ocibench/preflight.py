@@ -188,6 +188,13 @@ def _read(root: Path, rel: str, limit: int = MAX_READ) -> Read:
     return Read(text=raw.decode("utf-8", errors="replace"))
 
 
+def _shown(read: Read) -> str:
+    """What a read gave, for a detail: why not, 'missing', or its first characters."""
+    if read.why:
+        return read.why
+    return "missing" if read.missing else repr((read.text or "").strip()[:40])
+
+
 def _strerror(err: OSError) -> str:
     return err.strerror or errno.errorcode.get(err.errno or 0, str(err))
 
@@ -329,13 +336,13 @@ def probe_pcie(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
         vals = {k: _read(root, f"{base}/{k}") for k in (
             "current_link_speed", "max_link_speed", "current_link_width", "max_link_width")}
         texts = {k: (v.text or "").strip() for k, v in vals.items()}
-        gen_now, gen_max = _pcie_gen(texts["current_link_speed"]), _pcie_gen(texts["max_link_speed"])
+        gen_now = _pcie_gen(texts["current_link_speed"])
+        gen_max = _pcie_gen(texts["max_link_speed"])
         width_now, width_max = texts["current_link_width"], texts["max_link_width"]
         if None in (gen_now, gen_max) or not re.fullmatch(r"[0-9]{1,2}", width_now) \
                 or not re.fullmatch(r"[0-9]{1,2}", width_max):
             # the GPU is there (nvidia-smi lists it): a link nobody can read is unknown
-            shown = ", ".join(f"{k} {v.why or repr(texts[k][:40]) if not v.missing else 'missing'}"
-                              for k, v in vals.items())
+            shown = ", ".join(f"{k} {_shown(v)}" for k, v in vals.items())
             return Item("pcie", UNKNOWN, f"GPU {g.index}: no readable link speed and width "
                         f"({shown})", f"read {root / base}", required)
         parts.append(f"GPU {g.index}: Gen{gen_now} x{width_now} (max Gen{gen_max} x{width_max})")
@@ -366,7 +373,7 @@ def probe_numa(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
         node = int(text) if re.fullmatch(r"-?[0-9]{1,6}", text) else None
         have.append(f"GPU {g.index}: {node if node is not None else '?'}")
         if node is None:
-            unread.append(f"GPU {g.index}: {read.why or ('missing' if read.missing else repr(text[:40]))}")
+            unread.append(f"GPU {g.index}: {_shown(read)}")
         elif exp.gpu_count and (g.index >= exp.gpu_count or node != exp.gpu_numa[g.index]):
             wrong.append(g.index)
     detail = "NUMA node of " + ", ".join(have)
@@ -722,8 +729,8 @@ def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -
 
 PROBES: tuple[Callable[..., Item], ...] = (
     probe_gpus, probe_nvlink, probe_pcie, probe_numa, probe_gdrdrv, probe_xpmem,
-    probe_nvidia_peermem, probe_dmabuf, probe_cma, probe_memlock, probe_ucx_built, probe_ucx_transports,
-    probe_ompi_cuda, probe_ompi_pml,
+    probe_nvidia_peermem, probe_dmabuf, probe_cma, probe_memlock, probe_ucx_built,
+    probe_ucx_transports, probe_ompi_cuda, probe_ompi_pml,
 )
 
 

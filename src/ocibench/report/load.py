@@ -22,8 +22,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ocibench import (checkspec, jsonfile, judge, metrics, outputs, preflight, references,
-                      shapes, ucx_proto)
+from ocibench import (
+    checkspec,
+    jsonfile,
+    judge,
+    metrics,
+    outputs,
+    preflight,
+    references,
+    shapes,
+    ucx_proto,
+)
 from ocibench.report.model import FAMILIES, Result, Row
 
 PROVENANCE_FILE = "provenance.json"
