@@ -58,6 +58,13 @@ class preflight(rfm.RunOnlyRegressionTest, SweepNodes):
             raise SanityError(f"{result['shape']} requires what this node lacks: "
                               + "; ".join(f"{i['name']} {i['status']} ({i['detail']})"
                                           for i in result["items"] if i["missing"]))
+        if code == 3 and result:
+            # Unknown is not the node's fault, and not a pass either: say so.
+            raise SanityError(f"could not judge: preflight could not read what "
+                              f"{result['shape']} requires: "
+                              + "; ".join(f"{i['name']} unknown ({i['detail']})"
+                                          for i in result["items"]
+                                          if i["required"] and i["status"] == "unknown"))
         if code != 0 or not result:
             with open(os.path.join(self.stagedir, self.stderr.evaluate()),
                       errors="replace") as handle:

@@ -285,3 +285,76 @@ def test_a_crashed_stream_is_reported_with_the_crash(crash):
                       {"threads": 1})
     assert str(caught.value).startswith("benchmark crashed: ")
     assert crash.split(" (")[0] in str(caught.value)
+
+
+# --------------------------------------------------------------------------- JSON inputs
+# Issue 21 items 9-10: the report's inputs and --preflight reports are read bounded:
+# deep nesting, an endless device, the same run twice: one line naming the file, never
+# a traceback, never a hang.
+
+def _report_cli(*args: str, memory: int | None = None) -> subprocess.CompletedProcess:
+    def limit():
+        if memory:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    return subprocess.run([sys.executable, "-m", "ocibench.cli", "report", *args],
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit)
+
+
+def _one_line(done: subprocess.CompletedProcess, *words: str) -> None:
+    assert done.returncode != 0, done
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def _evaluation(value: float = 2.5) -> dict:
+    return {"check": "osu_latency", "shape": "BM.GPU4.8",
+            "params": {"buffers": "D-D", "nodes": 1}, "ok": True,
+            "rows": [{"metric": "latency", "key": 1, "measured": value, "unit": "us",
+                      "verdict": "pass"}]}
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_a_deeply_nested_report_input_is_one_line(tmp_path, depth):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * depth + "]" * depth)
+    done = _report_cli(str(deep), "-o", str(tmp_path / "out"))
+    _one_line(done, str(deep), "nested deeper than")
+
+
+def test_dev_zero_as_a_report_input_is_refused_bounded(tmp_path):
+    started = time.monotonic()
+    done = _report_cli("/dev/zero", "-o", str(tmp_path / "out"), memory=2 * GIB)
+    assert time.monotonic() - started < 60
+    _one_line(done, "/dev/zero", "larger than")
+
+
+def test_the_same_run_twice_is_refused(tmp_path):
+    import json
+    first = tmp_path / "a.json"
+    first.write_text(json.dumps(_evaluation()))
+    copy = tmp_path / "b.json"
+    copy.write_text(first.read_text())
+    for args, words in (((first, first), ("given twice",)),
+                        ((first, copy), (str(copy), f"the same content as {first}"))):
+        done = _report_cli(*map(str, args), "-o", str(tmp_path / "out"))
+        _one_line(done, *words)
+        assert not (tmp_path / "out").exists()   # nothing half-written
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_a_deeply_nested_preflight_report_is_one_line(tmp_path, depth):
+    output = tmp_path / "lat.out"
+    output.write_text("# OSU MPI-CUDA Latency Test v7.4\n# Send Buffer on DEVICE (D) and "
+                      "Receive Buffer on DEVICE (D)\n# Size          Avg Latency(us)\n"
+                      "1                      15.90\n")
+    deep = tmp_path / "preflight.json"
+    deep.write_text('{"items": ' + "[" * depth + "]" * depth + "}")
+    done = _cli("osu_latency", str(output), "--shape", "BM.GPU4.8", "--set", "buffers=D-D",
+                "--set", "nodes=1", "--preflight", str(deep))
+    assert done.returncode == 2
+    err = done.stderr.decode()
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"--preflight {deep}: nested deeper than" in err

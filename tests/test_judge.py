@@ -8,6 +8,7 @@ ocibench.policy or ocibench.report.load.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -397,3 +398,90 @@ def test_evaluate_names_what_a_preflight_report_found_missing(tmp_path):
     done = subprocess.run(args + ["--preflight", str(report)], capture_output=True, text=True,
                           env=env)
     assert done.returncode == 2 and "not an `ocibench preflight --json` report" in done.stderr
+
+
+# --------------------------------------------------------------------------- causes and evidence
+# Issue 21 item 7: preflight and the protocol tables are weighed together; a cause never
+# contradicts them, and where they disagree the reason says so.
+
+GDRDRV_PRESENT = {"gdrdrv": "present: /dev/gdrdrv exists; gdrcopy_sanity passed"}
+GDRDRV_ABSENT = {"gdrdrv": "absent: no /dev/gdrdrv (kernel module not loaded)"}
+
+
+def _d_d_tables(lane: str | None = None) -> tuple[ucx_proto.Table, ...]:
+    """The real 2x H200 D-D latency run's tables (no gdrdrv: 1-byte cuda messages over
+    sysv); with ``lane``, its cuda send rows as a node with gdrdrv prints them."""
+    tables = ucx_proto.parse((UCX_DATA / "osu_latency.d-d.h200x2.ucx-1.19.txt").read_text())
+    if lane is None:
+        return tuple(tables)
+    return tuple(dataclasses.replace(t, routes=tuple(
+        dataclasses.replace(r, lanes=(lane,)) if t.memory == "cuda" and t.is_send else r
+        for r in t.routes)) for t in tables)
+
+
+def test_a_node_whose_preflight_found_gdrdrv_is_not_blamed_for_it(gpu):
+    facts = judge.Facts(present=GDRDRV_PRESENT)
+    row = _d_d_latency(gpu, "15.90", lacking=facts)
+    assert row.verdict is Verdict.FAIL and row.lacking == ()
+    reason = row.failure()
+    assert "lacks" not in reason and "`ocibench preflight` says which" not in reason
+    assert reason.endswith("needs gdrdrv, which this node has (gdrdrv present: /dev/gdrdrv "
+                           "exists; gdrcopy_sanity passed): the miss has another cause")
+
+
+def test_evaluate_with_a_preflight_that_found_everything_blames_nothing(tmp_path):
+    """The reproduction: --preflight of a node with gdrdrv (sanity passed) and nothing
+    absent; the D-D latency miss must not point at gdrdrv as missing."""
+    output = tmp_path / "lat.out"
+    output.write_text(OMB_LAT.format(value="15.90"))
+    report = tmp_path / "preflight.json"
+    report.write_text(json.dumps({"shape": "BM.GPU4.8", "items": [
+        {"name": "gdrdrv", "status": "present",
+         "detail": "/dev/gdrdrv exists; gdrcopy_sanity passed"}]}))
+    done = subprocess.run(
+        [sys.executable, "-m", "ocibench.cli", "evaluate", "osu_latency", str(output),
+         "--shape", "BM.GPU4.8", "--set", "buffers=D-D", "--set", "nodes=1",
+         "--preflight", str(report)], capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")})
+    assert done.returncode == 1
+    assert "which this node has (gdrdrv present" in done.stderr
+    assert "says which this node lacks" not in done.stderr
+
+
+def test_tables_on_gdr_copy_and_preflight_without_gdrdrv_are_a_conflict(gpu):
+    facts = judge.Facts(absent=GDRDRV_ABSENT, tables=_d_d_tables("gdr_copy/cuda"))
+    row = _d_d_latency(gpu, "15.90", lacking=facts.for_run("osu_latency",
+                                                          {"buffers": "D-D", "nodes": 1}))
+    assert row.lacking == ()   # the run did use gdr_copy: gdrdrv is not what it lacked
+    reason = row.failure()
+    assert "the evidence conflicts: UCX's tables show these messages took gdr_copy, yet " \
+           "preflight found gdrdrv absent: no /dev/gdrdrv" in reason
+    assert "(was the preflight report taken on this node, at this time?)" in reason
+
+
+def test_a_node_with_gdrdrv_whose_run_took_no_gdr_copy_says_ucx_did_not_use_it(gpu):
+    facts = judge.Facts(present=GDRDRV_PRESENT, tables=_d_d_tables())
+    row = _d_d_latency(gpu, "15.90", lacking=facts.for_run("osu_latency",
+                                                          {"buffers": "D-D", "nodes": 1}))
+    assert row.lacking == ("gdrdrv",)
+    assert "UCX's tables name no gdr_copy lane, though preflight found gdrdrv present: " \
+           "/dev/gdrdrv exists; gdrcopy_sanity passed: UCX did not use it" in row.failure()
+
+
+@pytest.mark.parametrize("absent, present, lacking", [
+    ({"nvidia_peermem": "absent: module not loaded"}, {"dmabuf": "present: kernel 6.8"}, ()),
+    ({"nvidia_peermem": "absent: module not loaded",
+      "dmabuf": "absent: the NVIDIA kernel module is the proprietary one"}, {},
+     ("nvidia_peermem", "dmabuf")),
+])
+def test_gpudirect_either_way_is_one_requirement(absent, present, lacking):
+    facts = judge.Facts(absent=absent, present=present)
+    found = facts.explain([{"any_of": ["nvidia_peermem", "dmabuf"]}, "rdma"], None)
+    assert found.lacking == lacking
+    shape = shapes.load("BM.GPU.H100.8")
+    own = next(f for f in shape.figures if f["id"] == "nccl_all_reduce_2x8gpus")
+    params = checkspec.resolve("nccl_all_reduce_perf", own["params"])
+    figures = references.matching(shape, "nccl_all_reduce_perf", params)
+    row = judge.judge(shape, figures, "busbw", "avg", 1.0, "GB/s", facts)
+    assert row.requires == ("nvidia_peermem or dmabuf",)
+    assert row.lacking == lacking

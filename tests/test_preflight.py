@@ -14,6 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -57,6 +59,11 @@ mca:pml:ucx:param:pml_ucx_devices:value:any
 """
 
 
+#: /proc/driver/nvidia/version of NVIDIA's proprietary kernel module (no dma-buf).
+PROPRIETARY = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 "
+               "01:15:15 UTC 2023\n")
+
+
 class Node:
     """A fake node: root tree + tools; every field is what a healthy one has."""
 
@@ -75,6 +82,12 @@ class Node:
             "dev/gdrdrv": "", "dev/xpmem": "",
             "proc/modules": "nvidia_peermem 16384 0 - Live 0x0\nnvidia 1 1 nvidia_peermem, Live 0x0\n",
             "proc/sys/kernel/yama/ptrace_scope": "1\n",   # Ubuntu's default
+            # Ubuntu 22.04's kernel and the NVIDIA open kernel module (the first line
+            # of its /proc/driver/nvidia/version): GPUDirect RDMA through dma-buf
+            "proc/sys/kernel/osrelease": "5.15.0-1051-oracle\n",
+            "proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX Open Kernel Module for "
+                                          "x86_64  570.124.06  Release Build  "
+                                          "(dvs-builder@U16-I3-B03-4-3)  Wed Feb 26 2025\n",
             "proc/self/status": "Name:\tpython3\nCapEff:\t000001ffffffffff\n",  # root
             "proc/self/limits": "Limit  Soft Limit  Hard Limit  Units\n"
                                 "Max locked memory         unlimited            unlimited            bytes\n",
@@ -147,7 +160,9 @@ def test_healthy_node_has_everything_the_shape_requires(node: Node, capsys) -> N
     assert code == 0, out
     found = items(node.run())
     assert {n: i.status for n, i in found.items() if i.status != "present"} == {}
-    assert all(i.required for n, i in found.items() if n != "cma"), found
+    # cma and dmabuf are not declared by BM.GPU4.8: informational
+    assert all(i.required for n, i in found.items() if n not in ("cma", "dmabuf")), found
+    assert "NVIDIA open kernel module 570.124" in found["dmabuf"].detail
     assert "GPU 0: Gen1 x16 (max Gen4 x16)" in found["pcie"].detail
     assert "active/links GPU 0: 12/12" in found["nvlink"].detail
     assert "gdrcopy_sanity passed" in found["gdrdrv"].detail
@@ -187,15 +202,16 @@ BROKEN: dict[str, tuple[Break, str, str, str]] = {
     "a Gen3 slot": (_set(f"{GPU0}/max_link_speed", "8.0 GT/s PCIe\n"), "pcie", "unexpected",
                     "max Gen3 x16"),
     "a x8 link": (_set(f"{GPU0}/current_link_width", "8\n"), "pcie", "unexpected", "Gen1 x8"),
-    "no link files": (_drop(f"{GPU0}/max_link_speed"), "pcie", "absent", "GPU 0: no readable"),
     "a GPU on another NUMA node": (_set(f"{GPU0}/numa_node", "0\n"), "gpu_numa", "unexpected",
                                    "GPU 0: 0, GPU 1: 3"),
     "no gdrdrv": (_drop("dev/gdrdrv"), "gdrdrv", "absent", "no /dev/gdrdrv"),
     "gdrcopy sanity fails": (lambda n: setattr(n, "sanity_rc", 1), "gdrdrv", "unexpected",
                              "gdrcopy_sanity failed: exit 1"),
     "no xpmem": (_drop("dev/xpmem"), "xpmem", "absent", "no /dev/xpmem"),
-    "no nvidia_peermem": (_set("proc/modules", "nvidia 1 0 - Live 0x0\n"), "nvidia_peermem",
-                          "absent", "not loaded"),
+    # GPUDirect RDMA neither way: no peermem, and the proprietary kernel module
+    "no nvidia_peermem": (lambda n: (_set("proc/modules", "nvidia 1 0 - Live 0x0\n")(n),
+                                     _set("proc/driver/nvidia/version", PROPRIETARY)(n)),
+                          "nvidia_peermem", "absent", "not loaded"),
     "memlock limited": (_set("proc/self/limits", "Max locked memory  65536  65536  bytes\n"),
                         "memlock", "unexpected", "65536 bytes"),
     "an RDMA port down": (_set("sys/class/infiniband/mlx5_6/ports/1/state", "1: DOWN\n"),
@@ -337,3 +353,228 @@ def test_real_run_on_this_machine_as_local() -> None:
         assert found["gpus"]["status"] == "absent" and not found["gpus"]["required"]
         assert "nvidia-smi not on PATH" in found["gpus"]["detail"]
     assert found["cma"]["status"] in ("present", "absent")
+
+
+# --------------------------------------------------------------------------- cannot read: unknown
+# Issue 21 items 5, 8, 9: a probe that cannot read says unknown, with why, never present
+# and never a traceback or a hang.  Each case breaks one input of one probe the way a
+# node (or a hostile file) can; unknown is neither present nor missing: exit 3 where
+# the item is required, and the line names it.
+
+def _link_loop(rel: str) -> Break:
+    def breaks(n: Node) -> None:
+        n.files.pop(rel, None)
+        path = n.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(path.name, path)   # a link to itself: ELOOP
+    return breaks
+
+
+def _directory(rel: str) -> Break:
+    def breaks(n: Node) -> None:
+        n.files.pop(rel, None)
+        (n.root / rel).mkdir(parents=True)
+    return breaks
+
+
+def _huge(rel: str) -> Break:
+    def breaks(n: Node) -> None:
+        n.files.pop(rel, None)
+        path = n.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as handle:   # 100 MB, sparse: costs no disk
+            handle.truncate(100 * 2**20)
+    return breaks
+
+
+def _tool(name: str, body: str) -> Break:
+    """Replace one of the node's tools by a script (its input to the probe)."""
+    def breaks(n: Node) -> None:
+        n.tools.discard(name)
+        n.bin.mkdir(exist_ok=True)
+        _script(n.bin / name, body)
+    return breaks
+
+
+YAMA = "proc/sys/kernel/yama/ptrace_scope"
+UNREADABLE: dict[str, tuple[Break, str, str]] = {
+    # case: (break, item, a piece of its detail)
+    "Yama a link loop": (_link_loop(YAMA), "cma", "Too many levels of symbolic links"),
+    "Yama a directory": (_directory(YAMA), "cma", "not a regular file"),
+    "Yama 100 MB": (_huge(YAMA), "cma", "larger than 65536 bytes"),
+    "Yama garbage": (_set(YAMA, "banana\n"), "cma", "'banana', not 0 to 3"),
+    "Yama 1, status unreadable": (_directory("proc/self/status"), "cma",
+                                  "capabilities are unknown"),
+    "gdrdrv a link loop": (_link_loop("dev/gdrdrv"), "gdrdrv", "Too many levels"),
+    "modules unreadable": (lambda n: (_directory("proc/modules")(n),
+                                      _set("proc/driver/nvidia/version", PROPRIETARY)(n)),
+                           "nvidia_peermem", "not a regular file"),
+    "limits a directory": (_directory("proc/self/limits"), "memlock", "not a regular file"),
+    "link speed 1.2.3": (_set(f"{GPU0}/max_link_speed", "1.2.3 GT/s PCIe\n"), "pcie",
+                         "no readable link speed"),
+    "link width x16": (_set(f"{GPU0}/current_link_width", "x16\n"), "pcie",
+                       "no readable link speed"),
+    "link speed missing": (_drop(f"{GPU0}/max_link_speed"), "pcie", "max_link_speed missing"),
+    "NUMA node garbage": (_set(f"{GPU0}/numa_node", "zero\n"), "gpu_numa", "'zero'"),
+    "nvidia-smi other output": (_tool("nvidia-smi", 'echo "NVIDIA-SMI has failed because it '
+                                      'could not communicate with the NVIDIA driver."'),
+                                "gpus", "not the CSV asked for"),
+    "nvidia-smi fails": (_tool("nvidia-smi", "echo 'driver gone' >&2; exit 9"), "gpus",
+                         "exit 9: driver gone"),
+    "ompi_info priority not a number": (
+        _tool("ompi_info", "case \"$*\" in\n *--all*) printf %s '" + OMPI_ALL.format(cuda="true")
+              + "';;\n *) printf %s '" + OMPI_PML.format(pml="").replace("value:51", "value:high")
+              + "';;\nesac"),
+        "openmpi pml", "pml_ucx_priority 'high'"),
+    "ucx_info garbage": (_tool("ucx_info", "echo hello"), "ucx built", "no uct_MODULES line"),
+    "port state garbage": (_set("sys/class/infiniband/mlx5_6/ports/1/state", "\x00\x01\n"),
+                           "rdma mlx5_6:1", "port state reads"),
+}
+
+
+@pytest.fixture
+def cma_required(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shape files, BM.GPU4.8 declaring cma (as a site whose nodes allow it would):
+    its preflight then requires what the Yama cases break."""
+    copy = tmp_path / "shapes"
+    shutil.copytree(shapes.SHAPES_DIR, copy)
+    path = copy / f"{SHAPE}.yaml"
+    path.write_text(path.read_text().replace("  nvidia_peermem: true\n",
+                                             "  nvidia_peermem: true\n  cma: true\n", 1))
+    monkeypatch.setenv(shapes.SHAPES_DIR_ENV, str(copy))
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE))
+def test_what_a_probe_cannot_read_is_unknown_and_exits_3(node: Node, case: str, capsys,
+                                                         cma_required: None) -> None:
+    breaks, name, detail = UNREADABLE[case]
+    breaks(node)
+    found = items(node.run())
+    assert found[name].status == "unknown", found[name]
+    assert detail in found[name].detail, found[name].detail
+    assert not found[name].missing and found[name].undecided
+    code = cli.main(["preflight", "--shape", SHAPE, "--root", str(node.root)])
+    out, err = capsys.readouterr()
+    assert f"{name}: unknown (required)" in out
+    assert code == 3, err
+    assert len(err.strip().splitlines()) == 1 and f"{name} unknown" in err
+    assert "UNJUDGED" in err and "Traceback" not in err
+
+
+def test_a_yama_file_nobody_may_read_is_unknown_for_that_user() -> None:
+    """Mode 000 for a user that is not root: the probe, run as `nobody` (a child that
+    drops root's uid with the modules already loaded), says unknown."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the probe as nobody")
+    base = Path(tempfile.mkdtemp(prefix="ocibench-yama-"))
+    try:
+        base.chmod(0o755)   # nobody may reach the fake root
+        fake = Node(base)
+        fake.write()
+        for directory in (fake.root, *[p for p in (fake.root / YAMA).parents
+                                       if fake.root in p.parents]):
+            directory.chmod(0o755)
+        (fake.root / YAMA).chmod(0o000)
+        exp = preflight.expectations(shapes.load(SHAPE))
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the child: nobody, then the probe, then its line on the pipe
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                line = preflight.probe_cma(fake.root, exp, ([], None)).line()
+                os.write(writer, line.encode())
+            finally:
+                os._exit(0)
+        os.close(writer)
+        with os.fdopen(reader) as pipe:
+            line = pipe.read()
+        os.waitpid(pid, 0)
+    finally:
+        shutil.rmtree(base)
+    assert line.startswith("cma: unknown"), line
+    assert "Permission denied" in line
+
+
+def test_a_hanging_nvidia_smi_is_unknown_in_bounded_time(node: Node,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrapper whose child keeps stdout open: killing the tool alone would still wait."""
+    monkeypatch.setattr(preflight, "TIMEOUT_S", 2)
+    _tool("nvidia-smi", "/bin/sleep 600 &\nwait")(node)
+    started = time.monotonic()
+    found = items(node.run())
+    assert time.monotonic() - started < 20
+    assert found["gpus"].status == "unknown" and "ran past 2 s" in found["gpus"].detail
+    assert found["nvlink"].status == "unknown"   # not waited for a second time
+    assert found["pcie"].status == found["gpu_numa"].status == "unknown"
+
+
+def test_the_local_shape_loads_past_a_hanging_or_garbled_nvidia_smi(
+        node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ocibench import probe
+    monkeypatch.setattr(probe, "PROBE_TIMEOUT_S", 2)
+    monkeypatch.setenv("PATH", f"{node.bin}{os.pathsep}{node.path}")   # lscpu: the real one
+    for body, why in (("/bin/sleep 600 &\nwait", "ran past 2 s"),
+                      ("echo 'No devices were found, or so'", "not index, name")):
+        _tool("nvidia-smi", body)(node)
+        started = time.monotonic()
+        local = shapes.load("local")
+        assert time.monotonic() - started < 20
+        assert local.gpus is None
+        assert len(local.unknown) == 1 and why in local.unknown[0], local.unknown
+
+
+def test_a_tool_that_writes_without_end_is_stopped(node: Node) -> None:
+    from ocibench import probe
+    _tool("ucx_info", "exec /usr/bin/yes")(node)
+    ran = probe.run_tool(["ucx_info", "-b"], timeout=60)
+    assert "killed by SIGXFSZ (wrote more than it may)" in ran.why
+    assert len(ran.out) <= probe.TOOL_OUTPUT_LIMIT
+
+
+# --------------------------------------------------------------------------- dma-buf
+
+DMABUF_CASES = {
+    # case: (osrelease, /proc/driver/nvidia/version or None, boot config or None, status, detail)
+    "open module, 5.15": ("5.15.0-1051-oracle\n", None, None, "present",
+                          "NVIDIA open kernel module 570.124"),
+    "open module, config says y": ("6.8.0-1013-oracle\n", None,
+                                   "CONFIG_DMA_SHARED_BUFFER=y\n", "present",
+                                   "CONFIG_DMA_SHARED_BUFFER=y"),
+    "config without dma-buf": ("6.8.0-1013-oracle\n", None, "# CONFIG_DMA_SHARED_BUFFER is not set\n",
+                               "absent", "without CONFIG_DMA_SHARED_BUFFER"),
+    "proprietary module": ("6.8.0-1013-oracle\n", PROPRIETARY, None, "absent", "proprietary"),
+    "old kernel": ("5.4.0-1100-oracle\n", None, None, "absent", "older than 5.12"),
+    "no driver": ("6.8.0\n", "", None, "absent", "no NVIDIA driver"),
+    "driver file garbage": ("6.8.0\n", "hello\n", None, "unknown", "not an NVRM version line"),
+    "kernel release garbage": ("banana\n", None, None, "unknown", "'banana'"),
+}
+
+
+@pytest.mark.parametrize("case", list(DMABUF_CASES))
+def test_dmabuf_reads_kernel_and_open_module(node: Node, case: str) -> None:
+    release, version, config, status, detail = DMABUF_CASES[case]
+    node.files["proc/sys/kernel/osrelease"] = release
+    if version == "":
+        node.files.pop("proc/driver/nvidia/version")
+    elif version is not None:
+        node.files["proc/driver/nvidia/version"] = version
+    if config is not None:
+        node.files[f"boot/config-{release.strip()}"] = config
+    item = items(node.run())["dmabuf"]
+    assert item.status == status, item
+    assert detail in item.detail, item.detail
+
+
+def test_gpudirect_one_way_or_the_other_on_a_shape_declaring_both(node: Node) -> None:
+    """BM.GPU.H100.8 declares nvidia_peermem and dmabuf (OCI's image has both); a node
+    with either has GPUDirect RDMA, a node with neither lacks it."""
+    node.files["proc/modules"] = "nvidia 1 0 - Live 0x0\n"        # no peermem
+    found = items(node.run("BM.GPU.H100.8"))
+    assert found["dmabuf"].status == "present" and found["dmabuf"].required
+    assert not found["nvidia_peermem"].required and not found["nvidia_peermem"].missing
+    assert "dmabuf is present" in found["nvidia_peermem"].detail
+    node.files["proc/driver/nvidia/version"] = PROPRIETARY        # and no dma-buf
+    found = items(node.run("BM.GPU.H100.8"))
+    assert found["dmabuf"].missing and found["nvidia_peermem"].missing

@@ -75,7 +75,9 @@ def test_the_schema_states_the_python_vocabulary() -> None:
     assert figure["check"]["enum"] == list(checkspec.CHECKS)
     assert figure["metric"]["enum"] == list(metrics.METRICS)
     assert figure["unit"]["enum"] == list(metrics.UNITS)
-    assert figure["requires"]["items"]["enum"] == list(capabilities.CAPABILITIES)
+    one, any_of = figure["requires"]["items"]["oneOf"]
+    assert one["enum"] == list(capabilities.CAPABILITIES)
+    assert any_of["properties"]["any_of"]["items"]["enum"] == list(capabilities.CAPABILITIES)
     assert schema["properties"]["scheduler"]["enum"] == list(shapes.SCHEDULERS)
     assert schema["properties"]["cpu"]["properties"]["nps_modes"]["items"]["enum"] == \
         list(shapes.NPS_SETTINGS)
@@ -91,13 +93,33 @@ def test_documented_gpu_figures_say_what_they_require() -> None:
     shape = shapes.load("BM.GPU4.8")
     by_id = {f["id"]: f for f in shape.figures}
     assert by_id["osu_latency_d_d"]["requires"] == ["gdrdrv"]
-    assert "nvidia_peermem" in by_id["osu_bw_d_d_2nodes"]["requires"]
+    assert {"any_of": ["nvidia_peermem", "dmabuf"]} in by_id["osu_bw_d_d_2nodes"]["requires"]
     assert by_id["osu_bw_h_d_same_numa"]["requires"] == ["xpmem"]
     assert by_id["osu_bw_d_d"]["requires"] == ["nvlink"]
     for figure in shape.figures:
-        for name in figure.get("requires", []):
-            assert capabilities.present(shape.data["capabilities"][name]), (figure["id"], name)
+        for requirement in capabilities.requirements(figure.get("requires")):
+            # one of the names the shape's nodes have (any_of: one will do)
+            assert any(capabilities.present(shape.data["capabilities"].get(name))
+                       for name in requirement.names), (figure["id"], requirement)
             assert figure["why"].strip()
+
+
+def test_every_two_node_gpu_figure_requires_gpudirect_one_way_or_the_other() -> None:
+    """Issue 20 item 4: GPU buffers across nodes need GPUDirect RDMA, by nvidia_peermem
+    or by dma-buf: each such figure requires one of the two, not peermem alone."""
+    either = capabilities.Requirement(capabilities.GPUDIRECT)
+    seen = 0
+    for name in shapes.known_shapes():
+        if name == shapes.LOCAL:
+            continue
+        for figure in shapes.load(name).figures:
+            params = figure["params"]
+            on_gpus = params.get("buffers") == "D-D" or figure["check"].startswith("nccl_")
+            if on_gpus and params.get("nodes") == 2:
+                seen += 1
+                assert either in capabilities.requirements(figure.get("requires")), \
+                    (name, figure["id"])
+    assert seen >= 5
 
 
 # --------------------------------------------------------------------------- faults

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -444,3 +445,81 @@ def _printed_keys(run: Run, fig: dict[str, Any]) -> set[Any]:
     column = VALUE_COLUMN[(fig["check"], fig["metric"])]
     sizes = {int(row[0]) for row in run.rows if row[0].isdigit() and len(row) > column}
     return sizes - {0} if fig["metric"] == "bandwidth" else sizes
+
+
+# --------------------------------------------------------------------------- bounded loading
+# Issue 21 items 8-10: a shape file or name that would blow up, recurse or escape the
+# shapes directory is refused in one line naming it, quickly, without a traceback.
+
+def _alias_bomb(levels: int = 10, width: int = 10) -> str:
+    """The "billion laughs" in YAML: each level lists the previous one `width` times."""
+    lines = ['a0: &a0 ["lol"]']
+    for level in range(1, levels):
+        refs = ", ".join([f"*a{level - 1}"] * width)
+        lines.append(f"a{level}: &a{level} [{refs}]")
+    return "\n".join(lines) + "\n"
+
+
+BOMBS: dict[str, tuple[str, str]] = {
+    # case: (file text, a piece of the one line)
+    "alias bomb": (_alias_bomb(), "more than 200000 values once its YAML aliases"),
+    "nesting 600 deep (block)": ("".join(f"{' ' * i}k{i}:\n" for i in range(600)) + " " * 600
+                                 + "x: 1\n", "nested deeper than 32 levels"),
+    "nesting 600 deep (flow)": ("x: " + "[" * 600 + "]" * 600 + "\n",
+                                "nested deeper than 32 levels"),
+    "size written twice": (None, "key '1' appears twice (once as text, once as a number)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BOMBS))
+def test_a_shape_file_that_would_blow_up_is_refused_quickly(case: str, tmp_path) -> None:
+    text, expected = BOMBS[case]
+    if text is None:   # a documented figure with {1: 1.67, "1": 100.0}
+        source = (shapes.SHAPES_DIR / "BM.GPU4.8.yaml").read_text()
+        text = source.replace("values: {1: 1.67}", "values: {1: 1.67, \"1\": 100.0}", 1)
+        assert text != source
+    path = tmp_path / "BM.Bomb.yaml"
+    path.write_text(text)
+    started = time.monotonic()
+    with pytest.raises(shapes.ShapeError) as err:
+        shapes.load_file(path)
+    assert time.monotonic() - started < 10
+    line = str(err.value)
+    assert line.startswith("BM.Bomb.yaml: ") and expected in line, line
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize("name", ["../etc/passwd", "a/b", "..", "BM..GPU", ".hidden",
+                                  "x" * 5000, ""])
+def test_a_name_that_is_no_shape_name_is_refused(name: str) -> None:
+    with pytest.raises(shapes.ShapeError, match="is not a shape name"):
+        shapes.load(name)
+
+
+def test_shapes_directory_unreadable_or_empty_says_so(tmp_path, monkeypatch) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv(shapes.SHAPES_DIR_ENV, str(empty))
+    with pytest.raises(shapes.ShapeError, match="holds no shape file"):
+        shapes.load("BM.GPU4.8")
+    monkeypatch.setenv(shapes.SHAPES_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(shapes.ShapeError, match="cannot list the shapes directory"):
+        shapes.known_shapes()
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    monkeypatch.setenv(shapes.SHAPES_DIR_ENV, str(not_a_dir))
+    with pytest.raises(shapes.ShapeError, match="cannot list the shapes directory"):
+        shapes.load("BM.GPU4.8")
+
+
+def test_the_cli_says_one_line_for_a_bad_shape_name_or_directory(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+    for env, shape in (({}, "../../etc/passwd"), ({}, "x" * 300),
+                       ({shapes.SHAPES_DIR_ENV: str(tmp_path / "none")}, "BM.GPU4.8")):
+        done = subprocess.run([sys.executable, "-m", "ocibench.cli", "preflight", "--shape",
+                               shape], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, **env})
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -15,7 +15,9 @@ the seeds are out of reach (docs/gpu-results.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 #: How a shape file states a capability.
 FLAG = "flag"     # true / false
@@ -41,6 +43,10 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
                "memory between the processes of a node"),
     Capability("nvidia_peermem", FLAG, "the nvidia_peermem kernel module: GPUDirect RDMA, "
                "the RDMA NIC reads and writes GPU memory directly", gpu_only=True),
+    Capability("dmabuf", FLAG, "GPUDirect RDMA through dma-buf: the NVIDIA open kernel "
+               "module (R515 or later) exports GPU memory as a dma-buf that the RDMA NIC "
+               "registers (Linux 5.12 or later); the successor of nvidia_peermem",
+               gpu_only=True),
     Capability("cma", FLAG, "Cross Memory Attach (process_vm_readv) allowed between a "
                "user's processes: single-copy shared memory without a kernel module"),
     Capability("nvlink", COUNT, "NVLink links per GPU (0: none)", gpu_only=True),
@@ -48,6 +54,37 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
                gpu_only=True),
     Capability("rdma", COUNT, "RDMA ports of a node (equals network.ports)"),
 )}
+
+
+#: Capabilities that stand in for each other: GPUDirect RDMA either through the
+#: nvidia_peermem module or through dma-buf.  NCCL uses dma-buf where the GPU and the
+#: NIC's stack support it (NCCL_DMABUF_ENABLE, src/transport/net_ib.cc), else
+#: peermem; UCX likewise (uct_cuda_copy_md_is_dmabuf_supported, src/uct/cuda/
+#: cuda_copy/cuda_copy_md.c).  A node with one of them has GPUDirect RDMA.
+GPUDIRECT = ("nvidia_peermem", "dmabuf")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What a figure ``requires``: one capability, or any one of several
+    (``{any_of: [nvidia_peermem, dmabuf]}`` in a shape file)."""
+
+    names: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return " or ".join(self.names)
+
+
+def requirements(raw: Iterable[Any] | None) -> tuple[Requirement, ...]:
+    """A figure's ``requires`` (validated by the schema) as requirements."""
+    found = []
+    for item in raw or ():
+        if isinstance(item, dict):
+            found.append(Requirement(tuple(str(n) for n in item.get("any_of") or ())))
+        else:
+            found.append(Requirement((str(item),)))
+    return tuple(found)
 
 
 def describe(name: str) -> str:

@@ -89,6 +89,7 @@ class Evaluation:
             "notes": list(self.notes),
             "rows": [row.to_dict() for row in self.rows],
             "absent": dict(self.facts.absent),
+            "present": dict(self.facts.present),
             "ucx_protocols": [table.to_dict() for table in self.facts.tables],
         }
 
@@ -116,7 +117,7 @@ def documents(shape: shapes.Shape, check: str) -> bool:
 
 def evaluate(check: str, text: str, shape: shapes.Shape | str,
              params: Mapping[str, Any],
-             lacking: Collection[str] | Mapping[str, str] = ()) -> Evaluation:
+             lacking: Collection[str] | Mapping[str, str] | judge.Facts = ()) -> Evaluation:
     """Evaluate ``text``, one run's output.  Raises ParamError for an unknown check or
     parameter and ShapeError for an unknown shape; a bad output is a failed Evaluation.
     ``lacking``: capabilities the node is known to lack (``ocibench preflight``: name ->
@@ -126,7 +127,8 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     shape = shape if isinstance(shape, shapes.Shape) else shapes.load(shape)
     figures = references.matching(shape, check, resolved)
     notes = _notes(shape, check, resolved, figures)
-    facts = judge.Facts(absent=dict(judge.Facts.of(lacking).absent),
+    known = judge.Facts.of(lacking)
+    facts = judge.Facts(absent=dict(known.absent), present=dict(known.present),
                         tables=tuple(ucx_proto.parse(text)))
     documented = documents(shape, check)
     path = path_fault = None

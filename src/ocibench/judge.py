@@ -25,7 +25,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ocibench import metrics, policy, references, shapes, ucx_proto
+from ocibench import capabilities, metrics, policy, preflight, references, shapes, ucx_proto
 from ocibench.metrics import Verdict
 
 #: A rate may exceed the nominal rate of the link or memory that bounds it by this much
@@ -79,6 +79,10 @@ class Row:
     #: Whether anything was known to check ``requires`` against (a preflight report,
     #: the run's protocol tables): with nothing known the reason points to preflight.
     checked: bool = False
+    #: Of ``requires``, what preflight found present on the node, one clause each.
+    present: tuple[str, ...] = ()
+    #: Where preflight and the run's protocol tables disagree, one clause each.
+    conflicts: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -128,16 +132,25 @@ class Row:
         if self.verdict is not Verdict.FAIL or self.implausible or not self.requires:
             return ""
         needs = ", ".join(self.requires)
+        conflict = (f"; the evidence conflicts: {'; '.join(self.conflicts)}"
+                    if self.conflicts else "")
+        documented = (f"the documented {_num(self.reference)} {self.unit}"
+                      if self.reference is not None else "the figure")
         if not self.lacking:
+            if self.conflicts:
+                return f": {documented} needs {needs}{conflict}"
+            if self.present:
+                # The node has what the figure needs: blaming it would contradict the
+                # evidence.  Say what was found, and that the miss is elsewhere.
+                return (f": {documented} needs {needs}, which this node has "
+                        f"({'; '.join(self.present)}): the miss has another cause")
             if self.checked:
                 return ""
             why = self.requires_why or "see the shape file"
             return (f": the documented figure needs {needs} ({why}); "
                     "`ocibench preflight` says which this node lacks")
-        documented = (f"the documented {_num(self.reference)} {self.unit}"
-                      if self.reference is not None else "the figure")
         taken = f"; this run's {self.taken}" if self.taken else ""
-        return f": {documented} needs {needs}{taken} ({'; '.join(self.evidence)})"
+        return f": {documented} needs {needs}{taken} ({'; '.join(self.evidence)}){conflict}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -197,7 +210,9 @@ class Facts:
     a missed figure's cause is named from (:meth:`Row.cause`).
 
     ``absent``: capability -> what ``ocibench preflight`` found ("absent: no
-    /dev/gdrdrv (kernel module not loaded)"), for each it found not present.
+    /dev/gdrdrv (kernel module not loaded)"), for each it found absent or not as the
+    shape says; ``present``: the same for each it found present.  A capability in
+    neither is unknown to preflight (or preflight did not run).
     ``tables``: the run's UCX protocol tables (``UCX_PROTO_INFO=y``,
     :mod:`ocibench.ucx_proto`).  ``memories`` and ``nodes``: the run's buffers as
     UCX's memory types (host, cuda) and its node count, which say which rows of the
@@ -205,6 +220,7 @@ class Facts:
 
     absent: Mapping[str, str] = field(default_factory=dict)
     tables: tuple[ucx_proto.Table, ...] = ()
+    present: Mapping[str, str] = field(default_factory=dict)
     memories: tuple[str, ...] = ()
     nodes: int | None = None
 
@@ -217,6 +233,11 @@ class Facts:
             return cls(absent=dict(lacking))
         return cls(absent={name: "absent" for name in lacking or ()})
 
+    @classmethod
+    def from_preflight(cls, report: Mapping[str, Any]) -> Facts:
+        """What a ``preflight --json`` report found, present and absent."""
+        return cls(absent=preflight.absent(dict(report)), present=preflight.present(dict(report)))
+
     def for_run(self, check: str, params: Mapping[str, Any]) -> Facts:
         """These facts with the run's buffers and nodes: the point-to-point checks'
         buffers ("D-H": cuda, host), as UCX names their memory types."""
@@ -227,23 +248,64 @@ class Facts:
         return replace(self, memories=memories,
                        nodes=nodes if isinstance(nodes, int) else None)
 
-    def explain(self, requires: Collection[str], size: int | None
-                ) -> tuple[tuple[str, ...], str | None, tuple[str, ...], bool]:
-        """(lacking, taken, evidence, checked) for a figure that requires ``requires``
-        at message size ``size``."""
+    def explain(self, requires: Collection[Any], size: int | None) -> Explained:
+        """What is known of a figure's ``requires`` (names, or ``{any_of: [...]}``
+        groups) at message size ``size``, preflight and the protocol tables weighed
+        together:
+
+        * the tables show the messages took the capability's lane: not lacking,
+          whatever preflight says; if preflight found it absent, that is a conflict,
+          stated as one (the report may be of another node or another time);
+        * the tables show no such lane: lacking, and if preflight found the
+          capability present, the reason says the node has it and UCX did not use it;
+        * no tables: preflight's absent is lacking, its present is not;
+        * a group is lacking only when every one of its capabilities is."""
         routes = (ucx_proto.taken(self.tables, size, self.memories, self.nodes)
                   if size is not None and self.memories else [])
-        lacking, evidence = [], []
-        for name in requires:
-            shown = ucx_proto.lacks(name, routes, list(self.tables))
-            found = [shown] if shown else []
-            if name in self.absent:
-                found.append(f"{name} {self.absent[name]}")
-            if found:
-                lacking.append(name)
-                evidence += found
+        lacking: list[str] = []
+        evidence: list[str] = []
+        present: list[str] = []
+        conflicts: list[str] = []
+        for requirement in capabilities.requirements(requires):
+            missing, why = [], []
+            for name in requirement.names:
+                shown = ucx_proto.lacks(name, routes, list(self.tables))
+                used = bool(routes) and name in ucx_proto.TRANSPORTS and not shown
+                if name in self.absent and used:
+                    conflicts.append(
+                        f"UCX's tables show these messages took {ucx_proto.transport_of(name)}, "
+                        f"yet preflight found {name} {self.absent[name]} (was the preflight "
+                        "report taken on this node, at this time?)")
+                    continue
+                if shown and name in self.present:
+                    missing.append(name)
+                    why.append(f"{shown}, though preflight found {name} "
+                               f"{self.present[name]}: UCX did not use it")
+                elif shown or name in self.absent:
+                    missing.append(name)
+                    why += [shown] if shown else []
+                    why += [f"{name} {self.absent[name]}"] if name in self.absent else []
+                elif name in self.present:
+                    present.append(f"{name} {self.present[name]}")
+            if missing and len(missing) == len(requirement.names):
+                lacking += missing
+                evidence += why
         taken = ucx_proto.describe(size, routes) if routes else None
-        return tuple(lacking), taken, tuple(evidence), bool(self.absent or routes)
+        return Explained(tuple(lacking), taken, tuple(evidence),
+                         bool(self.absent or self.present or routes),
+                         tuple(present), tuple(conflicts))
+
+
+@dataclass(frozen=True)
+class Explained:
+    """:meth:`Facts.explain`'s answer, as :class:`Row` keeps it."""
+
+    lacking: tuple[str, ...]
+    taken: str | None
+    evidence: tuple[str, ...]
+    checked: bool
+    present: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
 
 
 def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
@@ -277,9 +339,9 @@ def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
         floor_verdict = Verdict.FAIL if below else Verdict.PASS
     lower, upper = policy.bounds(metric, reference) if reference is not None else (None, None)
     gbs = metrics.to_gbs(value, unit) if metrics.is_number(value) else None
-    requires = tuple(figure.get("requires") or ())
-    missing, taken, evidence, checked = Facts.of(lacking).explain(
-        requires, key if isinstance(key, int) else None)
+    raw_requires = figure.get("requires") or ()
+    requires = tuple(r.text for r in capabilities.requirements(raw_requires))
+    known = Facts.of(lacking).explain(raw_requires, key if isinstance(key, int) else None)
     return Row(
         metric, key, value, unit,
         verdict=_overall(why, tolerance, floor_verdict),
@@ -293,7 +355,8 @@ def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
         implausible=why,
         requires=requires,
         requires_why=" ".join(str(figure.get("why") or "").split()) or None,
-        lacking=missing, taken=taken, evidence=evidence, checked=checked,
+        lacking=known.lacking, taken=known.taken, evidence=known.evidence,
+        checked=known.checked, present=known.present, conflicts=known.conflicts,
     )
 
 

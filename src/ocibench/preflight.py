@@ -2,9 +2,12 @@
 
 Each probe is a small function of the filesystem root (``/`` on a node; a fake tree
 of ``sys``/``proc``/``dev`` in the tests) and the shape's expectations, and returns
-one :class:`Item`: *present*, *absent* or *unexpected* (there, but not as the shape
-says), with the evidence (the file read or the command run).  A probe never raises
-for a missing tool, device or file: that item is absent, and says why.
+one :class:`Item`: *present*, *absent*, *unexpected* (there, but not as the shape
+says) or *unknown* (the probe could not tell), with the evidence (the file read or
+the command run).  A probe never raises.  A missing tool, device or file is absent;
+a file that is there but cannot be read (a directory, a link loop, no permission,
+too large), a tool that failed, hung or printed something else than it was asked,
+is unknown and says why: a probe that could not read never says present.
 
 What a shape requires comes from its ``capabilities:`` mapping (the vocabulary of
 ocibench.capabilities: gdrdrv, xpmem, nvidia_peermem, cma, nvlink, pcie, rdma); a
@@ -21,19 +24,27 @@ loads gdrdrv, XPMEM and nvidia_peermem and builds UCX ``--with-xpmem --with-cuda
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import resource
 import shutil
-import subprocess
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ocibench import capabilities, shapes
+from ocibench import capabilities, jsonfile, probe, shapes
 from ocibench.capabilities import CAPABILITIES
+from ocibench.probe import Ran
 
-PRESENT, ABSENT, UNEXPECTED = "present", "absent", "unexpected"
+PRESENT, ABSENT, UNEXPECTED, UNKNOWN = "present", "absent", "unexpected", "unknown"
+
+#: The most a probed file may hold: every file read here is a line or a short table
+#: (/proc/self/status is about 1.5 KB).  A larger one is not what the probe expects.
+MAX_READ = 1 << 16
+#: A kernel's config (/boot/config-<release>) is about 300 KB.
+MAX_CONFIG_READ = 1 << 21
 
 #: Seconds a probed command may run (gdrcopy's sanity runs a few seconds per GPU).
 TIMEOUT_S = 30
@@ -59,14 +70,20 @@ class Item:
     """One probed item: its state on this node against the shape."""
 
     name: str
-    status: str        # PRESENT, ABSENT or UNEXPECTED
+    status: str        # PRESENT, ABSENT, UNEXPECTED or UNKNOWN
     detail: str        # what was found, or why not
     evidence: str      # the file read or the command run
     required: bool = False
 
     @property
     def missing(self) -> bool:
-        return self.required and self.status != PRESENT
+        """Required and known not to be as the shape says (absent or unexpected)."""
+        return self.required and self.status in (ABSENT, UNEXPECTED)
+
+    @property
+    def undecided(self) -> bool:
+        """Required, and the probe could not tell: neither present nor missing."""
+        return self.required and self.status == UNKNOWN
 
     def line(self) -> str:
         need = "required" if self.required else "not required"
@@ -113,41 +130,94 @@ def expectations(shape: shapes.Shape) -> Expectations:
 # --------------------------------------------------------------------------- helpers
 
 
+def run(args: list[str], timeout: float | None = None) -> Ran:
+    """A probed tool's outcome, bounded in time (default :data:`TIMEOUT_S`) and output
+    (ocibench.probe.run_tool)."""
+    return probe.run_tool(args, TIMEOUT_S if timeout is None else timeout)
+
+
+def _tool_item(name: str, ran: Ran, required: bool) -> Item:
+    """The item of a tool that gave no answer: absent when it is not installed (what it
+    belongs to is not on this node), unknown when it failed, hung or could not start."""
+    return Item(name, ABSENT if ran.missing else UNKNOWN, ran.why, ran.command, required)
+
+
 @dataclass
-class Ran:
-    """A command's outcome; ``why`` is set when it could not give an answer."""
+class Read:
+    """A probed file: its text; or ``why`` it could not be read (unknown); neither
+    when it does not exist."""
 
-    command: str
-    out: str = ""
-    why: str = ""
+    text: str | None = None
+    why: str | None = None
+
+    @property
+    def missing(self) -> bool:
+        return self.text is None and self.why is None
 
 
-def run(args: list[str], timeout: float = TIMEOUT_S) -> Ran:
-    command = " ".join(args)
-    if not shutil.which(args[0]):
-        return Ran(command, why=f"{args[0]} not on PATH")
+def _read(root: Path, rel: str, limit: int = MAX_READ) -> Read:
+    """A small file under the probed root, read bounded and never blocking.
+
+    Not there (no such file, a parent that is no directory): missing.  There but
+    unreadable (no permission, a directory, a link loop or a link to nothing, a
+    device or FIFO, larger than :data:`MAX_READ`): ``why``.  Opened non-blocking
+    and checked to be a regular file (as /proc and /sys files are), so that a FIFO
+    or /dev/zero in its place neither blocks nor fills memory."""
+    path = root / rel
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
-                              check=False, env={**os.environ, "LC_ALL": "C"})
-    except subprocess.TimeoutExpired:
-        return Ran(command, why=f"{args[0]} ran past {timeout:.0f} s")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            return Read(why=f"{path} is a link to nothing")
+        return Read()
+    except NotADirectoryError:
+        return Read()
     except OSError as err:
-        return Ran(command, why=f"{args[0]} cannot run: {err.strerror}")
-    if done.returncode != 0:
-        last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
-        return Ran(command, out=done.stdout, why=f"exit {done.returncode}: {last[0][:200]}")
-    return Ran(command, out=done.stdout)
-
-
-def _read(root: Path, rel: str) -> str | None:
+        return Read(why=f"cannot read {path}: {_strerror(err)}")
     try:
-        return (root / rel).read_text(errors="replace")
-    except OSError:
-        return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return Read(why=f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(limit + 1)
+    except OSError as err:
+        return Read(why=f"cannot read {path}: {_strerror(err)}")
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        return Read(why=f"{path} is larger than {limit} bytes: not the file expected")
+    return Read(text=raw.decode("utf-8", errors="replace"))
+
+
+def _shown(read: Read) -> str:
+    """What a read gave, for a detail: why not, 'missing', or its first characters."""
+    if read.why:
+        return read.why
+    return "missing" if read.missing else repr((read.text or "").strip()[:40])
+
+
+def _strerror(err: OSError) -> str:
+    return err.strerror or errno.errorcode.get(err.errno or 0, str(err))
+
+
+def _exists(root: Path, rel: str) -> bool | str:
+    """Whether ``rel`` exists under the root (a link is followed); the reason as text
+    where that cannot be told (no permission to look, a link loop)."""
+    try:
+        os.stat(root / rel)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as err:
+        return f"cannot look at {root / rel}: {_strerror(err)}"
+    return True
+
+
+#: nvidia-smi's PCI bus id: 00000000:0F:00.0 (domain, bus, device, function).
+_BUS_ID = re.compile(r"([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])")
 
 
 def _sysfs_bdf(bus_id: str) -> str:
-    """nvidia-smi's 00000000:0F:00.0 as sysfs names it: 0000:0f:00.0."""
+    """nvidia-smi's 00000000:0F:00.0 as sysfs names it: 0000:0f:00.0 (a matched
+    :data:`_BUS_ID`: hex digits only, so the path stays in sys/bus/pci/devices)."""
     domain, _, rest = bus_id.strip().lower().partition(":")
     return f"{domain[-4:]}:{rest}"
 
@@ -160,12 +230,21 @@ class Gpu:
 
 
 def list_gpus() -> tuple[list[Gpu], Ran]:
+    """The GPUs nvidia-smi lists.  Output that is not the CSV asked for (a driver
+    message on stdout with exit 0, a changed format) sets ``why``: the GPUs are then
+    unknown, not absent."""
     ran = run(["nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader"])
     gpus = []
     for line in ran.out.splitlines() if not ran.why else []:
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) == 3 and fields[0].isdigit():
-            gpus.append(Gpu(int(fields[0]), fields[1], _sysfs_bdf(fields[2])))
+        if not line.strip():
+            continue
+        if len(fields) != 3 or not re.fullmatch(r"[0-9]{1,4}", fields[0]) \
+                or not _BUS_ID.fullmatch(fields[2]):
+            ran.why = (f"printed {line.strip()[:80]!r}, not the CSV asked for "
+                       "(index, name, pci.bus_id)")
+            return [], ran
+        gpus.append(Gpu(int(fields[0]), fields[1], _sysfs_bdf(fields[2])))
     return gpus, ran
 
 
@@ -178,9 +257,12 @@ def probe_gpus(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
     required = exp.binding and exp.gpu_count > 0
     wanted = (f"{exp.gpu_count}x {exp.gpu_model}" if exp.gpu_count
               else "none (the shape has no GPUs)")
-    if ran.why or not found:
-        why = ran.why or "nvidia-smi lists no GPU"
-        return Item("gpus", ABSENT, f"{why}; the shape: {wanted}", ran.command, required)
+    if ran.why:
+        status = ABSENT if ran.missing else UNKNOWN
+        return Item("gpus", status, f"{ran.why}; the shape: {wanted}", ran.command, required)
+    if not found:
+        return Item("gpus", ABSENT, f"nvidia-smi lists no GPU; the shape: {wanted}",
+                    ran.command, required)
     models = sorted({g.name for g in found})
     have = f"{len(found)}x {', '.join(models)}"
     if exp.gpu_count and (len(found) != exp.gpu_count or models != [exp.gpu_model]):
@@ -197,9 +279,14 @@ _NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.+)$")
 def probe_nvlink(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
     want = int(exp.capabilities.get("nvlink") or 0)
     required = exp.requires("nvlink")
+    listed, listing = gpus
+    if listing.why and not listing.missing:
+        # nvidia-smi already failed or hung: do not wait for it a second time
+        return Item("nvlink", UNKNOWN, f"nvidia-smi gave no GPU list: {listing.why}",
+                    listing.command, required)
     ran = run(["nvidia-smi", "nvlink", "--status"])
     if ran.why:
-        return Item("nvlink", ABSENT, ran.why, ran.command, required)
+        return _tool_item("nvlink", ran, required)
     active: dict[int, int] = {}
     total: dict[int, int] = {}
     gpu = None
@@ -211,6 +298,12 @@ def probe_nvlink(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
             total[gpu] += 1
             # an inactive link prints "<inactive>" instead of its rate
             active[gpu] += "inactive" not in m.group(2).lower()
+    if not active and listed:
+        # nvidia-smi names every GPU ("GPU 0: ...") even one without NVLink
+        first = next((line.strip() for line in ran.out.splitlines() if line.strip()),
+                     "nothing")
+        return Item("nvlink", UNKNOWN, f"printed {first[:80]!r}, not the NVLink status of "
+                    "a GPU", ran.command, required)
     if not any(active.values()):
         return Item("nvlink", ABSENT, "no active NVLink on any GPU", ran.command, required)
     per_gpu = ", ".join(f"GPU {g}: {active[g]}/{total[g]}" for g in sorted(active))
@@ -223,8 +316,9 @@ def probe_nvlink(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
 
 
 def _pcie_gen(text: str | None) -> int | None:
-    """'16.0 GT/s PCIe' (or '16 GT/s') -> 4; None when unreadable."""
-    m = re.match(r"\s*([\d.]+)\s*GT/s", text or "")
+    """'16.0 GT/s PCIe' (or '16 GT/s') -> 4; None for anything else ('Unknown', a
+    rate no generation has, garbage)."""
+    m = re.match(r"\s*([0-9]{1,3}(?:\.[0-9]{1,3})?)\s*GT/s", text or "")
     return PCIE_GEN_BY_GTS.get(float(m.group(1))) if m else None
 
 
@@ -232,19 +326,25 @@ def probe_pcie(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
     want = exp.capabilities.get("pcie") or {}
     required = exp.requires("pcie")
     found, ran = gpus
-    if ran.why or not found:
-        return Item("pcie", ABSENT, ran.why or "no GPU", ran.command, required)
+    if ran.why:
+        return _tool_item("pcie", ran, required)
+    if not found:
+        return Item("pcie", ABSENT, "no GPU", ran.command, required)
     parts, bad = [], []
     for g in found:
         base = f"sys/bus/pci/devices/{g.bdf}"
         vals = {k: _read(root, f"{base}/{k}") for k in (
             "current_link_speed", "max_link_speed", "current_link_width", "max_link_width")}
-        gen_now, gen_max = _pcie_gen(vals["current_link_speed"]), _pcie_gen(vals["max_link_speed"])
-        width_now = (vals["current_link_width"] or "").strip()
-        width_max = (vals["max_link_width"] or "").strip()
-        if None in (gen_now, gen_max) or not width_now.isdigit() or not width_max.isdigit():
-            return Item("pcie", ABSENT, f"GPU {g.index}: no readable link speed and width",
-                        f"read {root / base}", required)
+        texts = {k: (v.text or "").strip() for k, v in vals.items()}
+        gen_now = _pcie_gen(texts["current_link_speed"])
+        gen_max = _pcie_gen(texts["max_link_speed"])
+        width_now, width_max = texts["current_link_width"], texts["max_link_width"]
+        if None in (gen_now, gen_max) or not re.fullmatch(r"[0-9]{1,2}", width_now) \
+                or not re.fullmatch(r"[0-9]{1,2}", width_max):
+            # the GPU is there (nvidia-smi lists it): a link nobody can read is unknown
+            shown = ", ".join(f"{k} {_shown(v)}" for k, v in vals.items())
+            return Item("pcie", UNKNOWN, f"GPU {g.index}: no readable link speed and width "
+                        f"({shown})", f"read {root / base}", required)
         parts.append(f"GPU {g.index}: Gen{gen_now} x{width_now} (max Gen{gen_max} x{width_max})")
         # An idle GPU lowers its link speed to save power, so the generation is judged
         # by its maximum; a narrower link than the slot's is a fault (seating, riser).
@@ -262,17 +362,25 @@ def probe_pcie(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
 def probe_numa(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
     required = exp.binding and exp.gpu_count > 0
     found, ran = gpus
-    if ran.why or not found:
-        return Item("gpu_numa", ABSENT, ran.why or "no GPU", ran.command, required)
-    have, wrong = [], []
+    if ran.why:
+        return _tool_item("gpu_numa", ran, required)
+    if not found:
+        return Item("gpu_numa", ABSENT, "no GPU", ran.command, required)
+    have, wrong, unread = [], [], []
     for g in found:
-        text = (_read(root, f"sys/bus/pci/devices/{g.bdf}/numa_node") or "").strip()
-        node = int(text) if re.fullmatch(r"-?\d+", text) else None
+        read = _read(root, f"sys/bus/pci/devices/{g.bdf}/numa_node")
+        text = (read.text or "").strip()
+        node = int(text) if re.fullmatch(r"-?[0-9]{1,6}", text) else None
         have.append(f"GPU {g.index}: {node if node is not None else '?'}")
-        if exp.gpu_count and (g.index >= exp.gpu_count or node != exp.gpu_numa[g.index]):
+        if node is None:
+            unread.append(f"GPU {g.index}: {_shown(read)}")
+        elif exp.gpu_count and (g.index >= exp.gpu_count or node != exp.gpu_numa[g.index]):
             wrong.append(g.index)
     detail = "NUMA node of " + ", ".join(have)
     evidence = f"read {root / 'sys/bus/pci/devices'}/<bdf>/numa_node"
+    if unread:
+        return Item("gpu_numa", UNKNOWN, f"{detail}; unreadable: {'; '.join(unread)}",
+                    evidence, required)
     if wrong:
         shape = ", ".join(f"GPU {i}: {n}" for i, n in enumerate(exp.gpu_numa))
         return Item("gpu_numa", UNEXPECTED, f"{detail}; the shape: {shape}", evidence, required)
@@ -282,7 +390,10 @@ def probe_numa(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
 def _device(name: str, root: Path, exp: Expectations) -> Item:
     path = f"dev/{name}"
     required = exp.requires(name)
-    if (root / path).exists():
+    exists = _exists(root, path)
+    if isinstance(exists, str):
+        return Item(name, UNKNOWN, exists, f"stat {root / path}", required)
+    if exists:
         if exp.binding and exp.capabilities.get(name) is False:
             return Item(name, UNEXPECTED, f"/{path} exists; the shape says its nodes have none",
                         f"stat {root / path}")
@@ -302,7 +413,10 @@ def probe_gdrdrv(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
         return item
     ran = run([tool], timeout=SANITY_TIMEOUT_S)
     item.evidence += f"; ran `{ran.command}`"
-    if ran.why:
+    if ran.timed_out:
+        item.status, item.detail = UNKNOWN, f"{item.detail}, but {tool} gave no answer: {ran.why}"
+    elif ran.why:
+        # it ran and said no: the module is there but does not work
         item.status, item.detail = UNEXPECTED, f"{item.detail}, but {tool} failed: {ran.why}"
     else:
         item.detail += f"; {tool} passed"
@@ -315,14 +429,102 @@ def probe_xpmem(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> I
 
 def probe_nvidia_peermem(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
     required = exp.requires("nvidia_peermem")
-    modules = _read(root, "proc/modules")
-    loaded = (modules is not None and any(line.split(" ", 1)[0] == "nvidia_peermem"
-                                          for line in modules.splitlines())) \
-        or (root / "sys/module/nvidia_peermem").is_dir()
+    loaded = _module_loaded(root, "nvidia_peermem")
     evidence = f"read {root / 'proc/modules'}, {root / 'sys/module/nvidia_peermem'}"
+    if isinstance(loaded, str):
+        return Item("nvidia_peermem", UNKNOWN, loaded, evidence, required)
     if loaded:
         return Item("nvidia_peermem", PRESENT, "module loaded", evidence, required)
     return Item("nvidia_peermem", ABSENT, "module not loaded", evidence, required)
+
+
+def _module_loaded(root: Path, module: str) -> bool | str:
+    """Whether a kernel module is loaded: in /proc/modules, or /sys/module/<name>
+    exists (a module built into the kernel is only there).  Why not, as text, where
+    neither could be read."""
+    modules = _read(root, "proc/modules")
+    if modules.text is not None and any(line.split(" ", 1)[0] == module
+                                        for line in modules.text.splitlines()):
+        return True
+    in_sys = _exists(root, f"sys/module/{module}")
+    if in_sys is True:
+        return True
+    if modules.text is None and (modules.why or isinstance(in_sys, str)):
+        return "; ".join(w for w in (modules.why, in_sys if isinstance(in_sys, str) else None)
+                         if w) or "cannot read the loaded modules"
+    return False
+
+
+#: What GPUDirect RDMA through dma-buf needs of a node, as NCCL and UCX detect it:
+#: the CUDA driver's CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (NCCL's dmaBufSupported in
+#: src/init.cc, CUDA 11.7 or later; UCX's uct_cuda_copy_md_is_dmabuf_supported), which
+#: only the NVIDIA open kernel module sets, from R515 on; and a kernel whose RDMA core
+#: registers a dma-buf (ib_umem_dmabuf, Linux 5.12; NCCL's ncclIbDmaBufSupport tries
+#: ibv_reg_dmabuf_mr).  Without CUDA here, preflight reads what decides that attribute.
+DMABUF_KERNEL = (5, 12)
+DMABUF_DRIVER = 515
+#: /proc/driver/nvidia/version, first line: "NVRM version: NVIDIA UNIX Open Kernel
+#: Module for x86_64  570.124.06  Release Build ..." for the open module; "NVRM version:
+#: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 ..." for the proprietary one.
+_NVRM = re.compile(r"^NVRM version: NVIDIA UNIX (Open Kernel Module for )?.*?\s"
+                   r"([0-9]{3,4})\.([0-9]{1,3})(?:\.[0-9]{1,3})?\s", re.MULTILINE)
+
+
+def probe_dmabuf(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
+    """GPUDirect RDMA through dma-buf: kernel 5.12 or later, the NVIDIA open kernel
+    module R515 or later, and CONFIG_DMA_SHARED_BUFFER where the kernel's config is
+    installed (/boot/config-<release>)."""
+    required = exp.requires("dmabuf")
+    release_file, driver_file = "proc/sys/kernel/osrelease", "proc/driver/nvidia/version"
+    evidence = f"read {root / release_file}, {root / driver_file}"
+    release = _read(root, release_file)
+    if release.text is None:
+        why = release.why or f"no {root / release_file}"
+        return Item("dmabuf", UNKNOWN, f"kernel release unknown: {why}", evidence, required)
+    kernel = release.text.strip()
+    m = re.match(r"([0-9]{1,3})\.([0-9]{1,3})", kernel)
+    if not m:
+        return Item("dmabuf", UNKNOWN, f"kernel release reads {kernel[:40]!r}", evidence,
+                    required)
+    if (int(m.group(1)), int(m.group(2))) < DMABUF_KERNEL:
+        return Item("dmabuf", ABSENT, f"kernel {kernel} is older than 5.12 (no dma-buf "
+                    "registration for RDMA)", evidence, required)
+    driver = _read(root, driver_file)
+    if driver.why:
+        return Item("dmabuf", UNKNOWN, driver.why, evidence, required)
+    if driver.text is None:
+        return Item("dmabuf", ABSENT, f"kernel {kernel}; no NVIDIA driver loaded "
+                    f"(no /{driver_file})", evidence, required)
+    nvrm = _NVRM.search(driver.text)
+    if not nvrm:
+        first = (driver.text.strip().splitlines() or [""])[0]
+        return Item("dmabuf", UNKNOWN, f"/{driver_file} reads {first[:60]!r}, not an NVRM "
+                    "version line", evidence, required)
+    version = f"{nvrm.group(2)}.{nvrm.group(3)}"
+    if not nvrm.group(1):
+        return Item("dmabuf", ABSENT, f"kernel {kernel}; the NVIDIA kernel module {version} "
+                    "is the proprietary one (dma-buf needs the open kernel module)",
+                    evidence, required)
+    if int(nvrm.group(2)) < DMABUF_DRIVER:
+        return Item("dmabuf", ABSENT, f"kernel {kernel}; NVIDIA open kernel module "
+                    f"{version} is older than R{DMABUF_DRIVER}", evidence, required)
+    detail = f"kernel {kernel} (5.12 or later), NVIDIA open kernel module {version}"
+    config_file = f"boot/config-{kernel}"
+    if "/" not in kernel and kernel not in (".", ".."):
+        config = _read(root, config_file, limit=MAX_CONFIG_READ)
+        evidence += f", {root / config_file}"
+        if config.why:
+            return Item("dmabuf", UNKNOWN, f"{detail}; {config.why}", evidence, required)
+        if config.text is not None:
+            if not re.search(r"^CONFIG_DMA_SHARED_BUFFER=y$", config.text, re.MULTILINE):
+                return Item("dmabuf", ABSENT, f"{detail}; but the kernel is built without "
+                            "CONFIG_DMA_SHARED_BUFFER", evidence, required)
+            detail += ", CONFIG_DMA_SHARED_BUFFER=y"
+        else:
+            # Every distribution kernel since 5.12 selects it (DRM needs it); the open
+            # module does not build without it.  Said, not guessed.
+            detail += f" (no /{config_file}: CONFIG_DMA_SHARED_BUFFER not read)"
+    return Item("dmabuf", PRESENT, detail, evidence, required)
 
 
 def probe_cma(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
@@ -336,15 +538,29 @@ def probe_cma(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Ite
     scope_file = "proc/sys/kernel/yama/ptrace_scope"
     scope = _read(root, scope_file)
     evidence = f"read {root / scope_file}"
-    if scope is None:
+    if scope.why:
+        # there, but not readable: Yama may restrict CMA; nothing says it does not
+        return Item("cma", UNKNOWN, scope.why, evidence, required)
+    if scope.text is None:
         return Item("cma", PRESENT, "allowed: no Yama", evidence, required)
-    level = scope.strip()
+    level = scope.text.strip()
+    if level not in ("0", "1", "2", "3"):
+        return Item("cma", UNKNOWN, f"Yama ptrace_scope reads {level[:40]!r}, not 0 to 3",
+                    evidence, required)
     if level == "0":
         return Item("cma", PRESENT, "allowed: Yama ptrace_scope 0", evidence, required)
-    status = _read(root, "proc/self/status") or ""
+    if level == "3":
+        return Item("cma", ABSENT, "restricted: Yama ptrace_scope 3 (no ptrace at all, "
+                    "until reboot)", evidence, required)
+    status = _read(root, "proc/self/status")
     evidence += f", {root / 'proc/self/status'} CapEff"
-    m = re.search(r"^CapEff:\s*([0-9a-fA-F]+)", status, re.MULTILINE)
-    if level in ("1", "2") and m and int(m.group(1), 16) >> CAP_SYS_PTRACE & 1:
+    m = re.search(r"^CapEff:\s*([0-9a-fA-F]{1,16})\s*$", status.text or "", re.MULTILINE)
+    if not m:
+        why = status.why or ("missing" if status.missing else "no CapEff line")
+        return Item("cma", UNKNOWN, f"Yama ptrace_scope {level}, and this process's "
+                    f"capabilities are unknown ({root / 'proc/self/status'}: {why})",
+                    evidence, required)
+    if int(m.group(1), 16) >> CAP_SYS_PTRACE & 1:
         return Item("cma", PRESENT, f"allowed: Yama ptrace_scope {level}, with CAP_SYS_PTRACE",
                     evidence, required)
     return Item("cma", ABSENT, f"restricted: Yama ptrace_scope {level} without CAP_SYS_PTRACE "
@@ -355,9 +571,12 @@ def probe_memlock(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) ->
     """RLIMIT_MEMLOCK: RDMA registers (pins) buffers; a limit fails large registrations."""
     required = exp.binding and bool(exp.capabilities.get("rdma"))
     limits = _read(root, "proc/self/limits")
-    if limits is not None:
+    if limits.why:
+        return Item("memlock", UNKNOWN, limits.why, f"read {root / 'proc/self/limits'}",
+                    required)
+    if limits.text is not None:
         evidence = f"read {root / 'proc/self/limits'}"
-        m = re.search(r"^Max locked memory\s+(\S+)", limits, re.MULTILINE)
+        m = re.search(r"^Max locked memory\s+(\S+)", limits.text, re.MULTILINE)
         soft = m.group(1) if m else "?"
     else:
         evidence = "resource.getrlimit(RLIMIT_MEMLOCK)"
@@ -365,6 +584,9 @@ def probe_memlock(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) ->
         soft = "unlimited" if value == resource.RLIM_INFINITY else str(value)
     if soft == "unlimited":
         return Item("memlock", PRESENT, "unlimited", evidence, required)
+    if not re.fullmatch(r"[0-9]{1,20}", soft):
+        return Item("memlock", UNKNOWN, f"the soft limit reads {soft[:40]!r}", evidence,
+                    required)
     return Item("memlock", UNEXPECTED, f"{soft} bytes; RDMA wants unlimited "
                 "(ulimit -l unlimited, /etc/security/limits.conf)", evidence, required)
 
@@ -373,15 +595,22 @@ def probe_rdma_device(device: str) -> Callable[..., Item]:
     def probe(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
         name, _, port = device.partition(":")
         rel = f"sys/class/infiniband/{name}/ports/{port}/state"
-        state = _read(root, rel)
+        read = _read(root, rel)
         evidence = f"read {root / rel}"
-        if state is None:
+        if read.why:
+            return Item(f"rdma {device}", UNKNOWN, read.why, evidence, exp.binding)
+        if read.text is None:
             return Item(f"rdma {device}", ABSENT, f"no port {port} of {name}", evidence,
                         exp.binding)
-        if "ACTIVE" not in state:
-            return Item(f"rdma {device}", UNEXPECTED, f"port state {state.strip()}", evidence,
+        state = read.text.strip()
+        # sysfs: "4: ACTIVE" (ib_verbs's port states, include/rdma/ib_verbs.h)
+        if not re.fullmatch(r"[0-9]: [A-Z_]+", state):
+            return Item(f"rdma {device}", UNKNOWN, f"port state reads {state[:40]!r}",
+                        evidence, exp.binding)
+        if state != "4: ACTIVE":
+            return Item(f"rdma {device}", UNEXPECTED, f"port state {state}", evidence,
                         exp.binding)
-        return Item(f"rdma {device}", PRESENT, state.strip(), evidence, exp.binding)
+        return Item(f"rdma {device}", PRESENT, state, evidence, exp.binding)
     return probe
 
 
@@ -397,10 +626,14 @@ def probe_ucx_built(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) 
     needed = _needed(exp, UCX_MODULE_FOR)
     ran = run(["ucx_info", "-b"])
     if ran.why:
-        return Item("ucx built", ABSENT, ran.why, ran.command, bool(needed))
+        return _tool_item("ucx built", ran, bool(needed))
     # '#define uct_MODULES ":ib:rdmacm:cma"', '#define uct_cuda_MODULES ":gdrcopy"'
     modules: list[str] = []
-    for m in re.finditer(r'^#define uct\w*_MODULES\s+"([^"]*)"', ran.out, re.MULTILINE):
+    lines = list(re.finditer(r'^#define uct\w*_MODULES\s+"([^"]*)"', ran.out, re.MULTILINE))
+    if not lines:
+        return Item("ucx built", UNKNOWN, "printed no uct_MODULES line (not UCX's "
+                    "build configuration)", ran.command, bool(needed))
+    for m in lines:
         modules += [x for x in m.group(1).split(":") if x]
     detail = f"transport modules {' '.join(modules) or 'none'}"
     lacking = [n for n in needed if n not in modules]
@@ -414,8 +647,12 @@ def probe_ucx_transports(root: Path, exp: Expectations, gpus: tuple[list[Gpu], R
     needed = _needed(exp, UCX_TRANSPORT_FOR)
     ran = run(["ucx_info", "-d"])
     if ran.why:
-        return Item("ucx transports", ABSENT, ran.why, ran.command, bool(needed))
+        return _tool_item("ucx transports", ran, bool(needed))
     found = sorted(set(re.findall(r"^#\s+Transport:\s+(\S+)", ran.out, re.MULTILINE)))
+    if not found:
+        # UCX always has its self transport: none listed is not UCX's answer
+        return Item("ucx transports", UNKNOWN, "printed no Transport line", ran.command,
+                    bool(needed))
     detail = " ".join(found) or "none"
     # any RC transport will do for RDMA (rc_verbs everywhere, rc_mlx5 on ConnectX)
     lacking = [n for n in needed if not (n in found or n == "rc_verbs"
@@ -436,8 +673,11 @@ def probe_ompi_cuda(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) 
     required = exp.binding and exp.gpu_count > 0
     ran = run(["ompi_info", "--parsable", "--all"])
     if ran.why:
-        return Item("openmpi cuda", ABSENT, ran.why, ran.command, required)
+        return _tool_item("openmpi cuda", ran, required)
     values = _ompi_values(ran.out)
+    if not values:
+        return Item("openmpi cuda", UNKNOWN, "printed no mca:...:param: line (not "
+                    "ompi_info --parsable)", ran.command, required)
     # Open MPI 5: mpi_built_with_cuda_support; 4.1: opal_built_with_cuda_support.
     key = next((k for k in ("mpi_built_with_cuda_support", "opal_built_with_cuda_support")
                 if k in values), None)
@@ -446,7 +686,10 @@ def probe_ompi_cuda(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) 
                     ran.command, required)
     if values[key] == "true":
         return Item("openmpi cuda", PRESENT, f"{key} true", ran.command, required)
-    return Item("openmpi cuda", ABSENT, f"{key} {values[key]}", ran.command, required)
+    if values[key] != "false":
+        return Item("openmpi cuda", UNKNOWN, f"{key} reads {values[key][:40]!r}",
+                    ran.command, required)
+    return Item("openmpi cuda", ABSENT, f"{key} false", ran.command, required)
 
 
 def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
@@ -455,15 +698,24 @@ def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -
     required = exp.binding and (exp.gpu_count > 0 or bool(exp.capabilities.get("rdma")))
     ran = run(["ompi_info", "--parsable", "--param", "pml", "all", "--level", "9"])
     if ran.why:
-        return Item("openmpi pml", ABSENT, ran.why, ran.command, required)
+        return _tool_item("openmpi pml", ran, required)
     components = sorted(set(re.findall(r"^mca:pml:(\w+):version:", ran.out, re.MULTILINE)))
     values = _ompi_values(ran.out)
+    if not components:
+        return Item("openmpi pml", UNKNOWN, "printed no mca:pml:<component>:version: line",
+                    ran.command, required)
     setting = values.get("pml", "")
     names = [n for n in setting.lstrip("^").split(",") if n]
     allowed = [c for c in components if (c not in names if setting.startswith("^")
                                          else not names or c in names)]
-    ranked = sorted(((int(values.get(f"pml_{c}_priority", "0") or 0), c) for c in allowed
-                     if f"pml_{c}_priority" in values), reverse=True)
+    priorities = {c: values[f"pml_{c}_priority"].strip() for c in allowed
+                  if f"pml_{c}_priority" in values}
+    garbled = {c: p for c, p in priorities.items() if not re.fullmatch(r"-?[0-9]{1,9}", p)}
+    if garbled:
+        shown = ", ".join(f"pml_{c}_priority {p[:20]!r}" for c, p in garbled.items())
+        return Item("openmpi pml", UNKNOWN, f"a priority that is no number: {shown}",
+                    ran.command, required)
+    ranked = sorted(((int(p), c) for c, p in priorities.items()), reverse=True)
     pick = ranked[0][1] if ranked else "?"
     detail = (f"components {' '.join(components)}; pml={setting or '(unset)'}; "
               f"by priority: {pick}")
@@ -477,8 +729,8 @@ def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -
 
 PROBES: tuple[Callable[..., Item], ...] = (
     probe_gpus, probe_nvlink, probe_pcie, probe_numa, probe_gdrdrv, probe_xpmem,
-    probe_nvidia_peermem, probe_cma, probe_memlock, probe_ucx_built, probe_ucx_transports,
-    probe_ompi_cuda, probe_ompi_pml,
+    probe_nvidia_peermem, probe_dmabuf, probe_cma, probe_memlock, probe_ucx_built,
+    probe_ucx_transports, probe_ompi_cuda, probe_ompi_pml,
 )
 
 
@@ -493,12 +745,26 @@ class Preflight:
         return [i for i in self.items if i.missing]
 
     @property
+    def undecided(self) -> list[Item]:
+        """Required items the probes could not tell: neither present nor missing."""
+        return [i for i in self.items if i.undecided]
+
+    @property
     def ok(self) -> bool:
-        return not self.missing
+        """Every required item present: nothing missing and nothing unknown."""
+        return not self.missing and not self.undecided
+
+    @property
+    def verdict(self) -> str:
+        """"pass" (every required item present), "fail" (one is absent or not as the
+        shape says) or "unjudged" (none missing, but one could not be read)."""
+        return "fail" if self.missing else "unjudged" if self.undecided else "pass"
 
     def to_dict(self) -> dict[str, Any]:
         return {"shape": self.shape, "root": self.root, "ok": self.ok,
+                "verdict": self.verdict,
                 "missing": [i.name for i in self.missing],
+                "unknown": [i.name for i in self.undecided],
                 "items": [{**asdict(i), "missing": i.missing} for i in self.items]}
 
 
@@ -506,7 +772,32 @@ def preflight(shape: shapes.Shape, root: Path = Path("/")) -> Preflight:
     exp = expectations(shape)
     gpus = list_gpus()
     probes = list(PROBES) + [probe_rdma_device(d) for d in exp.rdma_devices]
-    return Preflight(shape.name, str(root), [p(root, exp, gpus) for p in probes])
+    items = [p(root, exp, gpus) for p in probes]
+    _one_of(items, capabilities.GPUDIRECT)
+    return Preflight(shape.name, str(root), items)
+
+
+def _one_of(items: list[Item], group: tuple[str, ...]) -> None:
+    """Where one capability of a group that stand in for each other (GPUDirect RDMA
+    through nvidia_peermem or dma-buf) is present, the others are not required."""
+    members = [i for i in items if i.name in group]
+    have = next((i for i in members if i.status == PRESENT), None)
+    if have is None:
+        return
+    for item in members:
+        if item is not have and item.required:
+            item.required = False
+            item.detail += f" (not required: {have.name} is present, either will do)"
+
+
+def read_report(path: Path | str) -> dict[str, Any]:
+    """A ``preflight --json`` report from a file, bounded (ocibench.jsonfile); a
+    ValueError with one line naming the file for anything else."""
+    data = jsonfile.load(Path(path), limit=1 << 22)
+    if not isinstance(data, dict) or not isinstance(data.get("items"), list):
+        raise jsonfile.JsonFileError(f"{path}: not an `ocibench preflight --json` report "
+                                     "(no 'items' list)")
+    return data
 
 
 def lacking(report: dict[str, Any]) -> set[str]:
@@ -517,8 +808,24 @@ def lacking(report: dict[str, Any]) -> set[str]:
 
 def absent(report: dict[str, Any]) -> dict[str, str]:
     """:func:`lacking`, each with what preflight found: {"gdrdrv": "absent: no
-    /dev/gdrdrv (kernel module not loaded)"}, as a missed figure's reason names it."""
+    /dev/gdrdrv (kernel module not loaded)"}, as a missed figure's reason names it.
+    An item preflight could not read (unknown) is not absent: it is left out."""
+    return _capability_items(report, (ABSENT, UNEXPECTED))
+
+
+def present(report: dict[str, Any]) -> dict[str, str]:
+    """The capabilities a ``preflight --json`` report found present, each with what it
+    found: {"gdrdrv": "present: /dev/gdrdrv exists; gdrcopy_sanity passed"}."""
+    return _capability_items(report, (PRESENT,))
+
+
+def unknown(report: dict[str, Any]) -> dict[str, str]:
+    """The capabilities a ``preflight --json`` report could not tell, with why."""
+    return _capability_items(report, (UNKNOWN,))
+
+
+def _capability_items(report: dict[str, Any], statuses: tuple[str, ...]) -> dict[str, str]:
     return {str(item["name"]): f"{item.get('status')}: {item.get('detail') or 'no detail'}"
             for item in report.get("items") or []
             if isinstance(item, dict) and item.get("name") in CAPABILITIES
-            and item.get("status") != PRESENT}
+            and item.get("status") in statuses}

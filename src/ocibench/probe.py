@@ -7,35 +7,137 @@ The result has the same fields as a documented shape file, so every reader
 from __future__ import annotations
 
 import os
+import re
+import resource
 import shutil
+import signal
 import subprocess
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import archspec.cpu
 
+#: Seconds a tool run while describing this machine may take: every command that loads
+#: the ``local`` shape waits for it, so a hung nvidia-smi (a GPU fallen off the bus
+#: hangs it in the driver) costs this much once, never forever.
+PROBE_TIMEOUT_S = 10
+#: The most output a probed tool may write (each stream); a tool that writes more is
+#: killed by the kernel (RLIMIT_FSIZE) and its answer is unknown.
+TOOL_OUTPUT_LIMIT = 16 * 2**20
 
-def complete_local(data: dict[str, Any]) -> dict[str, Any]:
-    """Fill the hardware fields of the local shape file from this machine."""
+
+@dataclass
+class Ran:
+    """A tool's outcome.  ``why`` is set when it gave no answer: not installed
+    (``missing``), ran past its time, could not start or exited non-zero."""
+
+    command: str
+    out: str = ""
+    why: str = ""
+    missing: bool = False   # not on PATH: the tool (and what it belongs to) is not here
+    timed_out: bool = False
+
+
+def run_tool(args: list[str], timeout: float) -> Ran:
+    """Run a probed tool with a time limit and bounded output, in its own process
+    group, and never raise.
+
+    ``subprocess.run(timeout=...)`` kills only the tool itself and then waits for its
+    pipes to close: a wrapper script whose child still holds them open (``nvidia-smi``
+    wrappers, ``timeout``-less shells) would hang the caller anyway.  Writing into
+    files and killing the whole group bounds both the time and the memory.
+    """
+    command = " ".join(args)
+    if not shutil.which(args[0]):
+        return Ran(command, why=f"{args[0]} not on PATH", missing=True)
+
+    def limit_output() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (TOOL_OUTPUT_LIMIT, TOOL_OUTPUT_LIMIT))
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    env={**os.environ, "LC_ALL": "C"},
+                                    start_new_session=True, preexec_fn=limit_output)
+        except OSError as error:
+            return Ran(command, why=f"{args[0]} cannot run: {error.strerror}")
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return Ran(command, why=f"{args[0]} ran past {timeout:g} s (killed)",
+                       timed_out=True)
+        _kill_group(proc)  # what the tool left running in its group
+        text, error_text = _bounded(out), _bounded(err)
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else -code
+        more = " (wrote more than it may)" if -code == signal.SIGXFSZ else ""
+        return Ran(command, out=text, why=f"{args[0]} killed by {name}{more}")
+    if code != 0:
+        last = (error_text.strip() or text.strip()).splitlines()[-1:] or ["no output"]
+        return Ran(command, out=text, why=f"exit {code}: {last[0][:200]}")
+    return Ran(command, out=text)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass   # the group is gone already
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _bounded(stream: Any) -> str:
+    stream.seek(0)
+    return stream.read(TOOL_OUTPUT_LIMIT).decode("utf-8", errors="replace")
+
+
+class ProbeError(RuntimeError):
+    """What describing this machine could not read, in one line."""
+
+
+def complete_local(data: dict[str, Any], unknown: list[str] | None = None) -> dict[str, Any]:
+    """Fill the hardware fields of the local shape file from this machine.
+
+    ``unknown`` collects, one line each, what could not be read (a GPU tool that
+    hung or printed something else than it was asked): that part is left out of the
+    description (no GPUs), and the line says why, rather than a guess.
+    """
     merged = dict(data)
     merged["cpu"] = cpu()
     merged["memory"] = memory()
-    merged["gpus"] = gpus(merged["cpu"]["numa_nodes"])
+    try:
+        merged["gpus"] = gpus(merged["cpu"]["numa_nodes"])
+    except ProbeError as err:
+        merged["gpus"] = None
+        if unknown is not None:
+            unknown.append(f"gpus: unknown: {err}")
     merged.setdefault("links", {})
     return merged
 
 
 def cpu() -> dict[str, Any]:
     """Sockets, physical cores and NUMA nodes from ``lscpu -p``."""
-    out = subprocess.run(
-        ["lscpu", "-p=CPU,CORE,SOCKET,NODE"], capture_output=True, text=True, check=True
-    ).stdout
+    ran = run_tool(["lscpu", "-p=CPU,CORE,SOCKET,NODE"], PROBE_TIMEOUT_S)
+    if ran.why:
+        raise ProbeError(f"`{ran.command}`: {ran.why}")
+    out = ran.out
     cores: dict[int, tuple[int, int]] = {}  # core id -> (socket, numa node)
     for line in out.splitlines():
         if line.startswith("#"):
             continue
-        _cpu, core, socket, node = (int(f) if f else 0 for f in line.split(","))
+        fields = line.split(",")
+        if len(fields) != 4 or not all(re.fullmatch(r"[0-9]*", f) for f in fields):
+            raise ProbeError(f"`{ran.command}` printed {line[:80]!r}, not CPU,CORE,SOCKET,NODE")
+        _cpu, core, socket, node = (int(f) if f else 0 for f in fields)
         cores.setdefault(core, (socket, node))
+    if not cores:
+        raise ProbeError(f"`{ran.command}` listed no CPU")
     # Renumber physical cores 0..n-1 so that ranges per NUMA node are contiguous.
     by_node: dict[int, list[int]] = {}
     socket_of: dict[int, int] = {}
@@ -60,7 +162,9 @@ def cpu() -> dict[str, Any]:
 
 def memory() -> dict[str, Any]:
     kib = 0
-    for line in Path("/proc/meminfo").read_text().splitlines():
+    with open("/proc/meminfo", encoding="ascii", errors="replace") as meminfo:
+        text = meminfo.read(1 << 16)
+    for line in text.splitlines():
         if line.startswith("MemTotal:"):
             kib = int(line.split()[1])
     # The theoretical bandwidth of an unknown machine is not knowable from
@@ -68,41 +172,56 @@ def memory() -> dict[str, Any]:
     return {"type": "unknown", "size_gib": round(kib / 2**20, 1), "bandwidth_gbs": None}
 
 
+#: One line of ``nvidia-smi --query-gpu=index,name,compute_cap,pci.bus_id
+#: --format=csv,noheader``: "0, NVIDIA H100 80GB HBM3, 9.0, 00000000:18:00.0".
+_GPU_LINE = re.compile(r"([0-9]+), ([^,]+), ([0-9]+)\.([0-9]+), ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+                       r"[0-9A-Fa-f]{2}\.[0-7])")
+
+
 def gpus(numa_nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """NVIDIA GPUs from nvidia-smi, with the NUMA node of each one's PCIe slot."""
-    if not shutil.which("nvidia-smi"):
+    """NVIDIA GPUs from nvidia-smi, with the NUMA node of each one's PCIe slot.
+
+    None without nvidia-smi (no NVIDIA driver: no GPU to describe); ProbeError when
+    nvidia-smi is there but gives no answer: it failed, hung, or printed something
+    else than the CSV asked for."""
+    ran = run_tool(["nvidia-smi", "--query-gpu=index,name,compute_cap,pci.bus_id",
+                    "--format=csv,noheader"], PROBE_TIMEOUT_S)
+    if ran.missing:
         return None
-    result = subprocess.run(
-        ["nvidia-smi", "--query-gpu=index,name,compute_cap,pci.bus_id",
-         "--format=csv,noheader"],
-        capture_output=True, text=True, check=False,
-    )
-    if result.returncode != 0 or not result.stdout.strip():
-        return None
+    if ran.why:
+        raise ProbeError(f"`{ran.command}`: {ran.why}")
     valid_nodes = {n["id"] for n in numa_nodes}
     devices, model, arch = [], "", ""
-    for line in result.stdout.strip().splitlines():
-        index, name, cap, bus = (f.strip() for f in line.split(","))
-        model, arch = name, cap.replace(".", "")
+    for line in ran.out.strip().splitlines():
+        match = _GPU_LINE.fullmatch(line.strip())
+        if not match:
+            raise ProbeError(f"`{ran.command}` printed {line.strip()[:80]!r}, not "
+                             "index, name, compute_cap, pci.bus_id")
+        index, name, major, minor, bus = match.groups()
+        model, arch = name.strip(), major + minor
         node = _pci_numa_node(bus)
         numa_node = node if node in valid_nodes else min(valid_nodes)
         devices.append({"index": int(index), "numa_node": numa_node})
+    if not devices:
+        raise ProbeError(f"`{ran.command}` listed no GPU")
     return {"model": model, "cuda_arch": int(arch), "devices": devices}
 
 
 def _pci_numa_node(bus_id: str) -> int:
-    # nvidia-smi prints 00000000:0F:00.0; sysfs uses 0000:0f:00.0.
+    # nvidia-smi prints 00000000:0F:00.0; sysfs uses 0000:0f:00.0 (bus_id matched
+    # _GPU_LINE: hex digits only, so the path stays under /sys/bus/pci/devices).
     domain, rest = bus_id.lower().split(":", 1)
     path = Path("/sys/bus/pci/devices") / f"{domain[-4:]}:{rest}" / "numa_node"
     try:
-        return max(0, int(path.read_text()))
-    except (OSError, ValueError):
+        with path.open(encoding="ascii") as handle:
+            text = handle.read(64).strip()
+    except (OSError, UnicodeDecodeError):
         return 0
+    return max(0, int(text)) if re.fullmatch(r"-?[0-9]{1,6}", text) else 0
 
 
 def _lscpu_field(name: str) -> str | None:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False,
-                         env={**os.environ, "LC_ALL": "C"}).stdout
+    out = run_tool(["lscpu"], PROBE_TIMEOUT_S).out
     for line in out.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == name:

@@ -80,6 +80,9 @@ def schema_problem(data: Any) -> str | None:
     except _SelfReference as err:
         return _joined(_where(err.path, data),
                        "a YAML alias refers to the mapping or list that contains it")
+    except _DuplicateKey as err:
+        return _joined(_where(err.path, data),
+                       f"key {str(err.key)!r} appears twice (once as text, once as a number)")
     error = best_match(_validator().iter_errors(document))
     return None if error is None else _describe(error, data)
 
@@ -88,6 +91,13 @@ class _SelfReference(ValueError):
     def __init__(self, path: list[Any]) -> None:
         super().__init__("self-reference")
         self.path = path
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, path: list[Any], key: Any) -> None:
+        super().__init__("duplicate key")
+        self.path = path
+        self.key = key
 
 
 def _jsonable(value: Any, path: list[Any], open_: set[int]) -> Any:
@@ -103,8 +113,14 @@ def _jsonable(value: Any, path: list[Any], open_: set[int]) -> Any:
     open_.add(id(value))
     try:
         if isinstance(value, Mapping):
-            return {k if isinstance(k, str) else str(k): _jsonable(v, path + [k], open_)
-                    for k, v in value.items()}
+            document: dict[str, Any] = {}
+            for k, v in value.items():
+                text = k if isinstance(k, str) else str(k)
+                if text in document:
+                    # 1 and "1" are two YAML keys but one message size: one would be lost
+                    raise _DuplicateKey(path, k)
+                document[text] = _jsonable(v, path + [k], open_)
+            return document
         return [_jsonable(v, path + [i], open_) for i, v in enumerate(value)]
     finally:
         open_.discard(id(value))
@@ -196,6 +212,11 @@ def _describe(error: ValidationError, data: Any) -> str:
         subject = f"key {_short(instance)}" if key_error else _short(instance)
         return _joined(where, f"{subject} does not match {expected!r}{about}")
     if kind in ("oneOf", "anyOf"):
+        # A requirement is a name or {any_of: [...]}: a wrong name is best told by the
+        # branch that fits its type ("is not one of ..."), not by "is not valid".
+        fitting = [e for e in error.context or () if e.validator != "type"]
+        if fitting:
+            return _describe(best_match(fitting), data)
         return _joined(where, f"{_short(instance)} is not valid{about}")
     return _joined(where, error.message)
 
@@ -310,10 +331,11 @@ def _figure_problems(figure: dict[str, Any], data: dict[str, Any]) -> Iterator[s
             if str(key) not in keys:
                 yield f"{field}: key {key!r} is not {_what_keys(check, spec, keys)}"
     yield from _limit_problems(figure, data)
-    for name in figure.get("requires") or ():
-        if name not in capabilities.CAPABILITIES:
-            yield (f"requires: unknown capability {name!r} "
-                   f"(known: {', '.join(capabilities.CAPABILITIES)})")
+    for requirement in capabilities.requirements(figure.get("requires")):
+        for name in requirement.names:
+            if name not in capabilities.CAPABILITIES:
+                yield (f"requires: unknown capability {name!r} "
+                       f"(known: {', '.join(capabilities.CAPABILITIES)})")
 
 
 def _param_problems(check: str, spec: checkspec.CheckSpec,

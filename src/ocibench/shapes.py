@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -60,16 +61,46 @@ NPS_SETTINGS = (0, 1, 2, 4)
 SCHEDULERS = ("slurm", "none")
 
 
+#: A shape name: OCI's shape names (BM.GPU.H100.8, VM.Standard.E5.Flex) and ours
+#: (local, loopback-cluster).  No '/', no leading '.', bounded: a name is a file name
+#: in the shapes directory and nothing else.
+NAME_PATTERN = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+#: Bounds on a shape file, far above the largest shipped one (depth 8, about 1,500
+#: values): the deepest nesting, and how many values the document holds once every
+#: YAML alias is expanded (what the schema and the rules walk).  An alias "bomb" (10
+#: levels of 10 aliases: 10**10 values from a 1 KB file) is refused before any walk.
+MAX_DEPTH = 32
+MAX_VALUES = 200_000
+#: The largest shape file read (the shipped ones are under 30 KB).
+MAX_FILE_BYTES = 1 << 20
+
+
 class ShapeError(ValueError):
     """A shape name or shape file that cannot be used, with the reason."""
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, except that a key written twice in a mapping is an error.
+    """YAML's safe loader, except that a key written twice in a mapping is an error,
+    and nesting deeper than :data:`MAX_DEPTH` is refused while composing.
 
     PyYAML keeps the last of two equal keys silently: a figure with ``nodes`` twice
-    would lose one without a word.
+    would lose one without a word.  PyYAML's composer recurses once per level: 600
+    levels would end in a RecursionError, so the depth is counted here.
     """
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels",
+                    self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set[Any] = set()
@@ -94,6 +125,8 @@ class Shape:
     name: str
     data: dict[str, Any]
     path: Path
+    #: What describing this machine could not read (``local`` only), one line each.
+    unknown: tuple[str, ...] = ()
 
     @property
     def is_local(self) -> bool:
@@ -149,16 +182,38 @@ def shapes_dir() -> Path:
 
 
 def known_shapes() -> list[str]:
-    """Every shape with a file in :func:`shapes_dir`, sorted, ``local`` included."""
-    return sorted(p.stem for p in shapes_dir().glob("*.yaml"))
+    """Every shape with a file in :func:`shapes_dir`, sorted, ``local`` included.
+
+    A directory that cannot be listed is a ShapeError naming it (not an empty list:
+    "no shapes" and "cannot read the shapes" are different answers)."""
+    directory = shapes_dir()
+    try:
+        names = [entry.name for entry in os.scandir(directory)]
+    except OSError as err:
+        raise ShapeError(f"cannot list the shapes directory {directory}: "
+                         f"{err.strerror or err}") from None
+    return sorted(n[:-len(".yaml")] for n in names
+                  if n.endswith(".yaml") and NAME_PATTERN.fullmatch(n[:-len(".yaml")]))
 
 
 def shape_path(name: str) -> Path:
+    """The file of the shape ``name``; ShapeError for a name that is no shape name
+    (a '/', '..', too long) or has no file, naming the known shapes."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        shown = name if not isinstance(name, str) or len(name) <= 60 else name[:57] + "..."
+        raise ShapeError(f"{shown!r} is not a shape name (letters, digits, '.', '_', '-', "
+                         "at most 100, not starting with '.')")
     path = shapes_dir() / f"{name}.yaml"
-    if not name or not path.is_file():
-        raise ShapeError(
-            f"unknown shape {name!r}; known shapes: {', '.join(known_shapes())}"
-        )
+    try:
+        found = path.is_file()
+    except OSError as err:
+        raise ShapeError(f"cannot look up shape {name!r} in {shapes_dir()}: "
+                         f"{err.strerror or err}") from None
+    if not found:
+        known = known_shapes()
+        listing = (f"known shapes: {', '.join(known)}" if known
+                   else f"{shapes_dir()} holds no shape file (*.yaml)")
+        raise ShapeError(f"unknown shape {name!r}; {listing}")
     return path
 
 
@@ -176,30 +231,73 @@ def load_file(path: Path) -> Shape:
     path = Path(path)
     name = path.stem
     where = path.name
+    data = _parse(path, where)
+    unknown: list[str] = []
+    if name == LOCAL:
+        _fail(where, shape_rules.schema_problem(data))  # before probing: the file as written
+        data = _probe_local(data, where, unknown)
+    validate(data, where)
+    if data["shape"] != name:
+        raise ShapeError(f"{where}: 'shape' is {data['shape']!r}, expected {name!r} "
+                         "(the file's name without .yaml)")
+    return Shape(name=name, data=data, path=path, unknown=tuple(unknown))
+
+
+def _parse(path: Path, where: str) -> Any:
+    """The YAML document of a shape file, bounded in size, depth and expanded size."""
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise ShapeError(f"{where}: larger than {MAX_FILE_BYTES} bytes: not a shape file")
+        data = yaml.load(raw.decode("utf-8"), Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ShapeError(f"{where}: not valid YAML{at}: {err.problem}") from None
     except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
-        raise ShapeError(f"{where}: cannot read: {' '.join(str(err).split())}") from None
-    if name == LOCAL:
-        _fail(where, shape_rules.schema_problem(data))  # before probing: the file as written
-        data = _probe_local(data, where)
-    validate(data, where)
-    if data["shape"] != name:
-        raise ShapeError(f"{where}: 'shape' is {data['shape']!r}, expected {name!r} "
-                         "(the file's name without .yaml)")
-    return Shape(name=name, data=data, path=path)
+        text = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ShapeError(f"{where}: cannot read: {' '.join(text.split())}") from None
+    size = _expanded_size(data, {}, set())
+    if size > MAX_VALUES:
+        raise ShapeError(f"{where}: holds more than {MAX_VALUES} values once its YAML "
+                         "aliases are expanded: not a shape file")
+    return data
 
 
-def _probe_local(data: dict[str, Any], where: str) -> dict[str, Any]:
+def _expanded_size(value: Any, sizes: dict[int, int], open_: set[int]) -> int:
+    """How many values ``value`` holds with every alias expanded.
+
+    PyYAML builds an alias as a second reference to the same object, so the loaded
+    document is small; whoever walks it (the schema, the rules, JSON) walks every
+    reference.  Counted once per object (``sizes``), so the count costs as much as
+    the file, not as the expansion; a self-containing alias counts as one (the
+    schema check names it).  Depth is bounded by the loader."""
+    if not isinstance(value, (dict, list)):
+        return 1
+    key = id(value)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        return 1
+    open_.add(key)
+    children = value.values() if isinstance(value, dict) else value
+    total = 1
+    for child in children:
+        total += _expanded_size(child, sizes, open_)
+        if total > MAX_VALUES:
+            break
+    open_.discard(key)
+    sizes[key] = total
+    return total
+
+
+def _probe_local(data: dict[str, Any], where: str, unknown: list[str]) -> dict[str, Any]:
     from ocibench import probe  # local import: probing runs commands
 
     try:
-        return probe.complete_local(data)
-    except (OSError, subprocess.SubprocessError) as err:
+        return probe.complete_local(data, unknown)
+    except (OSError, subprocess.SubprocessError, probe.ProbeError) as err:
         raise ShapeError(f"{where}: cannot probe this machine's hardware: "
                          f"{' '.join(str(err).split())}") from None
 
@@ -231,8 +329,12 @@ def detect() -> str:
         shape_path(override)  # raises with the list of known shapes
         return override
     shape = oci_metadata_shape()
-    if shape and (shapes_dir() / f"{shape}.yaml").is_file():
-        return shape
+    if isinstance(shape, str) and NAME_PATTERN.fullmatch(shape):
+        try:
+            if (shapes_dir() / f"{shape}.yaml").is_file():
+                return shape
+        except OSError:
+            pass   # an unreadable directory: local, as off OCI
     return LOCAL
 
 

@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 
-from ocibench import checkspec, outputs, preflight, shapes
+from ocibench import checkspec, judge, outputs, preflight, shapes
 from ocibench import evaluate as evaluation
 from ocibench.checkspec import ParamError
 from ocibench.judge import Row
@@ -108,16 +108,12 @@ def _read(file: str) -> str:
         raise ParamError(f"cannot read {file}: {err.strerror}") from None
 
 
-def _lacking(file: str) -> dict[str, str]:
-    """The capabilities a preflight report found missing, with what it found."""
+def _lacking(file: str) -> judge.Facts:
+    """What a preflight report found: the capabilities present and those missing."""
     try:
-        report = json.loads(_read(file))
-    except json.JSONDecodeError as err:
-        raise ParamError(f"--preflight {file}: not JSON ({err.msg}, line {err.lineno})") from None
-    if not isinstance(report, dict) or not isinstance(report.get("items"), list):
-        raise ParamError(f"--preflight {file}: not an `ocibench preflight --json` report "
-                         "(no 'items' list)")
-    return preflight.absent(report)
+        return judge.Facts.from_preflight(preflight.read_report(file))
+    except ValueError as err:   # jsonfile.JsonFileError: one line naming the file
+        raise ParamError(f"--preflight {err}") from None
 
 
 def _listing() -> str:

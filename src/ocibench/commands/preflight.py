@@ -1,8 +1,10 @@
 """Probe this node and compare it with its shape (GPUs, links, kernel modules, UCX, Open MPI).
 
-One line per item: present, absent or unexpected, with the evidence.  Exit status:
-0 when the node has everything the shape requires, 1 (naming each missing item on
-stderr) when it does not, 2 on a usage error.  See docs/preflight.md.
+One line per item: present, absent, unexpected or unknown, with the evidence.  Exit
+status: 0 when the node has everything the shape requires; 1 (naming each missing
+item on stderr) when it lacks something; 3 when nothing required is missing but a
+required item could not be read (unknown: neither present nor absent, named on
+stderr); 2 on a usage error.  See docs/preflight.md.
 """
 
 from __future__ import annotations
@@ -38,8 +40,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"preflight of this node against {result.shape}")
         print("\n".join(item.line() for item in result.items))
-    if not result.ok:
+    if result.missing:
         print(f"ocibench preflight: FAIL: {result.shape} requires what this node lacks: "
               + ", ".join(f"{i.name} ({i.status})" for i in result.missing), file=sys.stderr)
         return 1
+    if result.undecided:
+        print(f"ocibench preflight: UNJUDGED: could not tell whether this node has what "
+              f"{result.shape} requires: "
+              + "; ".join(f"{i.name} unknown ({i.detail})" for i in result.undecided),
+              file=sys.stderr)
+        return 3
     return 0

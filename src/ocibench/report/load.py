@@ -15,6 +15,7 @@ differs from that, the result keeps the re-judged one and says so in ``disagreem
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -22,7 +23,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ocibench import checkspec, judge, metrics, outputs, preflight, references, shapes, ucx_proto
+from ocibench import (
+    checkspec,
+    jsonfile,
+    judge,
+    metrics,
+    outputs,
+    preflight,
+    references,
+    shapes,
+    ucx_proto,
+)
 from ocibench import evaluate as evaluation
 from ocibench.metrics import RunVerdict
 from ocibench.report.model import FAMILIES, Result, Row
@@ -45,17 +56,52 @@ def load(paths: list[Path], provenance: Path | None = None) -> list[Result]:
     """Every benchmark result in the inputs, in input order."""
     given = _read_provenance(provenance) if provenance else None
     results: list[Result] = []
+    seen: dict[str, Path] = {}   # an input's content -> the first path that held it
     for path in paths:
+        raw = _read_bytes(path)
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest in seen:
+            # The same run twice would count every result twice (two passes, two
+            # fails): refused, naming both.
+            same = "given twice" if _same_file(seen[digest], path) else \
+                f"the same content as {seen[digest]}"
+            raise InputError(f"{path}: {same}: each run is read once; leave one out")
+        seen[digest] = path
         try:
-            results += _results(path, _read_json(path), given)
+            results += _results(path, _parse_json(raw, path), given)
         except (shapes.ShapeError, checkspec.ParamError) as err:
             raise InputError(f"{path}: {err}") from err
         except (KeyError, IndexError, TypeError, AttributeError) as err:
             raise InputError(f"{path}: malformed ({type(err).__name__}: {err})") from err
     if not results:
         raise InputError("no benchmark results in the inputs (no test case has check_name)")
+    _refuse_repeated_runs(results)
     _attach_ceilings(results)
     return results
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return first.samefile(second)
+    except OSError:
+        return False
+
+
+def _refuse_repeated_runs(results: list[Result]) -> None:
+    """One run in two inputs (a ReFrame report and a copy of it edited, an evaluation
+    kept twice): the same check, parameters, hosts and completion time.  Results with
+    no completion time recorded are told apart by their origin only."""
+    seen: dict[tuple[Any, ...], Result] = {}
+    for result in results:
+        date = result.provenance.get("date")
+        if not date:
+            continue
+        key = (result.check, result.name, json.dumps(result.params, sort_keys=True, default=str),
+               tuple(result.provenance.get("hosts") or ()), str(date))
+        if key in seen:
+            raise InputError(f"{result.origin}: the same run as {seen[key].origin} "
+                             f"({result.name}, completed {date}): each run is read once")
+        seen[key] = result
 
 
 def _attach_ceilings(results: list[Result]) -> None:
@@ -89,13 +135,23 @@ def _results(path: Path, data: Any, provenance: dict[str, Any] | None) -> list[R
                      "`ocibench evaluate --json` output")
 
 
-def _read_json(path: Path) -> Any:
+def _read_bytes(path: Path) -> bytes:
     try:
-        return json.loads(path.read_text())
-    except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror}") from err
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: not JSON ({err})".replace("\n", " ")) from err
+        return jsonfile.read(path)
+    except jsonfile.JsonFileError as err:
+        raise InputError(str(err)) from None
+
+
+def _parse_json(raw: bytes, path: Path) -> Any:
+    try:
+        return jsonfile.parse(raw, str(path))
+    except jsonfile.JsonFileError as err:
+        raise InputError(str(err)) from None
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON input, bounded in size and depth (ocibench.jsonfile)."""
+    return _parse_json(_read_bytes(path), path)
 
 
 def _read_provenance(path: Path) -> dict[str, Any]:
@@ -117,6 +173,7 @@ def _evaluation_result(path: Path, data: dict[str, Any],
     # what the evaluation named causes from: the node's preflight, the output's tables
     facts = judge.Facts(
         absent=dict(data.get("absent") or {}),
+        present=dict(data.get("present") or {}),
         tables=tuple(ucx_proto.Table.from_dict(t) for t in data.get("ucx_protocols") or ()),
     ).for_run(check, params)
     rows, disagreements = [], []
@@ -195,7 +252,7 @@ def _key(raw: Any) -> int | str:
 
 def _reframe_results(path: Path, report: dict[str, Any]) -> list[Result]:
     latest: dict[tuple[str, ...], dict[str, Any]] = {}  # a retried case: its last run
-    absent: dict[tuple[str, str], dict[str, str]] = {}
+    absent: dict[tuple[str, str], judge.Facts] = {}
     for run in report["runs"]:
         for case in run.get("testcases", []):
             if "check_name" in case_variables(case):
@@ -206,21 +263,20 @@ def _reframe_results(path: Path, report: dict[str, Any]) -> list[Result]:
                 if found is not None:
                     absent[(str(case.get("system")), str(case.get("partition")))] = found
     return [_testcase_result(path, case, absent.get(
-                (str(case.get("system")), str(case.get("partition"))), {}))
+                (str(case.get("system")), str(case.get("partition")))))
             for case in latest.values()]
 
 
-def _preflight_absent(path: Path, case: dict[str, Any]) -> dict[str, str] | None:
-    """What the preflight check of a run found missing (capability -> what it found),
-    from the preflight.json it kept; None where it kept none."""
+def _preflight_absent(path: Path, case: dict[str, Any]) -> judge.Facts | None:
+    """What the preflight check of a run found, present and missing, from the
+    preflight.json it kept; None where it kept none."""
     for directory in (case.get("outputdir"), case.get("stagedir")):
         found = Path(directory) / PREFLIGHT_FILE if directory else None
         if found and found.is_file():
-            data = _read_json(found)
-            if not isinstance(data, dict) or not isinstance(data.get("items"), list):
-                raise InputError(f"{found}: not an `ocibench preflight --json` report "
-                                 "(no 'items' list)")
-            return preflight.absent(data)
+            try:
+                return judge.Facts.from_preflight(preflight.read_report(found))
+            except ValueError as err:
+                raise InputError(str(err)) from None
     return None
 
 
@@ -248,7 +304,7 @@ def case_variables(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def _testcase_result(path: Path, case: dict[str, Any],
-                     absent: dict[str, str] | None = None) -> Result:
+                     absent: judge.Facts | None = None) -> Result:
     variables = case_variables(case)
     check = _known_check(path, variables["check_name"])
     name = case.get("display_name") or case["name"]
@@ -264,7 +320,9 @@ def _testcase_result(path: Path, case: dict[str, Any],
             raise InputError(f"{path}: {name}: {err}") from err
         params = given  # the case stopped before its parameters were complete
     figures = references.matching(shape, check, params)
-    facts = judge.Facts(absent=absent or {}, tables=_testcase_tables(case)).for_run(check, params)
+    node = absent or judge.Facts()
+    facts = judge.Facts(absent=node.absent, present=node.present,
+                        tables=_testcase_tables(case)).for_run(check, params)
     rows: list[Row] = []
     for target, entry in perfvalues.items():
         # [value, reference, lower, upper, unit, result]; only value and unit are used:
@@ -417,9 +475,9 @@ def check_evaluation(path: Path, data: dict[str, Any]) -> None:
     _optional_text(path, "file", data.get("file"))
     for index, row in enumerate(_sequence(path, "rows", data["rows"])):
         evaluation_row(path, f"rows[{index}]", row)
-    absent = _mapping(path, "absent", data.get("absent") or {})
-    for name, detail in absent.items():
-        _text(path, f"absent.{name}", detail)
+    for field in ("absent", "present"):
+        for name, detail in _mapping(path, field, data.get(field) or {}).items():
+            _text(path, f"{field}.{name}", detail)
     for index, table in enumerate(_sequence(path, "ucx_protocols",
                                             data.get("ucx_protocols") or [])):
         ucx_table(path, f"ucx_protocols[{index}]", table)

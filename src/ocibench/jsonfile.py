@@ -1,0 +1,71 @@
+"""Read a JSON input file bounded: its size, its nesting, and what is not a file.
+
+The report's inputs and ``--preflight`` reports come from users and from other
+machines.  Python's reader takes any size (``/dev/zero`` never ends) and raises a
+RecursionError on deep nesting; every reader of such files goes through here and gets
+one :class:`JsonFileError` line instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+#: Far above any run report or evaluation (a sweep's ReFrame report is a few MB).
+MAX_BYTES = 64 * 2**20
+#: Far above the deepest input read (a ReFrame report: about 8 levels).
+MAX_DEPTH = 64
+
+
+class JsonFileError(ValueError):
+    """A JSON input that cannot be used; the message is one line naming the file."""
+
+
+def read(path: Path, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of ``path``, at most ``limit``: a larger input (or an endless one,
+    a device) is refused, never read to its end."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as err:
+        raise JsonFileError(f"{path}: cannot read: {err.strerror or err}") from None
+    if len(raw) > limit:
+        raise JsonFileError(f"{path}: larger than {limit} bytes: not an input this reads")
+    return raw
+
+
+def parse(raw: bytes, where: str, max_depth: int = MAX_DEPTH) -> Any:
+    """JSON from ``raw``, nested at most ``max_depth`` deep."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise JsonFileError(f"{where}: not JSON (not UTF-8 at byte {err.start})") from None
+    except json.JSONDecodeError as err:
+        raise JsonFileError(f"{where}: not JSON ({err.msg}, line {err.lineno})") from None
+    except RecursionError:
+        raise JsonFileError(f"{where}: nested deeper than JSON can be read") from None
+    if depth(data, max_depth) > max_depth:
+        raise JsonFileError(f"{where}: nested deeper than {max_depth} levels: not an input "
+                            "this reads")
+    return data
+
+
+def load(path: Path, limit: int = MAX_BYTES) -> Any:
+    return parse(read(path, limit), str(path))
+
+
+def depth(data: Any, stop: int) -> int:
+    """How deep ``data`` nests (a scalar is 0), counted without recursion; counting
+    stops once past ``stop``."""
+    deepest = 0
+    pending = [(data, 1)]
+    while pending:
+        value, level = pending.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, level)
+            if deepest > stop:
+                return deepest
+            children = value.values() if isinstance(value, dict) else value
+            pending.extend((child, level + 1) for child in children)
+    return deepest
