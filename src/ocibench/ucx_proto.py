@@ -284,7 +284,13 @@ def taken(tables: Iterable[Table], size: int, memories: Iterable[str],
             if route.covers(size):
                 key = (f"data {role.group(1)}", table.memory, route.protocol, route.lanes)
                 data.setdefault(key, Taken(table.memory, route, key[0]))
-    return sends + sorted(data.values(), key=lambda t: (t.role != "data send", order[t.memory]))
+    # Data phases over exactly the lanes the tagged sends already name (host to host,
+    # UCX 1.13: "rendezvous fragmented copy-in copy-out", then "fragmented copy-in
+    # copy-out" both ways, all over sysv) add nothing to what the messages took.
+    said = {lane for t in sends for lane in t.route.lanes}
+    moved = {lane for t in data.values() for lane in t.route.lanes}
+    phases = [] if moved == said else list(data.values())
+    return sends + sorted(phases, key=lambda t: (t.role != "data send", order[t.memory]))
 
 
 #: "rendezvous data send(multi) from host memory to cuda/dev[1]", "rendezvous data
