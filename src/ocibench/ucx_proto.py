@@ -284,12 +284,12 @@ def taken(tables: Iterable[Table], size: int, memories: Iterable[str],
             if route.covers(size):
                 key = (f"data {role.group(1)}", table.memory, route.protocol, route.lanes)
                 data.setdefault(key, Taken(table.memory, route, key[0]))
-    # Data phases over exactly the lanes the tagged sends already name (host to host,
-    # UCX 1.13: "rendezvous fragmented copy-in copy-out", then "fragmented copy-in
-    # copy-out" both ways, all over sysv) add nothing to what the messages took.
-    said = {lane for t in sends for lane in t.route.lanes}
-    moved = {lane for t in data.values() for lane in t.route.lanes}
-    phases = [] if moved == said else list(data.values())
+    # A data phase that its tagged send already says (host to host, UCX 1.13: the send's
+    # "rendezvous fragmented copy-in copy-out" over sysv, then "fragmented copy-in
+    # copy-out" over sysv both ways) adds nothing to what the messages took.
+    phases = [t for t in data.values()
+              if not any(t.route.lanes == send.route.lanes
+                         and t.route.protocol in send.route.protocol for send in sends)]
     return sends + sorted(phases, key=lambda t: (t.role != "data send", order[t.memory]))
 
 
