@@ -283,15 +283,16 @@ def test_gpu_command_lines_are_the_seeds(dry_runs):
             "-x UCX_NET_DEVICES=mlx5_6:1 -x UCX_PROTO_INFO=y "
             "osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda D D",
         "osu_xccl_allreduce %nodes=1":
-            "mpirun -n 8 -x UCX_NET_DEVICES=mlx5_6:1 osu_xccl_allreduce -x 10 -i 10 "
+            "mpirun -n 8 -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV -x UCX_NET_DEVICES=mlx5_6:1 osu_xccl_allreduce -x 10 -i 10 "
             "-m 1073741824:1073741824 -M 1073741824 -d cuda D D",
         "osu_xccl_allreduce %nodes=2":
-            "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV "
             "-x UCX_NET_DEVICES=mlx5_6:1 -x UCX_PROTO_INFO=y osu_xccl_allreduce -x 10 -i 10 "
             "-m 1073741824:1073741824 -M 1073741824 -d cuda D D",
-        "nccl_all_reduce_perf %nodes=1": "mpirun -n 8 all_reduce_perf -b 10G -e 10G -t 1 -g 1",
+        "nccl_all_reduce_perf %nodes=1":
+            "mpirun -n 8 -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV all_reduce_perf -b 10G -e 10G -t 1 -g 1",
         "nccl_all_reduce_perf %nodes=2":
-            "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV "
             "-x UCX_NET_DEVICES=mlx5_4:1 -x NCCL_IGNORE_CPU_AFFINITY=1 -x UCX_PROTO_INFO=y "
             "all_reduce_perf -b 10G -e 10G -t 1 -g 1",
     }
@@ -789,6 +790,7 @@ def test_new_shapes_run_their_published_command_lines(tmp_path):
     h100 = lines["BM_GPU_H100_8"]
     assert launch_line({"stagedir": _stagedir(h100, "nccl_all_reduce_perf %nodes=2")}) == (
         "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+        "-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV "
         "-x UCX_NET_DEVICES=eth0 -x NCCL_IGNORE_CPU_AFFINITY=1 -x UCX_PROTO_INFO=y "
         "all_reduce_perf -b 1G -e 16G -f 2 -t 1 -g 1")
     # one node: no published run, the seeds' 10 GiB
