@@ -8,7 +8,6 @@ passed on ``local`` and on BM.GPU.H200.8 with no word of the path.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -17,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from ocibench import cli, nccl_path, shapes
-from ocibench.commands import evaluate as evaluate_command
 from ocibench.evaluate import evaluate
 from ocibench.metrics import RunVerdict
 
@@ -87,28 +85,26 @@ def test_nvlink_p2p_is_recorded_on_local_and_unjudged_where_no_figure_matches():
     assert h200.verdict is RunVerdict.UNJUDGED and not h200.ok
     assert "documents nccl_all_reduce_perf only" in h200.reason
 
-
-def _main(capsys, *args: str) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="ocibench evaluate")
-    evaluate_command.register(parser)
-    code = evaluate_command.run(parser.parse_args(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+def _ocibench(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(list(argv))
+    return status, out.getvalue(), err.getvalue()
 
 
 def _sets(params: dict) -> list[str]:
     return [arg for k, v in params.items() for arg in ("--set", f"{k}={v}")]
 
 
-def test_exit_status_is_one_per_state(capsys, tmp_path):
+def test_exit_status_is_one_per_state(tmp_path):
     """0 recorded (and pass), 1 fail, 3 unjudged -- each with its word."""
     for name, shape, code, word in [("p2p_info", "local", 0, "RECORDED"),
                                     ("socket", "local", 1, "FAIL"),
                                     ("p2p_info", "BM.GPU.H200.8", 3, "UNJUDGED")]:
         out_file = tmp_path / f"{name}.txt"
         out_file.write_text(_capture(name))
-        got, out, err = _main(capsys, "nccl_all_reduce_perf", str(out_file), "--shape", shape,
-                              *_sets(_params(name)))
+        got, out, err = _ocibench("evaluate", "nccl_all_reduce_perf", str(out_file),
+                                  "--shape", shape, *_sets(_params(name)))
         assert got == code, (name, shape, out, err)
         assert out.splitlines()[-1].startswith(word), out
         assert "path: " in out
@@ -137,12 +133,6 @@ def test_a_run_that_compared_nothing_on_a_documented_shape_is_unjudged():
     assert evaluate("osu_bw", OSU_BW_SMALL, "local",
                     {"buffers": "H-H", "nodes": 2, "sizes": "1:4"}).verdict is RunVerdict.RECORDED
 
-
-def _ocibench(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = cli.main(list(argv))
-    return status, out.getvalue(), err.getvalue()
 
 
 def test_the_report_shows_each_state_apart_and_never_counts_unjudged_as_pass(tmp_path):
