@@ -52,7 +52,7 @@ from reframe.core.exceptions import PerformanceError
 from reframe.core.exceptions import SanityError as ReframeSanityError
 
 from ocibench import evaluate, judge, nccl_path, outputs, references, shapes, ucx_proto
-from ocibench.metrics import RunVerdict
+from ocibench.metrics import RunVerdict, could_not_judge
 from ocibench.reframe_launchers import INTELMPI
 
 PROVENANCE_FILE = "provenance.json"
@@ -386,12 +386,12 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         if impossible:
             raise ReframeSanityError(impossible)
         # Our own command line on a variant the shape documents, yet nothing compared
-        # (or an output we cannot read): our defect, never the node's.  A variant the
-        # shape documents no figure for (1-node latency where only 2 nodes are
-        # documented) is recorded, as on `local`.
-        documented = references.matching(self._shape(), self.check_name, self.run_params())
-        if result.verdict is RunVerdict.UNJUDGED and (documented or result.unjudged):
-            raise ReframeSanityError(f"could not judge: {result.reason}")
+        # (or an output we cannot read): our defect, never the node's.  evaluate sets
+        # ``unjudged`` for exactly those; a variant the shape documents no figure for
+        # (1-node latency where only 2 nodes are documented) has only a note, and is
+        # recorded, as on `local`.
+        if result.verdict is RunVerdict.UNJUDGED and result.unjudged:
+            raise ReframeSanityError(could_not_judge(result.reason))
         # A figure that missed is left to the performance stage, which logs its values.
         return True
 

@@ -20,6 +20,8 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
+from ocibench.metrics import could_not_judge
+
 from .base import PROVENANCE_FILE, SweepNodes, failure_line
 
 PREFLIGHT_FILE = "preflight.json"
@@ -60,11 +62,10 @@ class preflight(rfm.RunOnlyRegressionTest, SweepNodes):
                                           for i in result["items"] if i["missing"]))
         if code == 3 and result:
             # Unknown is not the node's fault, and not a pass either: say so.
-            raise SanityError(f"could not judge: preflight could not read what "
-                              f"{result['shape']} requires: "
-                              + "; ".join(f"{i['name']} unknown ({i['detail']})"
-                                          for i in result["items"]
-                                          if i["required"] and i["status"] == "unknown"))
+            raise SanityError(could_not_judge(
+                f"preflight could not read what {result['shape']} requires: "
+                + "; ".join(f"{i['name']} unknown ({i['detail']})" for i in result["items"]
+                            if i["required"] and i["status"] == "unknown")))
         if code != 0 or not result:
             with open(os.path.join(self.stagedir, self.stderr.evaluate()),
                       errors="replace") as handle:

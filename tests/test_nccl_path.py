@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ocibench import cli, nccl_path, shapes
+from ocibench import cli, metrics, nccl_path, shapes
 from ocibench.evaluate import evaluate
 from ocibench.metrics import RunVerdict
 
@@ -211,3 +211,25 @@ def test_our_captures_in_every_form_are_judged_in_three_states(name, end, local,
     if name.endswith(".txt") and "NCCL INFO" in text:
         # one process reaches both GPUs directly (P2P/direct), ranks through CUMEM
         assert "P2P/" in on_local.path and "NET" not in on_local.path
+
+
+def test_a_live_check_that_could_not_judge_is_unjudged_in_the_report(tmp_path):
+    """checks/base.py fails a run it could not judge with metrics.could_not_judge(...);
+    ReFrame puts its own words before it.  The report reads that as UNJUDGED, not as a
+    failure of the node, and a plain sanity failure stays FAIL."""
+    why = metrics.could_not_judge("no documented figure was compared")
+    where = {"system": "BM_Optimized3_36", "partition": "single"}
+    cases = [{"name": f"osu_bw %buffers=H-H %nodes=2 #{n}", "result": "fail",
+              "check_name": "osu_bw", "shape": "BM.Optimized3.36", "buffers": "H-H",
+              "nodes": 2, **where, "fail_reason": reason}
+             for n, reason in enumerate([f"sanity error: {why}",
+                                         "sanity error: benchmark crashed: 'Bus error'"])]
+    report = {"session_info": {"data_version": "4.2"}, "runs": [{"testcases": cases}]}
+    (tmp_path / "run.json").write_text(json.dumps(report))
+    status, out, err = _ocibench("report", str(tmp_path / "run.json"), "-o", str(tmp_path / "r"))
+    assert status == 0, err
+    assert "runs: 0 pass, 1 fail, 1 unjudged, 0 recorded, 0 skipped" in out
+    summary = json.loads((tmp_path / "r" / "report.json").read_text())
+    by_verdict = {r["verdict"]: r["reason"] for r in summary["shapes"]["BM.Optimized3.36"]["results"]}
+    assert by_verdict["unjudged"] == why
+    assert "Bus error" in by_verdict["fail"]

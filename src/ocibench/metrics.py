@@ -62,6 +62,24 @@ class RunVerdict(str, enum.Enum):
 
 RUN_VERDICTS: tuple[RunVerdict, ...] = tuple(RunVerdict)
 
+#: How a live check words a run it could not judge (checks/base.py, checks/preflight.py):
+#: the report and the sweep read a failure with these words as UNJUDGED, never as the
+#: node's failure.
+COULD_NOT_JUDGE = "could not judge"
+
+
+def could_not_judge(why: str) -> str:
+    """The failure reason of a run that could not be judged: "could not judge: <why>"."""
+    return f"{COULD_NOT_JUDGE}: {why}"
+
+
+def unjudged_in(reason: object) -> str | None:
+    """The "could not judge: ..." part of a failure reason (ReFrame puts its own words
+    before it), or None when the reason is no such failure."""
+    text = reason if isinstance(reason, str) else ""
+    start = text.lower().find(COULD_NOT_JUDGE)
+    return " ".join(text[start:].split()) if start >= 0 else None
+
 
 class NodeVerdict(str, enum.Enum):
     """The verdict on one node of a cluster (``ocibench sweep``, docs/sweep.md), listed

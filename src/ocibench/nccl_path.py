@@ -33,12 +33,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ocibench import outputs
+
 #: What the checks export so that the log shows the path and stays small.
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}
 
-#: The log prefix NCCL writes before INFO (host:pid:tid [cuda device]); searched, not
-#: matched, so that mpirun's --tag-output or --timestamp-output prefixes may precede it.
-_PREFIX = re.compile(r"([^\s:>\]]+):\d+:\d+ \[\d+\] NCCL INFO ")
+#: The log prefix NCCL writes before INFO (host:pid:tid [cuda device]), once the
+#: launchers' own prefixes are gone (outputs.without_launcher_prefixes).
+_PREFIX = re.compile(r"\s*([^\s:]+):\d+:\d+ \[\d+\] NCCL INFO ")
 _CHANNEL = re.compile(
     r"NCCL INFO (?:Channel|Ring) (\d+)(?:/\d+)? ?: (\d+)\[[0-9a-fx]+\] -> (\d+)\[[0-9a-fx]+\]"
     r"(?: \[(?:send|receive)\])? via (\S+)")
@@ -48,8 +50,6 @@ _COMM = re.compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (\d+) n[Rr]anks (\d+)(?: nN
 _NETWORK = re.compile(r"NCCL INFO Using network (\S.*?)\s*$")
 #: NCCL's environment echo: "NCCL_P2P_DISABLE set by environment to 1".
 _ENV = re.compile(r"NCCL INFO ((NCCL_\w+) set by environment to (\S+?))\.?\s*$")
-#: nccl-tests' device lines (src/util.cu), which also map ranks to hosts.
-_TEST_RANK = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)")
 
 #: The variables whose setting explains a fallback, in the order they are named.
 _CAUSES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE",
@@ -145,11 +145,12 @@ def parse(text: str) -> Path:
     hosts: dict[int, str] = {}
     nodes = network = None
     environment: list[str] = []
-    for line in text.splitlines():
+    for line in outputs.without_launcher_prefixes(text).splitlines():
         if "NCCL INFO" not in line:
-            found = _TEST_RANK.search(line)
+            # nccl-tests' device lines also say which host each rank is on
+            found = outputs.NCCL_RANK.match(line.strip())
             if found:
-                hosts.setdefault(int(found.group(1)), found.group(2))
+                hosts.setdefault(int(found.group(1)), found.group(3))
             continue
         found = _CHANNEL.search(line)
         if found:
@@ -160,7 +161,7 @@ def parse(text: str) -> Path:
             continue
         found = _COMM.search(line)
         if found:
-            prefix = _PREFIX.search(line)
+            prefix = _PREFIX.match(line)
             if prefix:
                 hosts[int(found.group(1))] = prefix.group(1)
             if found.group(3):

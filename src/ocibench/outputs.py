@@ -152,12 +152,17 @@ _BLANK_LINES = re.compile(r"(?:[ \t\r\f\v]*\n)+")
 _FOREIGN_DIGIT = re.compile(r"(?![0-9])\d")
 
 
+def without_launcher_prefixes(text: str) -> str:
+    """``text`` with the launchers' prefixes (:data:`_LAUNCHER_PREFIX`) removed from
+    every line: what each process printed, as it printed it."""
+    return _LAUNCHER_PREFIX.sub("", text)
+
+
 def output_lines(text: str) -> list[str]:
     """The non-blank lines of ``text`` as the benchmark printed them: launcher prefixes
     (srun --label, mpirun --tag-output / --timestamp-output) and surrounding blanks
     removed, CRLF read as LF.  Raises Unjudged for a digit that is not ASCII."""
-    text = _BLANK_LINES.sub("\n", text)
-    text = _LAUNCHER_PREFIX.sub("", text)
+    text = without_launcher_prefixes(_BLANK_LINES.sub("\n", text))
     if not text.isascii():
         foreign = _FOREIGN_DIGIT.search(text)
         if foreign:
@@ -346,7 +351,7 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
 #: on %10s device %2d [...]" before (v2.0.0 to v2.13.12).  "Rank" is the NCCL rank,
 #: one per GPU; a process driving k GPUs (-g k or -t k) prints k lines with its one
 #: Pid, so MPI ranks are the distinct (host, Pid) pairs.
-_NCCL_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)"
+NCCL_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)"
                         r"\s+device\s+(\d+)")
 #: A results line: size count type redop [root] ... (writeBenchmarkLinePreamble:
 #: "%12li  %12li  %8s  %6s  %6s"; no root column before 2.13).
@@ -386,7 +391,7 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     headers = [i for i, line in enumerate(lines) if _nccl_header(line)]
     oobs = [m for m in map(_NCCL_OOB.match, lines) if m]
     known = headers or oobs or any(map(_NCCL_PREAMBLE.match, lines)) \
-        or any(map(_NCCL_RANK.match, lines))
+        or any(map(NCCL_RANK.match, lines))
     if not known:
         raise Unjudged(f"not an nccl-tests output: no '# Using devices', no '# size count "
                        f"type redop' header, no '# Out of bounds values' (first line "
@@ -402,7 +407,7 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     if not headers:
         raise SanityError("output truncated: missing the '# size count type redop' header")
     gpus = [_NcclGpu(int(m.group(1)), m.group(2), m.group(3), m.group(4))
-            for m in map(_NCCL_RANK.match, lines) if m]
+            for m in map(NCCL_RANK.match, lines) if m]
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
     columns = lines[headers[0]].lstrip("#").split()

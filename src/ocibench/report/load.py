@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -215,15 +214,6 @@ def _evaluation_result(path: Path, data: dict[str, Any],
     )
 
 
-#: How checks/base.py words a run it could not judge (ReFrame adds its own prefix).
-_COULD_NOT_JUDGE = re.compile(r"could not judge: (.*)", re.DOTALL)
-
-
-def _could_not_judge(fail_reason: Any) -> str | None:
-    found = _COULD_NOT_JUDGE.search(fail_reason) if isinstance(fail_reason, str) else None
-    return f"could not judge: {found.group(1).strip()}" if found else None
-
-
 @cache
 def shape_of(name: str) -> shapes.Shape:
     """A shape file, loaded once per report."""
@@ -339,8 +329,8 @@ def _testcase_result(path: Path, case: dict[str, Any],
     # preflight (which the live check cannot see); any other failure: ReFrame's.
     reason = judge.first_failure(rows) or case.get("fail_reason") or None
     # The live check fails a run it could not judge with "could not judge: <why>"
-    # (checks/base.py): that is UNJUDGED here, never the node's failure.
-    unjudged = _could_not_judge(case.get("fail_reason"))
+    # (metrics.could_not_judge): that is UNJUDGED here, never the node's failure.
+    unjudged = metrics.unjudged_in(case.get("fail_reason"))
     verdict = evaluation.run_verdict(rows, broken=not passed and not unjudged and not skipped,
                                      unjudged=unjudged,
                                      documented=evaluation.documents(shape, check))

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ocibench import metrics
 from ocibench.judge import Row
 from ocibench.metrics import Action
 
@@ -44,9 +45,9 @@ MAX_REASON = 200
 #: a wrong reference (every node "too slow") cannot take a cluster out of service.
 MAX_DRAIN_FRACTION = 0.25
 
-#: What a live check's failure says when its run was UNJUDGED (the lead's checks/base.py:
-#: a sane output nothing could be compared with), matched before any pattern below.
-COULD_NOT_JUDGE = "could not judge"
+#: What a live check's failure says when its run was UNJUDGED (metrics.COULD_NOT_JUDGE),
+#: matched before any pattern below.
+COULD_NOT_JUDGE = metrics.COULD_NOT_JUDGE
 
 #: Failure lines (checks/base.py failure_line, reframe_slurm) -> action, first match.
 _PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
@@ -83,7 +84,7 @@ def for_failure(reason: str) -> Action:
 
 def could_not_judge(reason: str | None) -> bool:
     """The failure of a run that could not be judged (RunVerdict.UNJUDGED)."""
-    return COULD_NOT_JUDGE in (reason or "").lower()
+    return metrics.unjudged_in(reason) is not None
 
 
 def for_row(row: Row) -> Action:
