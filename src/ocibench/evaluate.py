@@ -73,7 +73,6 @@ class Evaluation:
             return self.unjudged or "; ".join(self.notes) or "no documented figure was compared"
         return None
 
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "check": self.check,
@@ -137,16 +136,14 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
         # GPUs of one host is a broken node whatever was documented for the sizes.
         found = nccl_path.parse(text)
         path, path_fault = found.describe(), nccl_path.fault(found, shape.data, resolved)
+    known_of_run = {"notes": notes, "facts": facts, "documented": documented, "path": path,
+                    "path_fault": path_fault}
     try:
         measurement = outputs.parse(check, text, resolved)
     except outputs.Unjudged as err:
-        return Evaluation(check, shape.name, resolved, notes=notes, facts=facts,
-                          unjudged=str(err), documented=documented, path=path,
-                          path_fault=path_fault)
+        return Evaluation(check, shape.name, resolved, unjudged=str(err), **known_of_run)
     except outputs.SanityError as err:
-        return Evaluation(check, shape.name, resolved, sanity=str(err), notes=notes,
-                          facts=facts, documented=documented, path=path,
-                          path_fault=path_fault)
+        return Evaluation(check, shape.name, resolved, sanity=str(err), **known_of_run)
     rows = judge.judge_run(shape, check, resolved, measurement.series(), measurement.units(),
                            facts)
     unjudged = None
@@ -158,9 +155,8 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
         unjudged = measurement.method
         rows = [judge.judge(shape, [], row.metric, row.key, row.measured, row.unit)
                 for row in rows]
-    return Evaluation(check, shape.name, resolved, tuple(rows), notes=notes, facts=facts,
-                      unjudged=unjudged, documented=documented, path=path,
-                      path_fault=path_fault)
+    return Evaluation(check, shape.name, resolved, tuple(rows), unjudged=unjudged,
+                      **known_of_run)
 
 
 def _keys_missed(shape: shapes.Shape, check: str, figures: list[references.Figure],
