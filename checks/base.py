@@ -5,25 +5,25 @@ A check is a run-only ReFrame test over a benchmark installed in the shape's Lmo
 the same way:
 
 * It scales the run to the partition: cores, GPUs, NUMA layout and nodes come from the
-  partition's ``extras`` (see :mod:`ocibench.reframe_site`), which come from the shape
+  partition's ``extras`` (see :mod:`ocibench.reframe.site`), which come from the shape
   file.  A run the partition cannot hold (too few cores, GPUs or nodes; no Intel MPI;
   no GPU on the machine) is SKIPPED with the reason, never passed.
-* It records provenance: ``python3 -m ocibench.provenance > provenance.json`` runs in
+* It records provenance: ``python3 -m ocibench.node.provenance > provenance.json`` runs in
   the job before the benchmark, with the interpreter that runs ReFrame.
-* Sanity is :func:`ocibench.evaluate.evaluate` (the same code that judges hand-run
+* Sanity is :func:`ocibench.figures.evaluate.evaluate` (the same code that judges hand-run
   outputs offline) of the job's stderr and stdout, plus the job's exit code; a failed job (a
   module tree that is unsafe or a modulefile that does not load, mpirun that cannot
   start, a crash) is reported with the line that says why (:func:`failure_line`).
 * Sanity also refuses a value that cannot be a measurement (zero, above the physical
-  limit of its link or memory): :func:`ocibench.judge.judge` says so, as it does offline;
-  and a run whose NCCL traffic took a wrong path (:mod:`ocibench.nccl_path`).
+  limit of its link or memory): :func:`ocibench.figures.judge.judge` says so, as it does offline;
+  and a run whose NCCL traffic took a wrong path (:mod:`ocibench.figures.nccl_path`).
 * A run the evaluation leaves UNJUDGED on a variant the shape documents fails with "could
   not judge": the checks run our own command lines, so a run we cannot compare there is
   our defect, never the node's (the sweep maps it to rerun, never to drain).  A variant
   the shape documents no figure for is recorded, as everything is on ``local``.
 * Performance variables are every value the parse returns, named
-  ``<metric>_<key>`` by :func:`ocibench.references.perf_var`; their references come
-  from :func:`ocibench.judge.reframe_reference`, with the same bounds as the offline
+  ``<metric>_<key>`` by :func:`ocibench.figures.references.perf_var`; their references come
+  from :func:`ocibench.figures.judge.reframe_reference`, with the same bounds as the offline
   judgement (none on a shape that documents nothing: the value is recorded, judged
   only for plausibility).
 
@@ -51,9 +51,10 @@ from reframe.core.builtins import (
 from reframe.core.exceptions import PerformanceError
 from reframe.core.exceptions import SanityError as ReframeSanityError
 
-from ocibench import evaluate, judge, nccl_path, outputs, references, shapes, ucx_proto
+from ocibench import shapes
+from ocibench.figures import evaluate, judge, nccl_path, outputs, references, ucx_proto
 from ocibench.metrics import RunVerdict, could_not_judge
-from ocibench.reframe_launchers import INTELMPI
+from ocibench.reframe.launchers import INTELMPI
 
 PROVENANCE_FILE = "provenance.json"
 
@@ -235,7 +236,7 @@ def pin_ranks(cores: list[int], openmpi: str) -> tuple[list[str], list[str]]:
 
 #: UCX prints the protocol and transports it selects (src/ucp/proto/proto_debug.c):
 #: the GPU checks' outputs then say what their messages took, which names the cause of
-#: a missed figure (ocibench.ucx_proto, ocibench.judge.Row.cause).
+#: a missed figure (ocibench.figures.ucx_proto, ocibench.figures.judge.Row.cause).
 UCX_PROTO_INFO = ("UCX_PROTO_INFO", "y")
 
 
@@ -292,7 +293,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         raise NotImplementedError
 
     def figure_params(self) -> dict[str, Any]:
-        """The parameters as the shape files' figures and ocibench.checkspec name them."""
+        """The parameters as the shape files' figures and ocibench.benchmarks name them."""
         raise NotImplementedError
 
     def run_params(self) -> dict[str, Any]:
@@ -360,7 +361,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         self.configure(self.extras)
         if self.gpu_messages:
             self._record_ucx_protocols()
-        self.prerun_cmds = [f"{sys.executable} -m ocibench.provenance > {PROVENANCE_FILE}"] \
+        self.prerun_cmds = [f"{sys.executable} -m ocibench.node.provenance > {PROVENANCE_FILE}"] \
             + list(self.prerun_cmds)
 
     @run_before("sanity")
@@ -373,7 +374,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
 
     @sanity_function
     def assert_sane(self):
-        """Exit code 0 and an output that ocibench.outputs.parse accepts."""
+        """Exit code 0 and an output that ocibench.figures.outputs.parse accepts."""
         code = self.job.exitcode
         if code != 0:
             raise ReframeSanityError(f"job exit code {code}: {self._why_failed()}")
@@ -504,7 +505,7 @@ class EveryGpuCheck(OcibenchCheck):
 
     def one_rank_per_gpu(self, extras: dict[str, Any]) -> None:
         # NCCL's log names the transport of every channel: the path the figure took
-        # is judged with it (ocibench.nccl_path), a few hundred lines per run.
+        # is judged with it (ocibench.figures.nccl_path), a few hundred lines per run.
         for name, value in nccl_path.DEBUG_ENV.items():
             self.export(name, value)
         self.need_nodes(self.nodes)

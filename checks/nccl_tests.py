@@ -13,11 +13,11 @@ from __future__ import annotations
 import reframe as rfm
 from reframe.core.builtins import variable
 
-from ocibench import checkspec
+from ocibench import benchmarks
 
 from .base import EveryGpuCheck
 
-#: nccl-tests' option of each size parameter (ocibench.checkspec).
+#: nccl-tests' option of each size parameter (ocibench.benchmarks).
 _OPTION = {"begin": "-b", "end": "-e", "factor": "-f", "step": "-i"}
 
 
@@ -38,7 +38,7 @@ class nccl_all_reduce_perf(EveryGpuCheck):
         self.sizes = dict((extras.get("nccl_sizes") or {}).get(str(self.nodes)) or {})
         options = []
         for name in ("begin", "end", "factor", "step"):
-            value = self.sizes.get(name, checkspec.spec(self.check_name).param(name).default)
+            value = self.sizes.get(name, benchmarks.spec(self.check_name).param(name).default)
             if name in ("begin", "end") or name in self.sizes:
                 options += [_OPTION[name], str(value)]
         self.executable_opts = options + ["-t", "1", "-g", "1"]

@@ -2,12 +2,12 @@
 
     nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce \\
                 device_to_device_memcpy_read_ce device_to_device_memcpy_write_ce
-    python3 -m ocibench.pageable_copy --size 268435456
+    python3 -m ocibench.node.pageable_copy --size 268435456
 
 The copy engines' rate between pinned host memory and each GPU, and between two GPUs
 (NVIDIA/nvbandwidth's testcases, v0.8 testcase.h), and the rate of a copy from
 pageable host memory (what OMB's host buffers get; nvbandwidth has no pageable
-testcase: ocibench.pageable_copy).  nvbandwidth copies its default buffer size: a
+testcase: ocibench.node.pageable_copy).  nvbandwidth copies its default buffer size: a
 smaller one (-b) reads below the copy engines' peak, and nvbandwidth says so ("NOTE: You
 have chosen a buffer size that is smaller than the default buffer size", main() of
 nvbandwidth.cpp; the default is defaultBufferSize, 512 MiB, in common.h): at -b 256 the
@@ -25,7 +25,7 @@ import reframe as rfm
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import variable
 
-from ocibench import outputs
+from ocibench.figures import outputs
 
 from .base import OcibenchCheck
 
@@ -57,7 +57,7 @@ class nvbandwidth(OcibenchCheck):
         self.executable_opts = ["-t", *testcases]
         where = outputs.nvbandwidth_gpus(self.gpus_per_node)
         self.postrun_cmds = [
-            f"{sys.executable} -m ocibench.pageable_copy --size {PAGEABLE_BYTES} "
+            f"{sys.executable} -m ocibench.node.pageable_copy --size {PAGEABLE_BYTES} "
             f"--h2d-gpu {where['pageable_host_to_device'][1]} "
             f"--d2h-gpu {where['pageable_device_to_host'][0]}"]
 

@@ -16,7 +16,7 @@ host file is the server, the second the client.
 
 On a machine without RDMA devices (/sys/class/infiniband empty) or a shape without
 ``network.hcas`` the ``perftest`` environment is unavailable and every case SKIPS with
-that reason (ocibench.reframe_site.perftest_unavailable).
+that reason (ocibench.reframe.site.perftest_unavailable).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import reframe as rfm
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, performance_function, run_after, variable
 
-from ocibench import checkspec, shapes
-from ocibench.reframe_launchers import HOSTFILE_VAR
+from ocibench import benchmarks, shapes
+from ocibench.reframe.launchers import HOSTFILE_VAR
 
 from .base import OcibenchCheck
 
@@ -107,7 +107,7 @@ class PerftestCheck(OcibenchCheck):
 class ib_write_bw(PerftestCheck):
     check_name = "ib_write_bw"
     descr = "perftest ib_write_bw between 2 nodes per HCA, BW peak at 64 KiB, best of 3"
-    options = ["-F", "-q", str(checkspec.spec("ib_write_bw").param("qps").default),
+    options = ["-F", "-q", str(benchmarks.spec("ib_write_bw").param("qps").default),
                "-x", "3", "--report_gbits"]
 
     @performance_function("Gb/s")

@@ -46,7 +46,7 @@ class preflight(rfm.RunOnlyRegressionTest, SweepNodes):
         self.executable_opts = ["-m", "ocibench.cli", "preflight", "--json"] \
             + (["--shape", self.shape] if self.shape else []) + [">", PREFLIGHT_FILE]
         # Every job records what it ran with, the benchmarks' way (checks/base.py).
-        self.prerun_cmds = [f"{sys.executable} -m ocibench.provenance > {PROVENANCE_FILE}"]
+        self.prerun_cmds = [f"{sys.executable} -m ocibench.node.provenance > {PROVENANCE_FILE}"]
 
     @sanity_function
     def assert_node_has_what_the_shape_requires(self):

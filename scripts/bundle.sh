@@ -4,7 +4,7 @@
 #
 #   BUNDLE                   shape, Spack and builtin-package revisions, signed or not
 #   SHA256SUMS               the sha256 of every other file (checked before anything is used;
-#                            nothing unlisted, no symlink: src/ocibench/bundle_verify.py)
+#                            nothing unlisted, no symlink: src/ocibench/spack/bundle_verify.py)
 #   SHA256SUMS.asc           its signature by the build cache's key (when signed)
 #   spack.tar.gz             the pinned Spack (git archive of the checkout in the cache)
 #   spack-packages.tar.gz    its builtin packages (repos/spack_repo/builtin)
@@ -161,8 +161,8 @@ holding that commit in OCIBENCH_BUNDLE_PATCH_REPOS"
 # The recipe's sha256 and mirror paths of the version's files (spack_scripts/source_files.py),
 # for VERSION or vVERSION (nvbandwidth's v0.8); fails when the recipe declares neither.
 recipe_files() {  # pkg version
-  "$spack" python src/ocibench/spack_scripts/source_files.py "$1" "$2" \
-    || "$spack" python src/ocibench/spack_scripts/source_files.py "$1" "v$2"
+  "$spack" python src/ocibench/spack/scripts/source_files.py "$1" "$2" \
+    || "$spack" python src/ocibench/spack/scripts/source_files.py "$1" "v$2"
 }
 tar_file() { case $1 in  # a release tarball, any compression, as a tar stream
   *.tar.bz2) bzip2 -dc "$1" ;; *.tar.xz) xz -dc "$1" ;; *.tar.gz|*.tgz) gzip -dc "$1" ;;
@@ -257,7 +257,7 @@ if want mirror; then
 fi
 signed=no
 if want buildcache; then
-  mapfile -t hashes < <(spack -e . python src/ocibench/spack_scripts/bundle_specs.py)
+  mapfile -t hashes < <(spack -e . python src/ocibench/spack/scripts/bundle_specs.py)
   if ((${#hashes[@]} == 0)); then
     say "nothing installed to push (make install first): no build cache"
   else
@@ -342,7 +342,7 @@ digest=$(sha256sum "$out/SHA256SUMS" | cut -d' ' -f1)
 anchor="OCIBENCH_BUNDLE_SHA256=$digest"
 if [[ $signed == yes ]]; then
   # The list signed with the build cache's key: a node that knows the key's fingerprint
-  # authenticates every bundle it signs (src/ocibench/bundle_verify.py).
+  # authenticates every bundle it signs (src/ocibench/spack/bundle_verify.py).
   spack gpg sign --output "$out/SHA256SUMS.asc" --key "$key" "$out/SHA256SUMS" >/dev/null \
     || die "spack gpg sign of SHA256SUMS with $key failed"
   gpghome=$(mktemp -d)  # --show-keys reads the file; a keyring of its own, left empty
@@ -353,7 +353,7 @@ if [[ $signed == yes ]]; then
 fi
 # the node's check, with the anchor the node would be given
 OCIBENCH_BUNDLE_SIGNER="" OCIBENCH_BUNDLE_SHA256=$digest \
-  "$python" -m ocibench.bundle_verify "$out" >/dev/null \
+  "$python" -m ocibench.spack.bundle_verify "$out" >/dev/null \
   || die "$out does not pass the node's check (lines above)"
 say "wrote $out ($(du -sh "$out" | cut -f1)); sha256 of its SHA256SUMS: $digest"
 say "on the node: make install OCIBENCH_BUNDLE=$out"

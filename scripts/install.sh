@@ -26,10 +26,10 @@ umask 022
 
 # The bundle's unchecked= decides what Spack installs without checksums: read only
 # after the bundle is checked again (set-up checked it too, but it may have changed
-# since; src/ocibench/bundle_verify.py refuses an unauthenticated unchecked=).
+# since; src/ocibench/spack/bundle_verify.py refuses an unauthenticated unchecked=).
 unchecked=""
 if [[ -n ${OCIBENCH_BUNDLE:-} ]]; then
-  unchecked=$(python3 -m ocibench.bundle_verify --print unchecked "$OCIBENCH_BUNDLE") \
+  unchecked=$(python3 -m ocibench.spack.bundle_verify --print unchecked "$OCIBENCH_BUNDLE") \
     || die "bundle $OCIBENCH_BUNDLE refused (the lines above name each file); nothing was installed"
 fi
 
@@ -68,7 +68,7 @@ if [[ -n $unchecked ]]; then
   printf 'mirrors:\n  ocibench-unchecked:\n    url: file://%s\n    binary: false\n' \
     "$(cd "$OCIBENCH_BUNDLE" && pwd)/unchecked" >"$scope/mirrors.yaml"
   # shellcheck disable=SC2086  # the list of PKG@VERSION
-  specs=$(spack python src/ocibench/spack_scripts/unchecked_specs.py $unchecked)
+  specs=$(spack python src/ocibench/spack/scripts/unchecked_specs.py $unchecked)
   while read -r hash name; do
     [[ -n $hash ]] || continue
     spack install --fail-fast -j "$jobs" --only dependencies "/$hash"

@@ -22,7 +22,7 @@
 # <cache>/develop/<shape>.yaml lists them.  Spack then builds from that
 # directory and records it: every such spec carries dev_path=<dir> in
 # `spack find -v`, in its hash and in the module's OCIBENCH_SPEC_* provenance.
-# The generated layer of the shape includes that file (ocibench.spack_config).
+# The generated layer of the shape includes that file (ocibench.spack.scopes).
 # Real sites use a real source mirror instead (docs/spack-env.md, "Air-gapped").
 #
 # Two exceptions, both honest:

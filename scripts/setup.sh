@@ -17,7 +17,7 @@
 # build cache ($OCIBENCH_SOURCE_MIRROR, $OCIBENCH_BUILD_CACHE) are used when present.
 #
 # OCIBENCH_BUNDLE=<dir> (scripts/bundle.sh wrote it): everything comes from there, with
-# no network.  Before anything else, src/ocibench/bundle_verify.py checks it: every file
+# no network.  Before anything else, src/ocibench/spack/bundle_verify.py checks it: every file
 # listed in SHA256SUMS and matching it, nothing unlisted, no symlink, no path leaving the
 # bundle; authenticated when the admin gives OCIBENCH_BUNDLE_SHA256 or
 # OCIBENCH_BUNDLE_SIGNER (docs/spack-env.md).  Then Spack, the builtin packages, the
@@ -45,7 +45,7 @@ bundle=${OCIBENCH_BUNDLE:-}
 bundle_value() { sed -n "s/^$1=//p" "$bundle/BUNDLE"; }
 if [[ -n $bundle ]]; then
   # First of all: pip, apt-get/dnf and Spack take whatever lies in their directories.
-  verified=$("$python" -m ocibench.bundle_verify "$bundle") \
+  verified=$("$python" -m ocibench.spack.bundle_verify "$bundle") \
     || die "bundle $bundle refused (the lines above name each file); nothing was installed"
   say "$verified"
   bundle=$(cd "$bundle" && pwd -P)

@@ -1,5 +1,5 @@
 """ReFrame configuration of oci-hpc-bench: every system, partition and environment is
-derived from the shape files in site/shapes/ by ocibench.reframe_site (read its
+derived from the shape files in site/shapes/ by ocibench.reframe.site (read its
 docstring); nothing here is kept by hand per shape.
 
     reframe -C site/reframe_config.py -c checks/ -l             # the detected shape
@@ -7,11 +7,11 @@ docstring); nothing here is kept by hand per shape.
 
 The system is the shape that `ocibench shape` detects ($OCIBENCH_SHAPE, else the OCI
 instance metadata, else `local`); --system picks another (a shape's name with '.'
-replaced by '_').  Importing ocibench.reframe_launchers registers the `mpirun`
+replaced by '_').  Importing ocibench.reframe.launchers registers the `mpirun`
 launchers the partitions use.
 """
 
-import ocibench.reframe_launchers  # noqa: F401  (registers the launchers)
-from ocibench.reframe_site import build
+import ocibench.reframe.launchers  # noqa: F401  (registers the launchers)
+from ocibench.reframe.site import build
 
 site_configuration = build()

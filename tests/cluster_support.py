@@ -116,7 +116,7 @@ def cases_of(report: dict) -> dict[str, dict]:
 
 def local_tree_problem() -> str | None:
     """Why the nodes cannot load openmpi, omb and imb from the local tree, or None."""
-    from ocibench.reframe_site import find_lmod
+    from ocibench.reframe.site import find_lmod
 
     _, init = find_lmod()
     if init is None:

@@ -1,5 +1,5 @@
 """What every shape's concretized stack must be, asserted on the roots that
-src/ocibench/spack_scripts/concretize.py prints: tests/test_spack_env.py concretizes
+src/ocibench/spack/scripts/concretize.py prints: tests/test_spack_env.py concretizes
 each documented shape, tests/test_local_install.py reads what `make install`
 concretized for `local` (one solve of `local` in the suite, not two).
 """
@@ -11,7 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ocibench import shapes, spack_config
+from ocibench import shapes
+from ocibench.spack import scopes as spack_config
 
 Roots = dict[str, list[dict[str, Any]]]
 

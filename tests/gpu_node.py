@@ -1,6 +1,6 @@
 """The `local` shape as it is on a GPU node, for tests that run on a machine without one.
 
-Only the facts ocibench.spack_config reads are set: the GPUs (their cuda_arch) and the
+Only the facts ocibench.spack.scopes reads are set: the GPUs (their cuda_arch) and the
 filesystem root its probes read (/dev/xpmem, the XPMEM user library).  Nothing here
 stands in for Spack or a build: the scope derived from it is concretized and built
 for real.

@@ -14,8 +14,9 @@ from pathlib import Path
 import yaml
 
 import user_installation
-from ocibench import machine, spack_config
+from ocibench.node import machine
 from ocibench.paths import REPO_ROOT
+from ocibench.spack import scopes as spack_config
 
 #: What a private copy of the checkout leaves out: git, generated and run outputs.
 NOT_COPIED = (".git", ".spack-env", "spack.lock", "generated", "__pycache__", "output",

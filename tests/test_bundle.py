@@ -7,7 +7,7 @@ copy of the checkout with a new, empty OCIBENCH_CACHE and no network, on its fir
 The bundle is small: a `local` shape whose stack is this machine's Open MPI and STREAM.
 The Open MPI is an external that Spack's detection must find on the freshly unpacked
 Spack: there it once took 70 s on 2 cores against Spack's 60 s limit, Open MPI was
-dropped and the install planned it from source (src/ocibench/spack_scripts/detect.py).
+dropped and the install planned it from source (src/ocibench/spack/scripts/detect.py).
 STREAM is built from its git source (a develop spec); Spack's compiler wrapper and
 gcc-runtime come from the bundle's signed build cache.
 
@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibench import bundle_verify, paths, spack_config
+from ocibench import paths
+from ocibench.spack import bundle_verify
+from ocibench.spack import scopes as spack_config
 from private_checkout import private_checkout
 
 pytestmark = [pytest.mark.install, pytest.mark.slow]

@@ -34,7 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibench import bundle_verify, paths, requirements
+from ocibench import paths, requirements
+from ocibench.spack import bundle_verify
 from test_bundle import spack_revision
 
 SCRIPTS = paths.REPO_ROOT / "scripts"
@@ -265,7 +266,7 @@ def test_the_intact_bundle_installs_its_wheels(machine, python_env, tmp_path) ->
     assert "no-spack-here" in done.stderr and done.returncode != 0
 
 
-# -- the check itself, case by case (src/ocibench/bundle_verify.py) -------------------
+# -- the check itself, case by case (src/ocibench/spack/bundle_verify.py) -------------------
 
 def _refusals(bundle: Path, **anchor: str) -> list[str]:
     return bundle_verify.verify(bundle, **anchor).refusals

@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibench import bundle_verify, paths
+from ocibench import paths
+from ocibench.spack import bundle_verify
 from private_checkout import private_checkout
 from test_bundle import _env, _offline
 from test_bundle_integrity import _write_sums
@@ -109,7 +110,7 @@ def test_bundle_names_the_unchecked_source(made) -> None:
     assert f"WARNING: gnuconfig@{VERSION} is NOT upstream's file" in out
     listed = (bundle / "SHA256SUMS").read_text()
     assert f"unchecked/{ARCHIVE}" in listed
-    # what the admin gives the node to authenticate unchecked= (src/ocibench/bundle_verify.py)
+    # what the admin gives the node to authenticate unchecked= (src/ocibench/spack/bundle_verify.py)
     digest = hashlib.sha256((bundle / "SHA256SUMS").read_bytes()).hexdigest()
     assert f"add OCIBENCH_BUNDLE_SHA256={digest}" in out
     assert bundle_verify.verify(bundle, sha256=digest).refusals == []

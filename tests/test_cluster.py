@@ -358,8 +358,8 @@ def test_unknown_ucx_device_fails_reframe_check(cluster, module_tree, tmp_path):
     the nodes: the check fails and its reason names the device."""
     config = tmp_path / "bad_device_config.py"
     config.write_text(
-        "import ocibench.reframe_launchers  # noqa: F401\n"
-        "from ocibench.reframe_site import build\n"
+        "import ocibench.reframe.launchers  # noqa: F401\n"
+        "from ocibench.reframe.site import build\n"
         "site_configuration = build()\n"
         "for system in site_configuration['systems']:\n"
         f"    if system['name'] == {SHAPE!r}:\n"

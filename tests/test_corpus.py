@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ocibench import checkspec
-from ocibench.evaluate import evaluate
+from ocibench import benchmarks
+from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
@@ -46,7 +46,7 @@ def test_index_lists_every_file_once_with_its_source() -> None:
     assert set(files) == on_disk, "index.yaml and the files differ"
     for entry in INDEX:
         assert entry.get("source"), f"{entry['file']}: no source"
-        assert entry["check"] in checkspec.CHECKS, f"{entry['file']}: unknown check"
+        assert entry["check"] in benchmarks.CHECKS, f"{entry['file']}: unknown check"
         expect = entry["expect"]
         assert len(set(expect) & {"figures", "unjudged", "refused"}) == 1, entry["file"]
 
@@ -63,7 +63,7 @@ def test_published_output(entry: dict[str, Any]) -> None:
     ev = evaluate(check, _text(entry), "local", entry.get("params") or {})
     if "figures" in expect:
         assert ev.verdict is RunVerdict.RECORDED, f"{name}: {ev.verdict}: {ev.reason}"
-        metric = expect.get("metric", checkspec.CHECKS[check].metric)
+        metric = expect.get("metric", benchmarks.CHECKS[check].metric)
         rows = {row.key: row for row in ev.rows if row.metric == metric}
         for key, value in expect["figures"].items():
             assert key in rows, f"{name}: no {metric} row for {key!r}; rows: {sorted(rows, key=str)}"

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 import seed_outputs
-from ocibench import checkspec, judge, outputs, policy, references, shapes, ucx_proto
+from ocibench import benchmarks, shapes
 from ocibench.commands import evaluate as evaluate_command
-from ocibench.evaluate import CHECKS, Evaluation, evaluate
+from ocibench.figures import judge, outputs, policy, references, ucx_proto
+from ocibench.figures.evaluate import CHECKS, Evaluation, evaluate
 from seed_outputs import INDEX, SeedOutput
 
 CRASHES = (
@@ -113,7 +114,7 @@ def test_every_documented_figure_has_a_seed_output(shape_cache):
     and OCI's floors are checked in tests/test_new_shapes.py)."""
     covered = set()
     for entry in INDEX:
-        params = checkspec.resolve(entry.check, entry.params)
+        params = benchmarks.resolve(entry.check, entry.params)
         for figure in references.matching(_shape(shape_cache, entry.shape), entry.check, params):
             covered.add((entry.shape, figure["id"]))
     missing = [(name, figure["id"]) for name in shapes.known_shapes() if name != shapes.LOCAL
@@ -144,7 +145,7 @@ def test_a_missing_size_line_fails(seed):
     entry, text, _shape_obj = seed
     keys = list(outputs.parse(entry.check, text, entry.params).values)
     if entry.check == "nccl_all_reduce_perf":
-        keys = checkspec.expected_sizes(entry.check, entry.params)
+        keys = benchmarks.expected_sizes(entry.check, entry.params)
     for key in {keys[0], keys[-1]}:
         lines = text.splitlines()
         del lines[_row_line(text, entry.check, key)]
@@ -261,19 +262,19 @@ def test_a_size_range_that_does_not_match_the_output_fails(load):
     ("nccl_all_reduce_perf", {"begin": "2G", "end": "1G"}, "begin 2G is larger than end 1G"),
 ])
 def test_bad_parameters_are_named(check, params, message):
-    with pytest.raises(checkspec.ParamError, match=re.escape(message)):
-        checkspec.resolve(check, params)
+    with pytest.raises(benchmarks.ParamError, match=re.escape(message)):
+        benchmarks.resolve(check, params)
 
 
 def test_expected_sizes_follow_the_command_lines():
-    assert checkspec.expected_sizes("osu_alltoall", {})[:3] == [1, 2, 4]
-    assert checkspec.expected_sizes("osu_alltoall", {})[-1] == 67108864
-    assert len(checkspec.expected_sizes("osu_allreduce", {})) == 27
-    assert checkspec.expected_sizes("imb_pingpong", {"msglog": "3:5"}) == [0, 8, 16, 32]
-    assert checkspec.expected_sizes("nccl_all_reduce_perf", {}) == [10 * 2**30]
-    assert checkspec.expected_sizes("nccl_all_reduce_perf",
+    assert benchmarks.expected_sizes("osu_alltoall", {})[:3] == [1, 2, 4]
+    assert benchmarks.expected_sizes("osu_alltoall", {})[-1] == 67108864
+    assert len(benchmarks.expected_sizes("osu_allreduce", {})) == 27
+    assert benchmarks.expected_sizes("imb_pingpong", {"msglog": "3:5"}) == [0, 8, 16, 32]
+    assert benchmarks.expected_sizes("nccl_all_reduce_perf", {}) == [10 * 2**30]
+    assert benchmarks.expected_sizes("nccl_all_reduce_perf",
                                     {"begin": "8", "end": "64", "factor": "2"}) == [8, 16, 32, 64]
-    assert checkspec.expected_sizes("stream", {}) == []
+    assert benchmarks.expected_sizes("stream", {}) == []
 
 
 def test_policy_bounds_and_verdicts():
@@ -295,7 +296,7 @@ def test_policy_bounds_and_verdicts():
 
 def test_reframe_reference(shape_cache):
     gpu = _shape(shape_cache, "BM.GPU4.8")
-    d_d = checkspec.resolve("osu_bw", {"buffers": "D-D", "nodes": 1})
+    d_d = benchmarks.resolve("osu_bw", {"buffers": "D-D", "nodes": 1})
     figure = references.matching(gpu, "osu_bw", d_d)[0]
     documented = figure["values"][268435456]
     # The upper bound is NVLink's 300 GB/s (x the stated margin): 1e12 MB/s fails live.
@@ -303,7 +304,7 @@ def test_reframe_reference(shape_cache):
     assert judge.reframe_reference(gpu, "osu_bw", d_d, ["gpu:default"]) == {
         "gpu:default": {"bandwidth_268435456": (documented, -0.1, cap, "MB/s")}}
     latency = judge.reframe_reference(
-        gpu, "osu_latency", checkspec.resolve("osu_latency", {"buffers": "D-D", "nodes": 1}),
+        gpu, "osu_latency", benchmarks.resolve("osu_latency", {"buffers": "D-D", "nodes": 1}),
         ["a:b", "c:d"])
     assert set(latency) == {"a:b", "c:d"}
     assert latency["a:b"]["latency_1"][1:] == (None, 0.15, "us")
@@ -472,7 +473,7 @@ def test_real_outputs_with_ucx_tables_parse(name, value):
 
 def test_ucx_tables_of_two_processes_interleaved_line_by_line():
     """Line by line from two ranks: each process's tables are assembled apart."""
-    from ocibench import ucx_proto
+    from ocibench.figures import ucx_proto
     text = (UCX_DATA / "osu_bw.h-h.no-cma.ucx-1.13.txt").read_text()
     ranks: dict[str, list[str]] = {}
     for line in text.splitlines():
@@ -534,7 +535,7 @@ def test_pageable_copy_without_a_driver_says_so_in_one_line(capsys):
     """On a machine without the CUDA driver (this one, CI): one line, exit 1."""
     import ctypes
 
-    from ocibench import pageable_copy
+    from ocibench.node import pageable_copy
     try:
         ctypes.CDLL("libcuda.so.1")
         pytest.skip("this machine has a CUDA driver")

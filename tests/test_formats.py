@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import seed_outputs
-from ocibench import outputs
-from ocibench.evaluate import evaluate
+from ocibench.figures import outputs
+from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict
 
 DATA = Path(__file__).parent / "data" / "formats"

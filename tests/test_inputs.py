@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from ocibench import checkspec, outputs
+from ocibench import benchmarks
+from ocibench.figures import outputs
 
 GIB = 2**30
 
@@ -62,8 +63,8 @@ def test_a_million_imb_sizes_are_refused_at_once_under_1_gib(tmp_path):
 ])
 def test_size_ranges_are_counted_not_listed(check, params, message):
     start = time.monotonic()
-    with pytest.raises(checkspec.ParamError) as caught:
-        checkspec.expected_sizes(check, params)
+    with pytest.raises(benchmarks.ParamError) as caught:
+        benchmarks.expected_sizes(check, params)
     assert message in str(caught.value)
     assert time.monotonic() - start < 1
 
@@ -82,8 +83,8 @@ def test_size_ranges_are_counted_not_listed(check, params, message):
     ("osu_bw", {"nodes": "+2"}, "osu_bw: nodes: '+2' is not an integer"),
 ])
 def test_empty_blank_and_non_ascii_values_are_named(check, params, message):
-    with pytest.raises(checkspec.ParamError) as caught:
-        checkspec.resolve(check, params)
+    with pytest.raises(benchmarks.ParamError) as caught:
+        benchmarks.resolve(check, params)
     assert str(caught.value).startswith(message), caught.value
 
 

@@ -1,8 +1,8 @@
 """One judgement: impossible values, NaN, OCI's floors, and a report that re-judges.
 
 Every case is a fault that once passed (issue "One judgement that cannot be fooled"):
-each assertion below fails when the rule it guards is taken out of ocibench.judge,
-ocibench.policy or ocibench.report.load.
+each assertion below fails when the rule it guards is taken out of ocibench.figures.judge,
+ocibench.figures.policy or ocibench.report.load.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibench import checkspec, judge, paths, policy, references, shapes, ucx_proto
-from ocibench.evaluate import evaluate
+from ocibench import benchmarks, paths, shapes
+from ocibench.figures import judge, policy, references, ucx_proto
+from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import Verdict
 
 OMB_BW = """# OSU MPI{cuda} Bandwidth Test v7.4
@@ -88,7 +89,7 @@ def test_zero_latency_fails_except_imbs_empty_call():
 def test_nan_and_inf_never_pass(gpu, value):
     assert policy.verdict("bandwidth", 100.0, value) is Verdict.FAIL
     assert policy.verdict("latency", 2.0, value) is Verdict.FAIL
-    figures = references.matching(gpu, "osu_bw", checkspec.resolve(
+    figures = references.matching(gpu, "osu_bw", benchmarks.resolve(
         "osu_bw", {"buffers": "D-D", "nodes": 1}))
     assert judge.judge(gpu, figures, "bandwidth", 268435456, value, "MB/s").verdict \
         is Verdict.FAIL
@@ -271,7 +272,7 @@ OMB_LAT = """# OSU MPI-CUDA Latency Test v7.4
 
 
 def _d_d_latency(gpu, value: str, lacking=()):
-    params = checkspec.resolve("osu_latency", {"buffers": "D-D", "nodes": 1})
+    params = benchmarks.resolve("osu_latency", {"buffers": "D-D", "nodes": 1})
     figures = references.matching(gpu, "osu_latency", params)
     return judge.judge(gpu, figures, "latency", 1, float(value), "us", lacking)
 
@@ -330,7 +331,7 @@ def _with_figure(shape: shapes.Shape, figure: dict | None, value: float | None,
     if figure is not None:
         data["figures"].append(copy.deepcopy(figure))
     if value is not None:
-        run = checkspec.resolve(figure["check"] if figure else "osu_latency", params)
+        run = benchmarks.resolve(figure["check"] if figure else "osu_latency", params)
         for own in data["figures"]:
             if own in references.matching(shapes.Shape(shape.name, data, shape.path),
                                           own["check"], run):
@@ -480,7 +481,7 @@ def test_gpudirect_either_way_is_one_requirement(absent, present, lacking):
     assert found.lacking == lacking
     shape = shapes.load("BM.GPU.H100.8")
     own = next(f for f in shape.figures if f["id"] == "nccl_all_reduce_2x8gpus")
-    params = checkspec.resolve("nccl_all_reduce_perf", own["params"])
+    params = benchmarks.resolve("nccl_all_reduce_perf", own["params"])
     figures = references.matching(shape, "nccl_all_reduce_perf", params)
     row = judge.judge(shape, figures, "busbw", "avg", 1.0, "GB/s", facts)
     assert row.requires == ("nvidia_peermem or dmabuf",)

@@ -25,7 +25,8 @@ import pytest
 import yaml
 
 import concretized_stack
-from ocibench import paths, spack_config
+from ocibench import paths
+from ocibench.spack import scopes as spack_config
 from private_checkout import private_checkout, private_spack_scope
 
 pytestmark = pytest.mark.install

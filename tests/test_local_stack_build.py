@@ -1,7 +1,7 @@
 """GDRCopy and UCX as the `local` shape builds them on a GPU node, built for real here.
 
 What a GPU node's `local` scope asks for (tests/gpu_node.py: this machine's compilers
-and externals, plus GPUs; ocibench.spack_config derives the rest) is concretized and
+and externals, plus GPUs; ocibench.spack.scopes derives the rest) is concretized and
 installed with the pinned Spack in a private environment: GDRCopy 2.5.1 (library and
 tools; the gdrdrv kernel module is the node's and is not built) and UCX 1.19.0 +cuda
 +gdrcopy +cma.  A machine with a CUDA toolkit and no GPU compiles and links them
@@ -29,7 +29,9 @@ import pytest
 import yaml
 
 from gpu_node import fake_root, local_with_gpus
-from ocibench import machine, paths, spack_config
+from ocibench import paths
+from ocibench.node import machine
+from ocibench.spack import scopes as spack_config
 
 pytestmark = pytest.mark.install
 

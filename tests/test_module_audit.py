@@ -1,4 +1,4 @@
-"""ocibench.module_audit and `ocibench audit-modules` on real trees in a temporary
+"""ocibench.node.module_audit and `ocibench audit-modules` on real trees in a temporary
 directory.  The checks' use of it (a job stops before `module use`) is tested with a
 real ReFrame run in test_reframe.py; here, the job's own lines
 (reframe_site.module_use_cmds) with real Lmod, as root, while the real unprivileged
@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from ocibench import module_audit, reframe_site
+from ocibench.node import module_audit
+from ocibench.reframe import site as reframe_site
 
-SRC = Path(module_audit.__file__).resolve().parents[1]
+SRC = Path(module_audit.__file__).resolve().parents[2]
 #: A Python that nobody may run (the one running the tests may sit in root's home).
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -72,8 +73,8 @@ def _as(user: pwd.struct_passwd, argv: list[str], **kwargs) -> subprocess.Comple
 
 
 def _job_audit(*trees: Path) -> subprocess.CompletedProcess:
-    """What a job runs before `module use` (ocibench.reframe_site.module_use_cmds)."""
-    return subprocess.run([sys.executable, "-m", "ocibench.module_audit", *map(str, trees)],
+    """What a job runs before `module use` (ocibench.reframe.site.module_use_cmds)."""
+    return subprocess.run([sys.executable, "-m", "ocibench.node.module_audit", *map(str, trees)],
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "MODULEPATH": ""})
 
@@ -205,7 +206,7 @@ def test_another_users_tree_under_sticky_tmp_is_unsafe(tree, in_tmp, nobody):
     assert all(f"{p}: " in "\n".join(problems) for p in entries)
     assert _cli(str(top)).returncode == 1
     # nobody auditing its own tree to load it itself: nobody else can change it
-    mine = _as(nobody, [SYSTEM_PYTHON, "-m", "ocibench.module_audit", str(top)],
+    mine = _as(nobody, [SYSTEM_PYTHON, "-m", "ocibench.node.module_audit", str(top)],
                cwd="/", env={"PYTHONPATH": str(SRC), "PATH": os.environ["PATH"]})
     assert (mine.returncode, mine.stderr) == (0, "")
 
@@ -271,7 +272,7 @@ def test_dangling_links_are_unsafe(tree, tmp_path):
 
 def test_what_the_caller_cannot_read_is_unsafe(tree, nobody):
     """nobody auditing a tree below root's 0700 directory: one line, no traceback."""
-    done = _as(nobody, [SYSTEM_PYTHON, "-m", "ocibench.module_audit", str(tree)],
+    done = _as(nobody, [SYSTEM_PYTHON, "-m", "ocibench.node.module_audit", str(tree)],
                cwd="/", env={"PYTHONPATH": str(SRC), "PATH": os.environ["PATH"]})
     blocked = next(p for p in reversed(tree.parents) if p.stat().st_mode & 0o005 != 0o005)
     first = next(p for p in [*reversed(tree.parents), tree] if p.parent == blocked)

@@ -1,4 +1,4 @@
-"""The path NCCL's traffic took (ocibench.nccl_path) and the three verdict states.
+"""The path NCCL's traffic took (ocibench.figures.nccl_path) and the three verdict states.
 
 Captures of our own on 2 x H200 (tests/data/nccl_path/README.md): NVLink P2P, SHM
 (``NCCL_P2P_DISABLE=1``) and a TCP socket (``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1``)
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ocibench import cli, metrics, nccl_path, shapes
-from ocibench.evaluate import evaluate
+from ocibench import cli, metrics, shapes
+from ocibench.figures import nccl_path
+from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict
 
 DATA = Path(__file__).parent / "data" / "nccl_path"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibench import checkspec, evaluate, metrics, paths, shapes
+from ocibench import benchmarks, metrics, paths, shapes
+from ocibench.figures import evaluate
 
 DATA = Path(__file__).parent / "data" / "published"
 NEW = ("BM.GPU.H100.8", "BM.GPU.H200.8", "BM.GPU.B200.8", "BM.Standard.E6.256")
@@ -42,8 +43,8 @@ def test_every_figure_names_a_known_check_and_its_parameters(name: str) -> None:
     for fig in shapes.load(name).figures:
         if fig["check"] == "cuda_bandwidth_test":
             continue   # OCI's bandwidthTest floor: data only, no check runs it yet
-        checkspec.resolve(fig["check"], fig["params"])   # raises on a bad one
-        assert checkspec.CHECKS[fig["check"]].metric == fig["metric"], fig["id"]
+        benchmarks.resolve(fig["check"], fig["params"])   # raises on a bad one
+        assert benchmarks.CHECKS[fig["check"]].metric == fig["metric"], fig["id"]
 
 
 def test_h100_figure_is_the_published_run() -> None:
@@ -58,7 +59,7 @@ def test_h100_figure_is_the_published_run() -> None:
     assert fig["values"] == {"out_of_place": float(row[7]), "in_place": float(row[11]),
                              "avg": avg}
     assert fig["params"] == H100_RUN
-    assert checkspec.figure_sizes(fig["check"], fig["params"])[-1] == 16 * 2**30
+    assert benchmarks.figure_sizes(fig["check"], fig["params"])[-1] == 16 * 2**30
 
 
 @pytest.mark.parametrize("nps", [1, 4])
@@ -159,7 +160,7 @@ def test_h100_below_ocis_floor_fails_naming_it() -> None:
 def test_a_run_over_other_sizes_has_no_h100_reference() -> None:
     params = {**H100_RUN, "begin": "16G"}
     assert not evaluate.references.matching("BM.GPU.H100.8", "nccl_all_reduce_perf",
-                                            checkspec.resolve("nccl_all_reduce_perf", params))
+                                            benchmarks.resolve("nccl_all_reduce_perf", params))
 
 
 def _figure(shape: str, figure_id: str) -> dict:

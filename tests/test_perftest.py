@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibench import checkspec, evaluate, outputs
+from ocibench import benchmarks
+from ocibench.figures import evaluate, outputs
 
 DATA = Path(__file__).parent / "data" / "perftest"
 
@@ -104,14 +105,14 @@ def test_a_value_that_is_no_number_fails() -> None:
     ({"attempts": 0}, "not a positive integer"),
 ])
 def test_bad_parameters_are_one_line_errors(given, message) -> None:
-    with pytest.raises(checkspec.ParamError, match=message):
-        checkspec.resolve("ib_write_bw", given)
+    with pytest.raises(benchmarks.ParamError, match=message):
+        benchmarks.resolve("ib_write_bw", given)
 
 
 def test_defaults_are_ocis_command_line() -> None:
-    assert checkspec.resolve("ib_write_bw", {}) == {
+    assert benchmarks.resolve("ib_write_bw", {}) == {
         "nodes": 2, "port": 1, "size": 65536, "qps": 2, "attempts": 1}
-    assert checkspec.resolve("ib_write_lat", {}) == {
+    assert benchmarks.resolve("ib_write_lat", {}) == {
         "nodes": 2, "port": 1, "size": 8, "iterations": 10000, "attempts": 1}
 
 

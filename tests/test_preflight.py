@@ -21,7 +21,8 @@ from typing import Callable
 
 import pytest
 
-from ocibench import cli, preflight, shapes
+from ocibench import capabilities, cli, shapes
+from ocibench.node import preflight
 
 SHAPE = "BM.GPU4.8"
 #: BM.GPU4.8's PCI bus ids (seed 003 sec 3-1) and NUMA nodes (the shape file).
@@ -326,7 +327,7 @@ def test_lacking_reads_the_capabilities_a_report_found_absent() -> None:
                         {"name": "xpmem", "status": "present"},
                         {"name": "nvlink", "status": "unexpected"},
                         {"name": "memlock", "status": "absent"}]}
-    assert preflight.lacking(report) == {"gdrdrv", "nvlink"}
+    assert capabilities.lacking(report) == {"gdrdrv", "nvlink"}
 
 
 # --------------------------------------------------------------------------- usage and this machine
@@ -512,7 +513,7 @@ def test_a_hanging_nvidia_smi_is_unknown_in_bounded_time(node: Node,
 
 def test_the_local_shape_loads_past_a_hanging_or_garbled_nvidia_smi(
         node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ocibench import probe
+    from ocibench.shapes import probe
     monkeypatch.setattr(probe, "PROBE_TIMEOUT_S", 2)
     monkeypatch.setenv("PATH", f"{node.bin}{os.pathsep}{node.path}")   # lscpu: the real one
     for body, why in (("/bin/sleep 600 &\nwait", "ran past 2 s"),
@@ -526,7 +527,7 @@ def test_the_local_shape_loads_past_a_hanging_or_garbled_nvidia_smi(
 
 
 def test_a_tool_that_writes_without_end_is_stopped(node: Node) -> None:
-    from ocibench import probe
+    from ocibench.shapes import probe
     _tool("ucx_info", "exec /usr/bin/yes")(node)
     ran = probe.run_tool(["ucx_info", "-b"], timeout=60)
     assert "killed by SIGXFSZ (wrote more than it may)" in ran.why

@@ -1,4 +1,4 @@
-"""ocibench.provenance: every field present, a missing or failing tool gives null."""
+"""ocibench.node.provenance: every field present, a missing or failing tool gives null."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibench import paths, provenance
+from ocibench import paths
+from ocibench.node import provenance
 
 FIELDS = {"shape", "hostname", "date", "specs", "modules", "mpi", "ucx", "nccl", "cuda",
           "driver"}
@@ -93,7 +94,7 @@ def test_real_tools_are_read():
 
 
 def test_module_prints_json():
-    done = subprocess.run([sys.executable, "-m", "ocibench.provenance"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "ocibench.node.provenance"], capture_output=True,
                           text=True, check=True, timeout=120,
                           env={**os.environ, "OCIBENCH_SHAPE": "local",
                                "PYTHONPATH": str(paths.REPO_ROOT / "src")})
@@ -102,7 +103,7 @@ def test_module_prints_json():
 
 def test_module_of_uses_the_module_names_users_type() -> None:
     # modules.yaml projects osu-micro-benchmarks to `omb`: provenance must find it.
-    from ocibench.provenance import _module_of
+    from ocibench.node.provenance import _module_of
 
     loaded = ["openmpi/4.1.4", "omb/7.4", "imb/2021.7"]
     assert _module_of("osu-micro-benchmarks", loaded) == "omb/7.4"

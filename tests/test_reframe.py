@@ -495,8 +495,8 @@ def test_every_job_records_provenance(dry_runs):
         if case["result"] == "skip":
             continue
         script = job_lines(case)
-        prov = [line for line in script if "-m ocibench.provenance" in line]
-        assert prov and prov[0].endswith(" -m ocibench.provenance > provenance.json")
+        prov = [line for line in script if "-m ocibench.node.provenance" in line]
+        assert prov and prov[0].endswith(" -m ocibench.node.provenance > provenance.json")
         assert Path(prov[0].split()[0]).is_file()   # ReFrame's own interpreter
         bench = next(i for i, line in enumerate(script)
                      if (line.startswith("mpirun ") or line.split()[:1] == [case["executable"]])
@@ -821,5 +821,5 @@ def test_nvbandwidth_measures_at_its_default_buffer_size(tmp_path):
     script = job_lines(case)
     assert "nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce " \
            "device_to_device_memcpy_read_ce device_to_device_memcpy_write_ce" in script, script
-    pageable = next(line for line in script if "ocibench.pageable_copy" in line)
+    pageable = next(line for line in script if "ocibench.node.pageable_copy" in line)
     assert "--size 268435456 " in pageable

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import seed_outputs
-from ocibench import checkspec, cli, paths
+from ocibench import benchmarks, cli, paths
 from ocibench.report.model import FAMILIES
 
 #: What the osu-micro-benchmarks module that Spack generates exports.
@@ -61,7 +61,7 @@ class tiny_osu(rfm.RunOnlyRegressionTest):
     keep_files = ["provenance.json"]
     env_vars = {"OCIBENCH_SPEC_OSU_MICRO_BENCHMARKS": "%(spec)s",
                 "LOADEDMODULES": "%(modules)s"}
-    prerun_cmds = [f"{sys.executable} -m ocibench.provenance > provenance.json"]
+    prerun_cmds = [f"{sys.executable} -m ocibench.node.provenance > provenance.json"]
 
     @run_after("init")
     def configure(self):
@@ -155,7 +155,7 @@ def _number(value: float) -> str:
 
 
 def test_every_check_has_a_family():
-    assert set(FAMILIES) == set(checkspec.CHECKS)
+    assert set(FAMILIES) == set(benchmarks.CHECKS)
 
 
 def test_reframe_results_carry_measured_documented_limit_and_provenance(report_dir):

@@ -15,7 +15,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ocibench import capabilities, checkspec, metrics, paths, shape_rules, shapes
+from ocibench import benchmarks, capabilities, metrics, paths, shapes
+from ocibench.shapes import rules as shape_rules
 
 SITE_SHAPES = shapes.SHAPES_DIR
 SHIPPED = sorted(p.name for p in SITE_SHAPES.glob("*.yaml"))
@@ -72,7 +73,7 @@ def test_the_schema_states_the_python_vocabulary() -> None:
     """The schema lists names for editors; Python holds each once: they must agree."""
     schema = shape_rules.schema()
     figure = schema["$defs"]["figure"]["properties"]
-    assert figure["check"]["enum"] == list(checkspec.CHECKS)
+    assert figure["check"]["enum"] == list(benchmarks.CHECKS)
     assert figure["metric"]["enum"] == list(metrics.METRICS)
     assert figure["unit"]["enum"] == list(metrics.UNITS)
     one, any_of = figure["requires"]["items"]["oneOf"]
@@ -381,7 +382,7 @@ def broken_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_broken_shape_leaves_out_only_its_own_system(broken_site: Path, capsys) -> None:
-    from ocibench import reframe_site
+    from ocibench.reframe import site as reframe_site
 
     config = reframe_site.build([])
     systems = [s["name"] for s in config["systems"]]
@@ -396,7 +397,7 @@ def test_a_broken_shape_leaves_out_only_its_own_system(broken_site: Path, capsys
 def test_asking_for_the_broken_system_names_its_fault(broken_site: Path) -> None:
     from reframe.core.exceptions import ConfigError
 
-    from ocibench import reframe_site
+    from ocibench.reframe import site as reframe_site
 
     with pytest.raises(ConfigError, match=re.escape(
             "system BM_Optimized3_36 is left out: BM.Optimized3.36.yaml: cpu.cores:")):

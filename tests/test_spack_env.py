@@ -24,8 +24,10 @@ import yaml
 import concretized_stack
 from concretized_stack import variants
 from gpu_node import fake_root, local_with_gpus
-from ocibench import machine, paths, shapes, spack_config
+from ocibench import paths, shapes
+from ocibench.node import machine
 from ocibench.paths import REPO_ROOT
+from ocibench.spack import scopes as spack_config
 
 ENV_FILES = ("spack.yaml", "packages.yaml", "modules.yaml")
 SHAPES = shapes.known_shapes()
@@ -85,11 +87,11 @@ def test_no_machine_path_in_committed_environment() -> None:
 
 
 def test_module_names_are_the_seeds() -> None:
-    assert spack_config.module_name("osu-micro-benchmarks") == "omb"
-    assert spack_config.module_name("intel-mpi-benchmarks") == "imb"
-    assert spack_config.module_name("openmpi") == "openmpi"
-    assert spack_config.module_name("nccl-tests") == "nccl-tests"
-    assert spack_config.module_name("stream") == "stream"
+    assert paths.module_name("osu-micro-benchmarks") == "omb"
+    assert paths.module_name("intel-mpi-benchmarks") == "imb"
+    assert paths.module_name("openmpi") == "openmpi"
+    assert paths.module_name("nccl-tests") == "nccl-tests"
+    assert paths.module_name("stream") == "stream"
 
 
 # --------------------------------------------------------------------------- derived scopes
@@ -562,7 +564,9 @@ def test_local_without_a_detected_open_mpi_stops_naming_it(tmp_path, monkeypatch
     why), Spack did not report the mpicc on PATH, or there is none to install."""
     import dataclasses
 
-    from ocibench import machine, shapes, spack_config
+    from ocibench import shapes
+    from ocibench.node import machine
+    from ocibench.spack import scopes as spack_config
 
     gcc = {"spec": "gcc@13.3.0 languages:=c,c++,fortran", "prefix": "/usr",
            "extra_attributes": {"compilers": {"c": "/usr/bin/gcc", "cxx": "/usr/bin/g++",
@@ -590,7 +594,7 @@ def test_local_without_a_detected_open_mpi_stops_naming_it(tmp_path, monkeypatch
 def test_a_cached_detection_keeps_what_spack_dropped(tmp_path) -> None:
     """machine.json keeps Spack's reasons for what it dropped beside the externals, and
     a file written before (externals only) still loads."""
-    from ocibench import machine
+    from ocibench.node import machine
 
     gcc = [{"spec": "gcc@13.3.0", "prefix": "/usr"}]
     (tmp_path / machine.MACHINE_FILE).write_text(json.dumps(

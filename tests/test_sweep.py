@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from ocibench import judge, paths, references, shapes
+from ocibench import paths, shapes
+from ocibench.figures import judge, references
 from ocibench.metrics import Action, NodeVerdict
 from ocibench.sweep import actions, output, plan, verdicts
 from ocibench.sweep import run as sweeping

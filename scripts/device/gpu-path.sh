@@ -98,7 +98,7 @@ start() {
   # make-carry.sh kept outside it), before any wheel of it is installed.
   [[ -f $SRC/.carry/bundle.sha256 ]] || { echo "gpu-path: no .carry/bundle.sha256: run make-carry.sh"; return 1; }
   export OCIBENCH_BUNDLE_SHA256; OCIBENCH_BUNDLE_SHA256=$(cat "$SRC/.carry/bundle.sha256")
-  PYTHONPATH=$REPO/src python3 -m ocibench.bundle_verify "$BUNDLE" \
+  PYTHONPATH=$REPO/src python3 -m ocibench.spack.bundle_verify "$BUNDLE" \
     || { echo "gpu-path: the bundle's halves do not join (stash .carry-big first)"; return 1; }
   # The image's Python is externally managed (PEP 668): the tools go into a directory of
   # their own on PYTHONPATH (common_env), and setup finds them present.
@@ -272,7 +272,8 @@ pe_list() {  # the cores of an H-D or D-H run ($1), in rank order, as the checks
   python3 - "$1" <<'EOF'
 import sys
 from checks.base import host_device_cores
-from ocibench import reframe_site, shapes
+from ocibench import shapes
+from ocibench.reframe import site as reframe_site
 cores, why = host_device_cores(reframe_site.partition_extras(shapes.load("local"), nodes=1),
                                sys.argv[1], "same-numa")
 sys.exit(why) if cores is None else print(",".join(map(str, cores)))
@@ -462,7 +463,7 @@ pipeline() {
     # (nvbandwidth at its default buffer size: checks/nvbandwidth.py says why).
     module load nvbandwidth && nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
       device_to_device_memcpy_read_ce device_to_device_memcpy_write_ce | tee "$RES/copy-ceiling.txt"
-    python3 -m ocibench.pageable_copy --size $((256 * 2**20)) | tee -a "$RES/copy-ceiling.txt"
+    python3 -m ocibench.node.pageable_copy --size $((256 * 2**20)) | tee -a "$RES/copy-ceiling.txt"
   ) >"$LOGS/07-sanity.log" 2>&1
 
   step transports

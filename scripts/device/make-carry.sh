@@ -38,7 +38,7 @@ OCIBENCH_BUNDLE_PIP_ARGS="--only-binary=:all: --python-version 3.12 --implementa
 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any" \
   bash scripts/bundle.sh "$@"
-# The bundle's trust anchor, beside it and outside it (src/ocibench/bundle_verify.py): its
+# The bundle's trust anchor, beside it and outside it (src/ocibench/spack/bundle_verify.py): its
 # unchecked= (Open MPI, UCX) installs without checksums only from an authenticated list.
 sha256sum .carry/bundle/SHA256SUMS | cut -d' ' -f1 >.carry/bundle.sha256
 

@@ -6,7 +6,7 @@
 RESULTS_DIR holds reframe-N/ (ours: ``reframe -c checks/ -r -t gpu`` through the module
 tree; its JSON run report names each test case and its output directory) and hand-N/
 (the seeds' command lines against the hand-built OMB and nccl-tests, one file per run).
-Every output is judged by ocibench.outputs.parse, the parser of the checks and of
+Every output is judged by ocibench.figures.outputs.parse, the parser of the checks and of
 ``ocibench evaluate``, so both sets are read the same way.
 
 Prints a table (median over rounds, ours / hand-built, fraction of the link's limit)
@@ -21,7 +21,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from ocibench import outputs
+from ocibench.figures import outputs
 from ocibench.report.load import case_variables
 
 #: Link limits, GB/s each way: NVLink 4 (18 links x 25 GB/s) between the H200s, PCIe
@@ -187,7 +187,7 @@ def summarize(results: Path) -> dict:
                 if row[f"{who}_median"]:
                     row[f"{who}_fraction"] = row[f"{who}_median"] / limit
         rows.append(row)
-    # the node's copy ceilings (nvbandwidth, ocibench.pageable_copy: gpu-path.sh), which
+    # the node's copy ceilings (nvbandwidth, ocibench.node.pageable_copy: gpu-path.sh), which
     # the MPI figures are held against besides the links' limits
     ceiling = results / "copy-ceiling.txt"
     copies = ceiling.read_text().splitlines() if ceiling.is_file() else []

@@ -98,3 +98,48 @@ def present(value: object) -> bool:
     if isinstance(value, int):
         return value > 0
     return isinstance(value, dict) and bool(value)
+
+
+# --------------------------------------------------------------------------- what preflight found
+# Preflight (ocibench.node.preflight) writes these states per item; the figures layer reads
+# a ``preflight --json`` report through the functions below, so judging a figure never
+# imports the node layer.
+
+#: An item's state on a node against its shape.
+PRESENT, ABSENT, UNEXPECTED, UNKNOWN = "present", "absent", "unexpected", "unknown"
+
+#: The transport ``ucx_info -d`` lists when the capability works on this node (the names
+#: of src/uct/*/ in openucx/ucx); ucx_proto reads protocol tables with the same names.
+UCX_TRANSPORT_FOR = {"gdrdrv": "gdr_copy", "xpmem": "xpmem", "cma": "cma",
+                     "gpus": "cuda_copy", "rdma": "rc_verbs"}
+
+
+def lacking(report: dict[str, Any]) -> set[str]:
+    """The capabilities (ocibench.capabilities names) a ``preflight --json`` report found
+    absent or not as the shape says: what a missed figure's ``requires`` is read against."""
+    return set(reported_absent(report))
+
+
+def reported_absent(report: dict[str, Any]) -> dict[str, str]:
+    """:func:`lacking`, each with what preflight found: {"gdrdrv": "absent: no
+    /dev/gdrdrv (kernel module not loaded)"}, as a missed figure's reason names it.
+    An item preflight could not read (unknown) is not absent: it is left out."""
+    return _capability_items(report, (ABSENT, UNEXPECTED))
+
+
+def reported_present(report: dict[str, Any]) -> dict[str, str]:
+    """The capabilities a ``preflight --json`` report found present, each with what it
+    found: {"gdrdrv": "present: /dev/gdrdrv exists; gdrcopy_sanity passed"}."""
+    return _capability_items(report, (PRESENT,))
+
+
+def reported_unknown(report: dict[str, Any]) -> dict[str, str]:
+    """The capabilities a ``preflight --json`` report could not tell, with why."""
+    return _capability_items(report, (UNKNOWN,))
+
+
+def _capability_items(report: dict[str, Any], statuses: tuple[str, ...]) -> dict[str, str]:
+    return {str(item["name"]): f"{item.get('status')}: {item.get('detail') or 'no detail'}"
+            for item in report.get("items") or []
+            if isinstance(item, dict) and item.get("name") in CAPABILITIES
+            and item.get("status") in statuses}

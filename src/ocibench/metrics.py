@@ -2,7 +2,7 @@
 
 Every module that names a metric, converts a unit to GB/s or speaks a verdict imports
 it from here: the shape files' validation, the output parsers, the judgement
-(:mod:`ocibench.judge`), the ReFrame checks, ``ocibench evaluate`` and the report.
+(:mod:`ocibench.figures.judge`), the ReFrame checks, ``ocibench evaluate`` and the report.
 """
 
 from __future__ import annotations

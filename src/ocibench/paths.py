@@ -13,6 +13,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE_DIR = REPO_ROOT / "site"
 CHECKS_DIR = REPO_ROOT / "checks"
+#: The Lmod module naming of every shape (Spack's modules.yaml, at the environment root).
+MODULES_YAML = REPO_ROOT / "modules.yaml"
 
 
 def cache_dir() -> Path:
@@ -49,3 +51,13 @@ def module_root(shape: str) -> Path:
     """
     base = os.environ.get("OCIBENCH_MODULES_ROOT") or spack_root().parent / "modules"
     return Path(base) / shape
+
+
+def module_name(package: str) -> str:
+    """The module name users type for a Spack package (modules.yaml projections)."""
+    import yaml  # local: paths is imported by scripts that need no YAML
+
+    conf = yaml.safe_load(MODULES_YAML.read_text())
+    projections = conf["modules"]["default"]["lmod"].get("projections", {})
+    projection = projections.get(package, projections.get("all", "{name}/{version}"))
+    return projection.split("/")[0].replace("{name}", package)

@@ -1,5 +1,5 @@
 """Audit Lmod module trees: nobody but root and the caller may change what Lmod would
-load from them (ocibench.module_audit).
+load from them (ocibench.node.module_audit).
 
 Exit status: 0 every tree is safe; 1 a problem (each printed on one line naming its
 path: a file or directory writable by group or others, owned by another user than
@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from ocibench import module_audit, paths, shapes
+from ocibench import paths, shapes
+from ocibench.node import module_audit
 
 
 def register(parser: argparse.ArgumentParser) -> None:

@@ -19,11 +19,13 @@ import argparse
 import json
 import sys
 
-from ocibench import checkspec, judge, outputs, preflight, shapes
-from ocibench import evaluate as evaluation
-from ocibench.checkspec import ParamError
-from ocibench.judge import Row
+from ocibench import benchmarks, shapes
+from ocibench.benchmarks import ParamError
+from ocibench.figures import evaluate as evaluation
+from ocibench.figures import judge, outputs
+from ocibench.figures.judge import Row
 from ocibench.metrics import VERDICTS, RunVerdict
+from ocibench.node import preflight
 
 #: The exit status of each verdict (the module's docstring).
 EXIT_STATUS = {RunVerdict.PASS: 0, RunVerdict.RECORDED: 0, RunVerdict.FAIL: 1,
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not args.check or not args.file:
             raise ParamError("give CHECK and FILE (or --list)")
-        checkspec.spec(args.check)
+        benchmarks.spec(args.check)
         params = _settings(args.set)
         shape = _shape(args.shape)
         text = _read(args.file)

@@ -14,7 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from ocibench import preflight, shapes
+from ocibench import shapes
+from ocibench.node import preflight
 
 
 def register(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ocibench import paths
 
-#: Where ReFrame's run reports go (ocibench.reframe_site: $OCIBENCH_REPORT_DIR, else
+#: Where ReFrame's run reports go (ocibench.reframe.site: $OCIBENCH_REPORT_DIR, else
 #: <repo>/reports); the acceptance report goes beside them by default.
 REPORTS_DIR = Path(os.environ.get("OCIBENCH_REPORT_DIR") or paths.REPO_ROOT / "reports")
 

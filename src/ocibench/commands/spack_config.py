@@ -10,7 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ocibench import machine, paths, shapes, spack_config
+from ocibench import paths, shapes
+from ocibench.node import machine
+from ocibench.spack import scopes as spack_config
 
 PRINTABLE = {
     "modulepath": "the directory to `module use` for the shape (its tree's Core level)",

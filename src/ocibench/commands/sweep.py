@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ocibench import paths
 
-#: The sweep's ReFrame files go beside ReFrame's run reports (ocibench.reframe_site).
+#: The sweep's ReFrame files go beside ReFrame's run reports (ocibench.reframe.site).
 REPORTS_DIR = Path(os.environ.get("OCIBENCH_REPORT_DIR") or paths.REPO_ROOT / "reports")
 #: The record of the drains the sweep made (ocibench.sweep.state): --undrain's proof.
 STATE_FILE = REPORTS_DIR / "sweep" / "drained.json"

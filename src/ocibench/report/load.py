@@ -3,12 +3,12 @@
 A ReFrame test case is a benchmark result when it has the variable ``check_name``;
 other test cases (build fixtures, for instance) are left out.  Its measured values are
 its performance variables ``<metric>_<key>``; its parameters are the variables that
-:mod:`ocibench.checkspec` names for its check; its provenance is the
+:mod:`ocibench.benchmarks` names for its check; its provenance is the
 ``provenance.json`` the check kept (ReFrame copies ``keep_files`` to the output
 directory; the stage directory is left in place only when a test fails).
 
 Nothing an input says about a verdict is trusted: every measured value is judged again
-by :func:`ocibench.judge.judge` against the current shape files and policy.  Where the
+by :func:`ocibench.figures.judge.judge` against the current shape files and policy.  Where the
 input's own verdict (a row's ``verdict``, an evaluation's ``ok``, ReFrame's ``pass``)
 differs from that, the result keeps the re-judged one and says so in ``disagreements``.
 """
@@ -22,19 +22,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ocibench import (
-    checkspec,
-    jsonfile,
-    judge,
-    metrics,
-    outputs,
-    preflight,
-    references,
-    shapes,
-    ucx_proto,
-)
-from ocibench import evaluate as evaluation
+from ocibench import benchmarks, jsonfile, metrics, shapes
+from ocibench.figures import evaluate as evaluation
+from ocibench.figures import judge, outputs, references, ucx_proto
 from ocibench.metrics import RunVerdict
+from ocibench.node import preflight
 from ocibench.report.model import FAMILIES, Result, Row
 
 PROVENANCE_FILE = "provenance.json"
@@ -68,7 +60,7 @@ def load(paths: list[Path], provenance: Path | None = None) -> list[Result]:
         seen[digest] = path
         try:
             results += _results(path, _parse_json(raw, path), given)
-        except (shapes.ShapeError, checkspec.ParamError) as err:
+        except (shapes.ShapeError, benchmarks.ParamError) as err:
             raise InputError(f"{path}: {err}") from err
         except (KeyError, IndexError, TypeError, AttributeError) as err:
             raise InputError(f"{path}: malformed ({type(err).__name__}: {err})") from err
@@ -167,7 +159,7 @@ def _evaluation_result(path: Path, data: dict[str, Any],
                        provenance: dict[str, Any] | None) -> Result:
     check = _known_check(path, data["check"])
     shape = shape_of(data.get("shape") or shapes.LOCAL)
-    params = checkspec.resolve(check, dict(data.get("params") or {}))
+    params = benchmarks.resolve(check, dict(data.get("params") or {}))
     figures = references.matching(shape, check, params)
     # what the evaluation named causes from: the node's preflight, the output's tables
     facts = judge.Facts(
@@ -301,11 +293,11 @@ def _testcase_result(path: Path, case: dict[str, Any],
     provenance = _testcase_provenance(case)
     shape = shape_of(_testcase_shape(variables, provenance))
     perfvalues = case.get("perfvalues") or {}
-    given = {p.name: variables[p.name] for p in checkspec.spec(check).params
+    given = {p.name: variables[p.name] for p in benchmarks.spec(check).params
              if variables.get(p.name) not in (None, "", 0)}
     try:
-        params = checkspec.resolve(check, given)
-    except checkspec.ParamError as err:
+        params = benchmarks.resolve(check, given)
+    except benchmarks.ParamError as err:
         if perfvalues:
             raise InputError(f"{path}: {name}: {err}") from err
         params = given  # the case stopped before its parameters were complete
@@ -360,7 +352,7 @@ def _testcase_provenance(case: dict[str, Any]) -> dict[str, Any] | None:
 
 def _testcase_shape(variables: dict[str, Any], provenance: dict[str, Any] | None) -> str:
     """The check's ``shape`` variable, else the shape of the ReFrame system (its name
-    with '.' as '_', as ocibench.reframe_site names them), else the shape detected at
+    with '.' as '_', as ocibench.reframe.site names them), else the shape detected at
     run time, else local."""
     if variables.get("shape"):
         return str(variables["shape"])
@@ -399,7 +391,7 @@ def _provenance(raw: dict[str, Any] | None, **known: Any) -> dict[str, Any]:
 #: "pass": read as these, every one of their results would be "not passed".
 REFRAME_DATA_VERSIONS = ("4.0", "4.1", "4.2")
 
-#: Provenance fields that are text, and those that are lists of text (ocibench.provenance).
+#: Provenance fields that are text, and those that are lists of text (ocibench.node.provenance).
 _PROVENANCE_TEXT = ("shape", "hostname", "date", "mpi", "ucx", "nccl", "cuda", "driver")
 _PROVENANCE_LISTS = ("hosts", "modules")
 
@@ -489,7 +481,7 @@ def ucx_table(path: Path, where: str, table: Any) -> None:
 
 
 def evaluation_row(path: Path, where: str, row: Any) -> dict[str, Any]:
-    """A row of ``ocibench evaluate --json`` (ocibench.evaluate.Row.to_dict), checked."""
+    """A row of ``ocibench evaluate --json`` (ocibench.figures.evaluate.Row.to_dict), checked."""
     row = _mapping(path, where, row)
     for name in ("key", "metric", "measured", "unit", "verdict"):
         if name not in row:
@@ -511,7 +503,7 @@ def evaluation_row(path: Path, where: str, row: Any) -> dict[str, Any]:
 
 
 def check_provenance(path: Path, data: Any) -> dict[str, Any]:
-    """A provenance.json (ocibench.provenance) with every field of the right type."""
+    """A provenance.json (ocibench.node.provenance) with every field of the right type."""
     data = _mapping(path, "provenance", data)
     for name in _PROVENANCE_TEXT:
         _optional_text(path, name, data.get(name))

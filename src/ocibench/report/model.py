@@ -1,6 +1,6 @@
 """What the report is made of: one Result per benchmark run, one Row per figure.
 
-A Row is :class:`ocibench.judge.Row`, the one comparison model of the project; the
+A Row is :class:`ocibench.figures.judge.Row`, the one comparison model of the project; the
 report never keeps a verdict it did not compute itself (see :mod:`ocibench.report.load`).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ocibench import ceilings as node_ceilings
-from ocibench.judge import Row
+from ocibench.figures import ceilings as node_ceilings
+from ocibench.figures.judge import Row
 from ocibench.metrics import RUN_VERDICTS, VERDICTS, RunVerdict
 
 __all__ = ["FAMILIES", "VERDICTS", "Result", "Row", "size_text", "status_counts",
@@ -40,7 +40,7 @@ class Result:
     shape: str
     params: dict[str, Any]
     rows: list[Row]
-    #: PASS, FAIL, UNJUDGED or RECORDED, as ocibench.evaluate.run_verdict re-derives it.
+    #: PASS, FAIL, UNJUDGED or RECORDED, as ocibench.figures.evaluate.run_verdict re-derives it.
     verdict: RunVerdict
     reason: str | None
     origin: str                    # the input file, and the test case within it
@@ -50,7 +50,7 @@ class Result:
     #: Where the input's own verdict differs from the report's re-judgement.
     disagreements: list[str] = field(default_factory=list)
     skipped: bool = False          # ReFrame skipped the test case: nothing was run
-    #: The node's copy ceilings (MB/s by ocibench.outputs.NVBANDWIDTH_KEYS), from the
+    #: The node's copy ceilings (MB/s by ocibench.figures.outputs.NVBANDWIDTH_KEYS), from the
     #: nvbandwidth result of the same shape (and hosts, where both are known).
     ceilings: dict[str, float] = field(default_factory=dict)
     ceilings_from: str | None = None

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ocibench import metrics
-from ocibench.judge import Row
+from ocibench.figures.judge import Row
 from ocibench.metrics import Action
 
 #: Prefix of every Slurm reason this tool writes, for the people reading ``sinfo -R``.
@@ -59,7 +59,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
         (r"#wrong|Out of bounds values|NODE_FAIL|BOOT_FAIL|Xid", Action.DRAIN),
     ))
 
-#: Preflight items (ocibench.preflight) that are hardware; every other item (kernel
+#: Preflight items (ocibench.node.preflight) that are hardware; every other item (kernel
 #: modules, UCX, Open MPI, memlock) is software.
 HARDWARE_ITEMS = ("gpus", "nvlink", "pcie", "numa", "rdma")
 #: Capabilities (ocibench.capabilities) that are hardware; the others are software.

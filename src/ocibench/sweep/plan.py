@@ -1,7 +1,7 @@
 """Which nodes run which check, in waves: pure, and fast for thousands of nodes.
 
 A check case runs on 1, 2 or 4 nodes (its own ``nodes`` parameter, or the default of
-its ``ocibench.checkspec`` entry).  The plan gives every swept node:
+its ``ocibench.benchmarks`` entry).  The plan gives every swept node:
 
 * **every single-node case**, one job per node, all nodes in one wave;
 * **every 2-node case over a ring of pairs** (n0,n1), (n1,n2) ... (n[N-1],n0): each

@@ -1,7 +1,7 @@
 """The sweep's ReFrame runs: the check cases of the shape, then one run per step.
 
 * :func:`discover` runs ``reframe --dry-run`` over the selected checks: every case the
-  shape lists, its node count (the check's ``nodes``, else its ``ocibench.checkspec``
+  shape lists, its node count (the check's ``nodes``, else its ``ocibench.benchmarks``
   default) and the cases ReFrame skips (no Intel MPI, no RDMA device, ...), which the
   sweep then leaves out.
 * :func:`run_step` runs one case on every node group of one wave: ``-n /<hash>`` picks
@@ -12,7 +12,7 @@
   a node that does not start jobs.
 
 Results are read by the report's reader (:mod:`ocibench.report.load`), which judges
-every value with :func:`ocibench.judge.judge`.
+every value with :func:`ocibench.figures.judge.judge`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ocibench import checkspec, paths
+from ocibench import benchmarks, paths
 from ocibench.sweep import signals
 from ocibench.sweep.plan import NODE_SEPARATOR, Case, Group, Wave
 from ocibench.sweep.verdicts import JobResult
@@ -132,10 +132,10 @@ def case_nodes(case: dict[str, Any]) -> int:
     if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes >= 1:
         return nodes
     check = case.get("check_name")
-    if check in checkspec.CHECKS:
+    if check in benchmarks.CHECKS:
         try:
-            default = checkspec.spec(check).param("nodes").default
-        except checkspec.ParamError:
+            default = benchmarks.spec(check).param("nodes").default
+        except benchmarks.ParamError:
             default = None
         if default:
             return int(default)

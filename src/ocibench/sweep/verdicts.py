@@ -1,6 +1,6 @@
 """Per-node verdicts from the jobs of a sweep: pure.
 
-Every figure is judged by :func:`ocibench.judge.judge` (through the report's reader of
+Every figure is judged by :func:`ocibench.figures.judge.judge` (through the report's reader of
 ReFrame run reports); nothing here compares a value with a documented figure.  What this
 module adds is the cluster's view:
 
@@ -13,7 +13,7 @@ module adds is the cluster's view:
   K (:data:`OUTLIER_K`) scaled MADs on the worse side of the median (higher for a
   latency, lower for a rate: ``ocibench.metrics``) is an outlier, provided it is also
   worse than the median by at least :data:`MIN_MARGIN` of the margin
-  ``ocibench.policy`` allows around a figure (:func:`margin`).  The spread is at least
+  ``ocibench.figures.policy`` allows around a figure (:func:`margin`).  The spread is at least
   :data:`MIN_SPREAD` of the median; with fewer than :data:`MIN_SAMPLES` jobs there is
   no median to speak of and no outliers.
 * **Attribution.**  A single-node job's cell is its node's.  A ring pair's result
@@ -36,8 +36,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ocibench import metrics, policy
-from ocibench.judge import Row
+from ocibench import metrics
+from ocibench.figures import policy
+from ocibench.figures.judge import Row
 from ocibench.metrics import Action, NodeVerdict, Verdict
 from ocibench.sweep import actions
 from ocibench.sweep.plan import GROUPS, PAIRS, RETEST, SINGLE, Case, Group, Plan, neighbours
@@ -51,7 +52,7 @@ MIN_SPREAD = 0.01
 #: Fewer values than this give no outliers.
 MIN_SAMPLES = 5
 #: An outlier is also worse than the median by at least this fraction of the margin
-#: ocibench.policy would allow around a figure equal to the median (15 % or 0.10 us of
+#: ocibench.figures.policy would allow around a figure equal to the median (15 % or 0.10 us of
 #: a latency, 10 % of a rate): a difference that no documented figure would notice is
 #: no finding, however tight the cluster (0.23 against 0.20 us, printed at two
 #: decimals, was 4 robust deviations on 8 quiet nodes).

@@ -15,6 +15,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: STREAM's four kernels, as its report names them (stream.c's label[]): the value keys
+#: of a STREAM figure.
+STREAM_KERNELS = ("Copy", "Scale", "Add", "Triad")
+
+#: The names nccl-tests' values are keyed by (its out-of-place and in-place busbw).
+NCCL_COLUMNS = ("out_of_place", "in_place")
+#: A node's copy ceilings, the value keys of an nvbandwidth figure: nvbandwidth's
+#: memcpy CE testcases, and the pageable copies (ocibench.node.pageable_copy).
+NVBANDWIDTH_KEYS = ("host_to_device", "device_to_host", "device_to_device_read",
+                    "device_to_device_write", "pageable_host_to_device",
+                    "pageable_device_to_host")
+
 
 class ParamError(ValueError):
     """An unknown check, an unknown parameter or a bad parameter value; one line."""
@@ -129,7 +141,7 @@ class CheckSpec:
     #: Mbytes/sec column): a figure may document any of :attr:`metrics`.
     extra_metrics: tuple[str, ...] = ()
     #: The collective library whose log shows the path the traffic took ("nccl":
-    #: :mod:`ocibench.nccl_path`); None for MPI's own benchmarks (UCX's tables say it).
+    #: :mod:`ocibench.figures.nccl_path`); None for MPI's own benchmarks (UCX's tables say it).
     collective: str | None = None
 
     @property
@@ -238,10 +250,10 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               "latency",
               _perftest_params(8, (Param("iterations", "-n, exchanges", _positive_int,
                                          default=10000),))),
-    # This node's copy ceilings, keyed by name (ocibench.outputs.NVBANDWIDTH_CEILINGS),
+    # This node's copy ceilings, keyed by name (ocibench.figures.outputs.NVBANDWIDTH_CEILINGS),
     # in MB/s as OMB prints its bandwidths.
     CheckSpec("nvbandwidth", "nvbandwidth -t <copy-engine testcases> (its default buffer "
-              "size) and python3 -m ocibench.pageable_copy (GB/s of copies, read as MB/s)",
+              "size) and python3 -m ocibench.node.pageable_copy (GB/s of copies, read as MB/s)",
               "bandwidth",
               (_nodes(1, (1,)), _gpus_per_node(8))),
     CheckSpec("stream", "STREAM with OMP_NUM_THREADS=threads on a node in NPS nps mode",

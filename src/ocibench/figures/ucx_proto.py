@@ -5,7 +5,7 @@ With ``UCX_PROTO_INFO=y`` every process prints, the first time it selects protoc
 for an operation, one table per (endpoint configuration, operation, memory type):
 one row per message-size range with the protocol and the lanes it uses.  The GPU
 checks run with it, so a missed figure can say what the run did instead of what the
-figure needs (``ocibench.judge.Row.cause``).
+figure needs (``ocibench.figures.judge.Row.cause``).
 
 The format, as openucx/ucx writes it (src/ucp/proto/proto_debug.c,
 ``ucp_proto_select_elem_info``; each line through ``ucs_log_print_compact`` of
@@ -29,7 +29,7 @@ estimated (not measured) performance; the selection is the same.
 Lines of two processes interleave line by line in an mpirun output, and the tables
 interleave with the benchmark's own lines (OMB's header, then a table, then its row):
 tables are assembled per process (host and pid), and every other line is left to the
-benchmark's parser, which ignores these (``ocibench.outputs``).
+benchmark's parser, which ignores these (``ocibench.figures.outputs``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ocibench import preflight
+from ocibench import capabilities
 from ocibench.capabilities import CAPABILITIES
 
 #: ``[1795367862.612545] [vm:17630:0]   <text>``: UCS_LOG_COMPACT_FMT.
@@ -57,13 +57,13 @@ _HEADER_CELLS = {"Count", "Range", "Description", "Config"}
 
 #: The transports of UCX that show, when a row's lanes name them, that a node has a
 #: capability (ocibench.capabilities): the names ``ucx_info -d`` lists, as preflight
-#: reads them (preflight.UCX_TRANSPORT_FOR), plus cuda_ipc (CUDA IPC between the GPUs
+#: reads them (capabilities.UCX_TRANSPORT_FOR), plus cuda_ipc (CUDA IPC between the GPUs
 #: of a node: NVLink where the GPUs have it) and the RDMA transports (src/uct/ib:
 #: rc_verbs, rc_mlx5, dc_mlx5, ud_verbs, ud_mlx5), which GPUDirect RDMA
 #: (nvidia_peermem) needs for GPU memory.
 _RDMA = ("rc_", "dc_", "ud_")
 TRANSPORTS: dict[str, tuple[str, ...]] = {
-    **{name: (tl,) for name, tl in preflight.UCX_TRANSPORT_FOR.items()
+    **{name: (tl,) for name, tl in capabilities.UCX_TRANSPORT_FOR.items()
        if name in CAPABILITIES and name != "rdma"},
     "nvlink": ("cuda_ipc",),
     "rdma": _RDMA,

@@ -8,12 +8,12 @@ module configuration and the ReFrame configuration are all derived from these
 files; nothing else states a hardware fact.
 
 The ``local`` shape file holds only software defaults: its hardware is read
-from the machine itself (see :mod:`ocibench.probe`).
+from the machine itself (see :mod:`ocibench.shapes.probe`).
 
 Fields: ``site/shapes/schema.json`` states every field, its type and its allowed
 values (editors complete from it), and docs/shapes.md explains them.  A file is
 valid when it passes that schema and the rules across fields of
-:mod:`ocibench.shape_rules` (a figure's params, value keys and limit against its
+:mod:`ocibench.shapes.rules` (a figure's params, value keys and limit against its
 check and the shape); ``ocibench shape --check`` runs both on every file.  A
 broken file fails with one line naming the file, the figure and the field, and
 stops only what uses that shape.
@@ -34,8 +34,8 @@ from typing import Any
 
 import yaml
 
-from ocibench import shape_rules
 from ocibench.paths import SITE_DIR
+from ocibench.shapes import rules as shape_rules
 
 #: The shape used on any machine that is not a documented OCI shape.
 LOCAL = "local"
@@ -57,7 +57,7 @@ SHAPES_DIR_ENV = "OCIBENCH_SHAPES_DIR"
 #: The NUMA-nodes-per-socket settings an AMD EPYC BIOS offers (cpu.nps_modes).
 NPS_SETTINGS = (0, 1, 2, 4)
 
-#: The schedulers ocibench.reframe_site builds partitions for (scheduler:).
+#: The schedulers ocibench.reframe.site builds partitions for (scheduler:).
 SCHEDULERS = ("slurm", "none")
 
 
@@ -226,7 +226,7 @@ def load_file(path: Path) -> Shape:
     """Load and validate the shape file at ``path``; its stem is the shape's name.
 
     Every fault is a ShapeError whose one line names the file, the figure and the
-    field (:mod:`ocibench.shape_rules`).
+    field (:mod:`ocibench.shapes.rules`).
     """
     path = Path(path)
     name = path.stem
@@ -293,7 +293,7 @@ def _expanded_size(value: Any, sizes: dict[int, int], open_: set[int]) -> int:
 
 
 def _probe_local(data: dict[str, Any], where: str, unknown: list[str]) -> dict[str, Any]:
-    from ocibench import probe  # local import: probing runs commands
+    from ocibench.shapes import probe  # local import: probing runs commands
 
     try:
         return probe.complete_local(data, unknown)

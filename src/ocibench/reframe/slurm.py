@@ -16,9 +16,9 @@ final state and exit code, as ``sacct`` would have given them:
   its run phase with a JobError that says so, e.g. ``Slurm ended job 12: TIMEOUT
   (Reason=TimeLimit, TimeLimit=00:01:00)``, instead of a bare "exit code 143".
 
-A partition selects it with ``scheduler: ocibench-squeue``; :mod:`ocibench.reframe_site`
+A partition selects it with ``scheduler: ocibench-squeue``; :mod:`ocibench.reframe.site`
 does so for shapes whose ``cluster.accounting`` is false.  Importing this module
-registers it (``site/reframe_config.py`` imports ocibench.reframe_site, which imports
+registers it (``site/reframe_config.py`` imports ocibench.reframe.site, which imports
 it).
 """
 

@@ -1,7 +1,7 @@
 """The one check of an air-gapped bundle, before set-up uses any of it.
 
 scripts/setup.sh (and scripts/install.sh, which reads `unchecked=`) run
-``python3 -m ocibench.bundle_verify <bundle>`` before pip, apt/dnf or Spack touch
+``python3 -m ocibench.spack.bundle_verify <bundle>`` before pip, apt/dnf or Spack touch
 anything.  It refuses, one line per finding naming the file:
 
 * anything in the bundle that ``SHA256SUMS`` does not list (a wheel in wheels/, a .deb in
@@ -300,7 +300,7 @@ def verify(root: Path, sha256: str = "", signer: str = "") -> Result:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python3 -m ocibench.bundle_verify",
+        prog="python3 -m ocibench.spack.bundle_verify",
         description="check a bundle of scripts/bundle.sh before set-up uses it "
                     f"(trust anchors: ${ENV_SHA256}, ${ENV_SIGNER})")
     parser.add_argument("bundle", type=Path)

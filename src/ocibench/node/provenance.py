@@ -1,7 +1,7 @@
 """Where a result came from: shape, host, date, Spack specs, and the versions of
 MPI, UCX, NCCL, CUDA and the GPU driver that a benchmark ran with.
 
-``python3 -m ocibench.provenance`` prints :func:`collect` as JSON; the ReFrame
+``python3 -m ocibench.node.provenance`` prints :func:`collect` as JSON; the ReFrame
 checks run it before the benchmark and keep its output as ``provenance.json``.
 Every field that cannot be found is ``null``: collecting never raises.
 """
@@ -97,7 +97,7 @@ def _module_of(name: str | None, modules: list[str]) -> str | None:
     package's module name from modules.yaml (osu-micro-benchmarks -> omb)."""
     if not name:
         return None
-    from ocibench.spack_config import module_name  # local: only needed with modules loaded
+    from ocibench.paths import module_name  # only needed with modules loaded
 
     wanted = {name.lower(), module_name(name).lower()}
     return next((m for m in modules if m.split("/")[0].lower() in wanted), None)

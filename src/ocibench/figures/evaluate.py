@@ -1,8 +1,8 @@
 """Judge one benchmark output offline: sanity first, then every measured value with
-:func:`ocibench.judge.judge` (plausibility, the documented figure, OCI's floor).
+:func:`ocibench.figures.judge.judge` (plausibility, the documented figure, OCI's floor).
 
-The same parsers (:mod:`ocibench.outputs`), figures (:mod:`ocibench.references`) and
-judgement (:mod:`ocibench.judge`) serve the live ReFrame checks and the report, so a
+The same parsers (:mod:`ocibench.figures.outputs`), figures (:mod:`ocibench.figures.references`) and
+judgement (:mod:`ocibench.figures.judge`) serve the live ReFrame checks and the report, so a
 hand-run output and a ReFrame run of the same command get the same verdict.
 """
 
@@ -12,9 +12,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ocibench import checkspec, judge, nccl_path, outputs, references, shapes, ucx_proto
-from ocibench.checkspec import CHECKS  # noqa: F401  (the registry, re-exported here)
-from ocibench.judge import Row
+from ocibench import benchmarks, shapes
+from ocibench.benchmarks import CHECKS  # noqa: F401  (the registry, re-exported here)
+from ocibench.figures import judge, nccl_path, outputs, references, ucx_proto
+from ocibench.figures.judge import Row
 from ocibench.metrics import RunVerdict, Verdict
 
 
@@ -36,7 +37,7 @@ class Evaluation:
     #: Whether the shape documents any figure of this check (``local`` documents none:
     #: a sane output there is RECORDED, not UNJUDGED).
     documented: bool = True
-    #: The path NCCL's traffic took (:func:`ocibench.nccl_path.Path.describe`), for the
+    #: The path NCCL's traffic took (:func:`ocibench.figures.nccl_path.Path.describe`), for the
     #: checks whose library logs it; None for the others.
     path: str | None = None
     #: Why that path makes the run broken whatever its numbers (a fallback to a socket
@@ -122,7 +123,7 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     ``lacking``: capabilities the node is known to lack (``ocibench preflight``: name ->
     what it found), named in the reason of a figure that requires them, as are the
     protocols UCX printed in ``text`` (``UCX_PROTO_INFO=y``)."""
-    resolved = checkspec.resolve(check, params)
+    resolved = benchmarks.resolve(check, params)
     shape = shape if isinstance(shape, shapes.Shape) else shapes.load(shape)
     figures = references.matching(shape, check, resolved)
     notes = _notes(shape, check, resolved, figures)
@@ -131,7 +132,7 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
                         tables=tuple(ucx_proto.parse(text)))
     documented = documents(shape, check)
     path = path_fault = None
-    if checkspec.CHECKS[check].collective == "nccl":
+    if benchmarks.CHECKS[check].collective == "nccl":
         # The path is judged even where the numbers cannot be: a socket between two
         # GPUs of one host is a broken node whatever was documented for the sizes.
         found = nccl_path.parse(text)
@@ -180,7 +181,7 @@ def _notes(shape: shapes.Shape, check: str, params: dict[str, Any],
     if not documented:
         return (f"{shape.name} documents no {check} figure: values are recorded "
                 "without a reference",)
-    if checkspec.CHECKS[check].sizes_in_variant:
+    if benchmarks.CHECKS[check].sizes_in_variant:
         ranges = sorted({_size_range(check, f["params"]) for f in documented})
         if _size_range(check, params) not in ranges:
             return (f"{shape.name} documents {check} only over the sizes "
@@ -192,5 +193,5 @@ def _notes(shape: shapes.Shape, check: str, params: dict[str, Any],
 
 
 def _size_range(check: str, params: Mapping[str, Any]) -> str:
-    sizes = checkspec.figure_sizes(check, params)
+    sizes = benchmarks.figure_sizes(check, params)
     return f"{sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)"

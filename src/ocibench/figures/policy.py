@@ -1,6 +1,6 @@
 """The tolerance policy: how far a measurement may fall from its documented figure.
 
-Stated once here; :mod:`ocibench.judge` applies it for the offline evaluator, the
+Stated once here; :mod:`ocibench.figures.judge` applies it for the offline evaluator, the
 ReFrame references and the report.
 
 * Bandwidth (OMB, IMB, STREAM MB/s; nccl-tests busbw GB/s) passes at >= 0.90 x the

@@ -34,11 +34,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ocibench import capabilities, jsonfile, probe, shapes
-from ocibench.capabilities import CAPABILITIES
-from ocibench.probe import Ran
-
-PRESENT, ABSENT, UNEXPECTED, UNKNOWN = "present", "absent", "unexpected", "unknown"
+from ocibench import capabilities, jsonfile, shapes
+from ocibench.capabilities import (
+    ABSENT,
+    PRESENT,
+    UCX_TRANSPORT_FOR,
+    UNEXPECTED,
+    UNKNOWN,
+)
+from ocibench.shapes import probe
+from ocibench.shapes.probe import Ran
 
 #: The most a probed file may hold: every file read here is a line or a short table
 #: (/proc/self/status is about 1.5 KB).  A larger one is not what the probe expects.
@@ -60,9 +65,6 @@ CAP_SYS_PTRACE = 19
 #: ``uct_cuda_MODULES`` in ``ucx_info -b``; src/uct/*/configure.m4 of openucx/ucx).
 UCX_MODULE_FOR = {"gdrdrv": "gdrcopy", "xpmem": "xpmem", "cma": "cma", "rdma": "ib",
                   "gpus": "cuda"}
-#: The transport ``ucx_info -d`` lists when the module works on this node.
-UCX_TRANSPORT_FOR = {"gdrdrv": "gdr_copy", "xpmem": "xpmem", "cma": "cma",
-                     "gpus": "cuda_copy", "rdma": "rc_verbs"}
 
 
 @dataclass
@@ -132,7 +134,7 @@ def expectations(shape: shapes.Shape) -> Expectations:
 
 def run(args: list[str], timeout: float | None = None) -> Ran:
     """A probed tool's outcome, bounded in time (default :data:`TIMEOUT_S`) and output
-    (ocibench.probe.run_tool)."""
+    (ocibench.shapes.probe.run_tool)."""
     return probe.run_tool(args, TIMEOUT_S if timeout is None else timeout)
 
 
@@ -798,34 +800,3 @@ def read_report(path: Path | str) -> dict[str, Any]:
         raise jsonfile.JsonFileError(f"{path}: not an `ocibench preflight --json` report "
                                      "(no 'items' list)")
     return data
-
-
-def lacking(report: dict[str, Any]) -> set[str]:
-    """The capabilities (ocibench.capabilities names) a ``preflight --json`` report found
-    absent or not as the shape says: what a missed figure's ``requires`` is read against."""
-    return set(absent(report))
-
-
-def absent(report: dict[str, Any]) -> dict[str, str]:
-    """:func:`lacking`, each with what preflight found: {"gdrdrv": "absent: no
-    /dev/gdrdrv (kernel module not loaded)"}, as a missed figure's reason names it.
-    An item preflight could not read (unknown) is not absent: it is left out."""
-    return _capability_items(report, (ABSENT, UNEXPECTED))
-
-
-def present(report: dict[str, Any]) -> dict[str, str]:
-    """The capabilities a ``preflight --json`` report found present, each with what it
-    found: {"gdrdrv": "present: /dev/gdrdrv exists; gdrcopy_sanity passed"}."""
-    return _capability_items(report, (PRESENT,))
-
-
-def unknown(report: dict[str, Any]) -> dict[str, str]:
-    """The capabilities a ``preflight --json`` report could not tell, with why."""
-    return _capability_items(report, (UNKNOWN,))
-
-
-def _capability_items(report: dict[str, Any], statuses: tuple[str, ...]) -> dict[str, str]:
-    return {str(item["name"]): f"{item.get('status')}: {item.get('detail') or 'no detail'}"
-            for item in report.get("items") or []
-            if isinstance(item, dict) and item.get("name") in CAPABILITIES
-            and item.get("status") in statuses}

@@ -10,9 +10,9 @@ allocation, written before the first copy), through the CUDA driver API in
 ``libcuda.so.1`` (the driver's, so no toolkit is needed), after warm-up copies, timed
 with the wall clock around each copy.  GB/s are 10^9 bytes per second, nvbandwidth's.
 
-    python3 -m ocibench.pageable_copy [--size BYTES] [--copies N] [--h2d-gpu G] [--d2h-gpu G]
+    python3 -m ocibench.node.pageable_copy [--size BYTES] [--copies N] [--h2d-gpu G] [--d2h-gpu G]
 
-prints one line per direction, which ``ocibench.outputs`` reads::
+prints one line per direction, which ``ocibench.figures.outputs`` reads::
 
     pageable host_to_device GPU 1: 8.21 GB/s (268435456 bytes, median of 20 copies)
     pageable device_to_host GPU 0: 16.40 GB/s (268435456 bytes, median of 20 copies)
@@ -88,7 +88,7 @@ def measure(gpu: int, to_device: bool, size: int = SIZE, copies: int = COPIES) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m ocibench.pageable_copy",
+    parser = argparse.ArgumentParser(prog="python3 -m ocibench.node.pageable_copy",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=SIZE, help="bytes per copy")
     parser.add_argument("--copies", type=int, default=COPIES, help="timed copies")

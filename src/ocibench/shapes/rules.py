@@ -4,11 +4,11 @@
 editors read it too (docs/shapes.md).  What a schema cannot say is checked here,
 against the one registry of each concept:
 
-* a figure's ``check`` is a check of :mod:`ocibench.checkspec`, its ``metric`` one
+* a figure's ``check`` is a check of :mod:`ocibench.benchmarks`, its ``metric`` one
   that check gives, its ``params`` parameters of that check with allowed values
   (each parameter's own converter and choices), its ``values`` and ``floor.values``
   keys the message sizes the check prints for those params (or the STREAM kernels,
-  or nccl-tests' columns, :mod:`ocibench.outputs`);
+  or nccl-tests' columns, :mod:`ocibench.figures.outputs`);
 * ``limit`` names a key of ``links`` (or ``memory``) and bounds a rate;
 * ``requires`` names capabilities of :mod:`ocibench.capabilities`;
 * every core sits in exactly one NUMA node, every GPU on a NUMA node that exists;
@@ -30,7 +30,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
-from ocibench import capabilities, checkspec, metrics, outputs
+from ocibench import benchmarks, capabilities, metrics
 from ocibench.paths import SITE_DIR
 
 #: The schema ships beside the shipped shape files (editors find it there); shape
@@ -308,9 +308,9 @@ def _capability_problems(data: dict[str, Any]) -> Iterator[str]:
 
 def _figure_problems(figure: dict[str, Any], data: dict[str, Any]) -> Iterator[str]:
     check = figure["check"]
-    spec = checkspec.CHECKS.get(check)
+    spec = benchmarks.CHECKS.get(check)
     if spec is None:
-        yield f"check: unknown check {check!r} (known: {', '.join(checkspec.CHECKS)})"
+        yield f"check: unknown check {check!r} (known: {', '.join(benchmarks.CHECKS)})"
         return
     metric, unit = figure["metric"], figure["unit"]
     if metric not in spec.metrics:
@@ -338,7 +338,7 @@ def _figure_problems(figure: dict[str, Any], data: dict[str, Any]) -> Iterator[s
                        f"(known: {', '.join(capabilities.CAPABILITIES)})")
 
 
-def _param_problems(check: str, spec: checkspec.CheckSpec,
+def _param_problems(check: str, spec: benchmarks.CheckSpec,
                     given: dict[str, Any]) -> Iterator[str]:
     """Each parameter by its own converter and choices; returns the resolved params."""
     known = [p.name for p in spec.params]
@@ -358,37 +358,37 @@ def _param_problems(check: str, spec: checkspec.CheckSpec,
             yield f"params.{name}: {raw!r} is not one of {allowed} ({check})"
             return None
         if str(value) != str(raw):
-            # Figures match runs by text (ocibench.references.matching): '01' never would.
+            # Figures match runs by text (ocibench.figures.references.matching): '01' never would.
             yield f"params.{name}: write {value!r}, not {raw!r}"
             bad = True
     if bad:
         return None
     try:
-        return checkspec.resolve(check, given)  # rules across parameters (placement, ranges)
-    except checkspec.ParamError as err:
+        return benchmarks.resolve(check, given)  # rules across parameters (placement, ranges)
+    except benchmarks.ParamError as err:
         yield f"params: {err}"
         return None
 
 
-def _keys(check: str, spec: checkspec.CheckSpec, params: dict[str, Any]) -> set[str] | str:
+def _keys(check: str, spec: benchmarks.CheckSpec, params: dict[str, Any]) -> set[str] | str:
     """The value keys this check prints for these params, or a problem."""
     if check == "stream":
-        return set(outputs.STREAM_KERNELS)
+        return set(benchmarks.STREAM_KERNELS)
     if check == "nvbandwidth":
-        return set(outputs.NVBANDWIDTH_KEYS)
-    sizes = checkspec.expected_sizes(check, params)
+        return set(benchmarks.NVBANDWIDTH_KEYS)
+    sizes = benchmarks.expected_sizes(check, params)
     if spec.sizes_in_variant:
         # The size range is the figure's own (its begin/end/...): the columns at its last
         # size, and the average over its sizes when there are several.
-        return set(outputs.NCCL_COLUMNS) | ({"avg"} if len(sizes) > 1 else set())
+        return set(benchmarks.NCCL_COLUMNS) | ({"avg"} if len(sizes) > 1 else set())
     return {str(s) for s in sizes}
 
 
-def _what_keys(check: str, spec: checkspec.CheckSpec, keys: set[str]) -> str:
+def _what_keys(check: str, spec: benchmarks.CheckSpec, keys: set[str]) -> str:
     if check == "stream":
-        return f"a STREAM kernel ({', '.join(outputs.STREAM_KERNELS)})"
+        return f"a STREAM kernel ({', '.join(benchmarks.STREAM_KERNELS)})"
     if check == "nvbandwidth":
-        return f"an nvbandwidth ceiling ({', '.join(outputs.NVBANDWIDTH_KEYS)})"
+        return f"an nvbandwidth ceiling ({', '.join(benchmarks.NVBANDWIDTH_KEYS)})"
     if spec.sizes_in_variant:
         return f"a {check} column ({', '.join(sorted(keys))})"
     sizes = sorted(int(k) for k in keys)

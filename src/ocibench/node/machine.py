@@ -3,9 +3,9 @@
 Machine-described shapes (``local`` and any shape file that lists no compilers) take
 their compilers and externals from here: ``spack compiler find`` / ``spack external
 find`` run once at set-up time, cached in the generated layer (``MACHINE_FILE``).
-ocibench.spack_config derives and renders the Spack scope from the result; this
-module only looks at the machine.  ocibench.probe describes the hardware (CPU, NUMA,
-GPUs) and ocibench.preflight compares a node with its shape.
+ocibench.spack.scopes derives and renders the Spack scope from the result; this
+module only looks at the machine.  ocibench.shapes.probe describes the hardware (CPU, NUMA,
+GPUs) and ocibench.node.preflight compares a node with its shape.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _spack_env() -> dict[str, str]:
 
 def detect_machine(out_dir: Path, refresh: bool = False) -> Machine:
     """Run Spack's compiler/external detection once, caching the result in out_dir
-    (the generated Spack layer's directory: ocibench.spack_config.GENERATED_DIR)."""
+    (the generated Spack layer's directory: ocibench.spack.scopes.GENERATED_DIR)."""
     cache = out_dir / MACHINE_FILE
     if cache.is_file() and not refresh:
         cached = json.loads(cache.read_text())
@@ -85,7 +85,7 @@ def detect_machine(out_dir: Path, refresh: bool = False) -> Machine:
         raise MachineError(
             f"machine-described shapes need Spack's detection, and there is no Spack at "
             f"{paths.spack_root()}: run `make setup`")
-    script = Path(__file__).with_name("spack_scripts") / "detect.py"
+    script = Path(__file__).parents[1] / "spack" / "scripts" / "detect.py"
     done = subprocess.run(
         [str(exe), "python", str(script), *DETECT_COMPILERS, *DETECT_EXTERNALS],
         capture_output=True, text=True, env=_spack_env(), check=False)
@@ -218,7 +218,7 @@ def has_device(name: str, root: Path = Path("/")) -> bool:
     """Whether this node has /dev/<name> (a loaded kernel module's device node).
 
     ``root`` is the filesystem root the probe reads (``/`` on a node; a fake tree in
-    the tests), as in ocibench.preflight."""
+    the tests), as in ocibench.node.preflight."""
     return (root / "dev" / name).exists()
 
 

@@ -11,7 +11,7 @@ A value is judged in three steps, each stated once here:
    above the physical limit of the link or memory that bounds it, by more than
    :data:`LIMIT_MARGIN`; any rate above :data:`ABSURD_GBS`, on a shape that knows no
    limit (``local``).
-2. **Tolerance** (:mod:`ocibench.policy`): against the documented figure, pass within
+2. **Tolerance** (:mod:`ocibench.figures.policy`): against the documented figure, pass within
    the bound, fail outside it, "suspicious" when far better than documented.
 3. **Floor**: OCI's own acceptance floor for the figure, where the shape file gives one
    (``floor:``, with its own source).  A value under the floor fails whatever the
@@ -25,7 +25,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ocibench import capabilities, metrics, policy, preflight, references, shapes, ucx_proto
+from ocibench import capabilities, metrics, shapes
+from ocibench.figures import policy, references, ucx_proto
 from ocibench.metrics import Verdict
 
 #: A rate may exceed the nominal rate of the link or memory that bounds it by this much
@@ -214,7 +215,7 @@ class Facts:
     shape says; ``present``: the same for each it found present.  A capability in
     neither is unknown to preflight (or preflight did not run).
     ``tables``: the run's UCX protocol tables (``UCX_PROTO_INFO=y``,
-    :mod:`ocibench.ucx_proto`).  ``memories`` and ``nodes``: the run's buffers as
+    :mod:`ocibench.figures.ucx_proto`).  ``memories`` and ``nodes``: the run's buffers as
     UCX's memory types (host, cuda) and its node count, which say which rows of the
     tables the figure's messages took (:meth:`for_run`)."""
 
@@ -236,7 +237,8 @@ class Facts:
     @classmethod
     def from_preflight(cls, report: Mapping[str, Any]) -> Facts:
         """What a ``preflight --json`` report found, present and absent."""
-        return cls(absent=preflight.absent(dict(report)), present=preflight.present(dict(report)))
+        return cls(absent=capabilities.reported_absent(dict(report)),
+                   present=capabilities.reported_present(dict(report)))
 
     def for_run(self, check: str, params: Mapping[str, Any]) -> Facts:
         """These facts with the run's buffers and nodes: the point-to-point checks'

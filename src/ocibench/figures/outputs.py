@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Union
 
-from ocibench import checkspec, metrics
+from ocibench import benchmarks, metrics
 
 # Union, not "|": a module-level alias is evaluated at import, and Python 3.9 has no "|".
 Values = dict[Union[int, str], float]
@@ -177,12 +177,12 @@ def output_lines(text: str) -> list[str]:
 def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
     """Parse ``text``, the output of one run of ``check`` with ``params``.
 
-    ``params`` are the run's parameters (see :mod:`ocibench.checkspec`); unset ones take
+    ``params`` are the run's parameters (see :mod:`ocibench.benchmarks`); unset ones take
     the seeds' defaults.  Raises SanityError for a bad output (its subclass Unjudged
-    for one that could not be read to a verdict) and checkspec.ParamError for bad
+    for one that could not be read to a verdict) and benchmarks.ParamError for bad
     parameters.
     """
-    params = checkspec.resolve(check, params)
+    params = benchmarks.resolve(check, params)
     if check == "nccl_all_reduce_perf" and text.lstrip().startswith("{"):
         return _nccl_json(check, text, params)
     lines = output_lines(text)
@@ -337,10 +337,10 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         ranks = sum(1 for line in lines if line == "#Using NCCL")
         _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
     rows = [line.split() for line in body[header + 1:] if _ROW.match(line)]
-    sizes = checkspec.expected_sizes(check, params)
+    sizes = benchmarks.expected_sizes(check, params)
     _omb_cap(check, lines, rows, sizes, params)
     values = _size_table(check, rows, 1, sizes)
-    metric = checkspec.CHECKS[check].metric
+    metric = benchmarks.CHECKS[check].metric
     return Measurement(check, metric, UNITS[metric], values)
 
 
@@ -362,8 +362,7 @@ _NCCL_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)\s+(\S+)")
 _NCCL_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 #: Lines nccl-tests prints before its table, whatever its version.
 _NCCL_PREAMBLE = re.compile(r"^#\s*(?:nThread\s+\d+|Using devices|Collective test starting)")
-#: The names nccl-tests' values are keyed by (its out-of-place and in-place busbw).
-NCCL_COLUMNS = ("out_of_place", "in_place")
+NCCL_COLUMNS = benchmarks.NCCL_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -458,7 +457,7 @@ def _nccl_measurement(check: str, rows: list[_NcclRow], oob: tuple[str, str], av
                 raise SanityError(f"nccl-tests: #wrong is {value} at {row.size}")
     if oob != ("0", "OK"):
         raise SanityError(f"nccl-tests: out of bounds values: {oob[0]} {oob[1]}")
-    sizes = checkspec.expected_sizes(check, params)
+    sizes = benchmarks.expected_sizes(check, params)
     cycles: list[list[_NcclRow]] = []
     for row in rows:
         if not cycles or row.size <= cycles[-1][-1].size:
@@ -604,7 +603,7 @@ def _imb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         seen = ", ".join(str(n) for n in tables)
         raise SanityError(f"{check}: expected {expected} processes, saw {seen}")
     header, rows = tables[expected]
-    sizes = checkspec.expected_sizes(check, params)
+    sizes = benchmarks.expected_sizes(check, params)
     time_column = "t[usec]" if check == "imb_pingpong" else "t_avg[usec]"
     latency = _size_table(check, rows, _column(check, header, time_column), sizes)
     extra: dict[str, Values] = {}
@@ -650,7 +649,7 @@ def _column(check: str, header: list[str], name: str) -> int:
 
 # --- STREAM -----------------------------------------------------------------------
 
-STREAM_KERNELS = ("Copy", "Scale", "Add", "Triad")
+STREAM_KERNELS = benchmarks.STREAM_KERNELS
 _STREAM_THREADS = re.compile(r"^Number of Threads counted\s*=\s*(\d+)")
 #: 5.9 prints only the threads OpenMP was asked for.
 _STREAM_REQUESTED = re.compile(r"^Number of Threads requested\s*=\s*(\d+)")
@@ -734,7 +733,7 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
     best = [_perftest_run(check, run, params) for run in runs]
     pick = max if check == "ib_write_bw" else min   # best of the attempts, as OCI retries
     size = params["size"]
-    return Measurement(check, checkspec.CHECKS[check].metric,
+    return Measurement(check, benchmarks.CHECKS[check].metric,
                        "Gb/s" if check == "ib_write_bw" else "us", {size: pick(best)})
 
 
@@ -799,7 +798,7 @@ def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> float
 
 #: The key of each ceiling -> (nvbandwidth's testcase, the copy it reads): the
 #: testcases are NVIDIA/nvbandwidth's (v0.8 testcase.h); "pageable" is
-#: ocibench.pageable_copy, since nvbandwidth copies from pinned memory only.
+#: ocibench.node.pageable_copy, since nvbandwidth copies from pinned memory only.
 NVBANDWIDTH_CEILINGS = {
     "host_to_device": "host_to_device_memcpy_ce",
     "device_to_host": "device_to_host_memcpy_ce",
@@ -808,7 +807,8 @@ NVBANDWIDTH_CEILINGS = {
     "pageable_host_to_device": "pageable host_to_device",
     "pageable_device_to_host": "pageable device_to_host",
 }
-NVBANDWIDTH_KEYS = tuple(NVBANDWIDTH_CEILINGS)
+NVBANDWIDTH_KEYS = benchmarks.NVBANDWIDTH_KEYS
+assert tuple(NVBANDWIDTH_CEILINGS) == NVBANDWIDTH_KEYS
 #: The testcases a node with one GPU cannot run (nvbandwidth waives them).
 _PEER_KEYS = ("device_to_device_read", "device_to_device_write")
 #: "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)" (testcases_ce.cpp): the copy
@@ -906,7 +906,7 @@ def _pageable(check: str, lines: list[str], testcase: str, copy: tuple[int, int]
     failed = next((line for line in lines if line.startswith("pageable_copy: ")), None)
     raise SanityError(f"{check}: {failed}" if failed else
                       f"{check}: no '{testcase} GPU {gpu}: ... GB/s' line "
-                      "(python3 -m ocibench.pageable_copy)")
+                      "(python3 -m ocibench.node.pageable_copy)")
 
 
 _PARSERS = {

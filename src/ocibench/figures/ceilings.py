@@ -3,7 +3,7 @@
 The copy engines move data between two GPUs and between a GPU and host memory; an MPI
 benchmark over UCX cannot move it faster than they do.  ``checks/nvbandwidth.py``
 measures them on the node (NVIDIA's nvbandwidth, pinned memory) together with the rate
-of a copy from pageable host memory (ocibench.pageable_copy), which is what OMB's
+of a copy from pageable host memory (ocibench.node.pageable_copy), which is what OMB's
 host buffers get unless a single-copy path (XPMEM, CMA) or pinning helps.  The report
 shows each bounded figure as a fraction of them ("of this node's ceiling"), beside the
 fraction of the physical link that it already shows.
@@ -17,7 +17,7 @@ from typing import Any
 
 from ocibench import metrics
 
-#: (check, buffers, nodes) -> the ceilings (ocibench.outputs.NVBANDWIDTH_KEYS) that
+#: (check, buffers, nodes) -> the ceilings (ocibench.figures.outputs.NVBANDWIDTH_KEYS) that
 #: bound it, the one OMB's buffers get first.  Two GPUs of a node: UCX's cuda_ipc is a
 #: copy-engine copy between them (read or write, whichever the node does faster).
 BOUNDS: dict[tuple[str, str, int], tuple[str, ...]] = {

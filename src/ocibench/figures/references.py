@@ -6,7 +6,7 @@ instance - which no figure names).  Values compare as text, so ``nodes: 1`` in a
 file matches ``nodes=1`` typed on a command line or set by ReFrame.
 
 A figure gives a key a documented value (``values``), OCI's acceptance floor
-(``floor.values``), or both.  Judging a value against them is :mod:`ocibench.judge`.
+(``floor.values``), or both.  Judging a value against them is :mod:`ocibench.figures.judge`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ocibench import checkspec, shapes
+from ocibench import benchmarks, shapes
 
 Figure = dict[str, Any]
 
@@ -26,15 +26,15 @@ def _shape(shape: shapes.Shape | str) -> shapes.Shape:
 def matching(shape: shapes.Shape | str, check: str,
              params: Mapping[str, Any]) -> list[Figure]:
     """The shape's figures for this check whose params are a subset of the run's."""
-    spec = checkspec.spec(check)
-    run_sizes = checkspec.expected_sizes(check, params) if spec.sizes_in_variant else None
+    spec = benchmarks.spec(check)
+    run_sizes = benchmarks.expected_sizes(check, params) if spec.sizes_in_variant else None
     run = {name: str(value) for name, value in params.items()}
     return [
         figure for figure in _shape(shape).figures
         if figure["check"] == check
         and all(run.get(name) == str(value) for name, value in figure["params"].items())
         # values keyed by name hold for the figure's own size range only
-        and (run_sizes is None or checkspec.figure_sizes(check, figure["params"]) == run_sizes)
+        and (run_sizes is None or benchmarks.figure_sizes(check, figure["params"]) == run_sizes)
     ]
 
 

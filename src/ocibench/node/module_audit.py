@@ -42,8 +42,8 @@ And the audit itself cannot be fooled by a change during its walk: it walks from
 user controls is always reached, and reported, whatever that user does to it.
 
 ``ocibench audit-modules`` runs :func:`audit` on a shape's tree and every
-``MODULEPATH`` entry; every ReFrame job runs ``python3 -m ocibench.module_audit``
-before its first ``module use`` (:func:`ocibench.reframe_site.module_use_cmds`), so a
+``MODULEPATH`` entry; every ReFrame job runs ``python3 -m ocibench.node.module_audit``
+before its first ``module use`` (:func:`ocibench.reframe.site.module_use_cmds`), so a
 check whose tree is unsafe fails, naming the path, without loading anything from it.
 """
 

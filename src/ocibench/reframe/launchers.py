@@ -16,7 +16,7 @@ host file when the job spans more than one node, and ``env_vars`` as ``-x NAME=v
 inside one node gets a plain ``mpirun -n N``, as in the seeds' single-node runs.
 
 The host file is ``$OCIBENCH_HOSTFILE``, which the partition's ``prepare_cmds`` export
-(see :mod:`ocibench.reframe_site`): under Slurm it is written from the allocation
+(see :mod:`ocibench.reframe.site`): under Slurm it is written from the allocation
 (``scontrol show hostnames``), without a scheduler it is the file a site names.  If it
 is unset the job stops with a message that says so, before ``mpirun`` starts.
 

@@ -43,7 +43,7 @@ spack.config.CONFIG.push_scope(memory)
 # Spack drops a package whose detection timed out or raised with a debug message only:
 # kept here, so that `make setup` can say why a package it needs was not found.  (A
 # recipe that fails on one prefix is reported by a Python warning from Spack's worker
-# process, on stderr: ocibench.machine reads that.)
+# process, on stderr: ocibench.node.machine reads that.)
 skipped = {}
 _spack_debug = spack.llnl.util.tty.debug
 

@@ -23,7 +23,7 @@ Partitions
     allocation's hosts to a host file; with ``scheduler: none`` jobs run on the node
     ReFrame runs on, and ``multi`` reaches other nodes through the host file a site
     names (``cluster.hostfile`` or ``$OCIBENCH_HOSTFILE``), as the seeds do.  The
-    launcher is :mod:`ocibench.reframe_launchers` (the seeds' ``mpirun`` lines).
+    launcher is :mod:`ocibench.reframe.launchers` (the seeds' ``mpirun`` lines).
 
 Features (partition)
     ``cpu``; ``gpu``, ``cuda``, ``nccl`` when the shape has GPUs; ``rdma`` when its
@@ -45,7 +45,7 @@ Environments (features)
     ``perftest`` (+perftest; unavailable, with the reason, where the shape has no RDMA
     device or no perftest in its stack).  Each
     audits the shape's Lmod tree (:func:`ocibench.paths.module_root`) and
-    ``$MODULEPATH`` (:mod:`ocibench.module_audit`), ``module use``-s the tree and
+    ``$MODULEPATH`` (:mod:`ocibench.node.module_audit`), ``module use``-s the tree and
     loads the modules the tutorials load (``module load openmpi omb``; on GPU shapes
     ``cuda nccl`` first).  ``extras.mpi_version`` is the shape's
     ``software.stack.openmpi`` (``any`` when it names no version).  An environment
@@ -61,7 +61,7 @@ Optional shape fields read here (all under ``cluster:``; absent on most shapes):
       access: [--account=x]  # more sbatch options
       hostfile: ~/hostlist.txt   # scheduler none: the seeds' host list
       accounting: false      # Slurm without slurmdbd: squeue + scontrol, not sacct
-                             # (ocibench.reframe_slurm)
+                             # (ocibench.reframe.slurm)
       cancel_reasons: [...]  # pending reasons (squeue %r up to its first comma) on
                              # which ReFrame cancels a job, besides ReqNodeNotAvail
 
@@ -82,8 +82,8 @@ from pathlib import Path
 from typing import Any
 
 from ocibench import paths, shapes
-from ocibench.reframe_launchers import HOSTFILE_VAR, INTELMPI, OPENMPI
-from ocibench.reframe_slurm import SQUEUE
+from ocibench.reframe.launchers import HOSTFILE_VAR, INTELMPI, OPENMPI
+from ocibench.reframe.slurm import SQUEUE
 
 #: Environment variable: where the perflogs go (default: <repo>/perflogs).
 PERFLOG_ENV = "OCIBENCH_PERFLOG_DIR"
@@ -118,7 +118,7 @@ ENVIRONMENTS = {
     "nvbandwidth": (["nvbandwidth"], None, "nvbandwidth", True),
 }
 
-#: The size parameters of nccl-tests (ocibench.checkspec), as a shape's figures give them.
+#: The size parameters of nccl-tests (ocibench.benchmarks), as a shape's figures give them.
 NCCL_SIZE_PARAMS = ("begin", "end", "factor", "step")
 
 
@@ -153,13 +153,13 @@ def module_dirs(shape: str) -> list[Path]:
 def module_use_cmds(root: Path, dirs: list[Path]) -> list[str]:
     """The job's lines that put a tree on MODULEPATH: its audit first.
 
-    Before Lmod runs any modulefile, the audit (ocibench.module_audit) refuses the
+    Before Lmod runs any modulefile, the audit (ocibench.node.module_audit) refuses the
     tree and $MODULEPATH unless nobody but root and the job's user can change them;
     the job then stops here, printing "ocibench: unsafe module tree: <path>: ...", the
     check's reason.  Since nobody else can change what was audited, the loads that
     follow read what the audit judged: there is no window to race.
     """
-    audit = f"{shlex.quote(sys.executable)} -m ocibench.module_audit {shlex.quote(str(root))}"
+    audit = f"{shlex.quote(sys.executable)} -m ocibench.node.module_audit {shlex.quote(str(root))}"
     return [audit] + [f"module use {shlex.quote(str(d))}" for d in dirs]
 
 
