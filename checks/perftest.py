@@ -71,6 +71,8 @@ class PerftestCheck(OcibenchCheck):
 
     hca = parameter(list(range(max_hcas())))
     device = variable(str, value="")
+    #: One client and one server node, as oci-hpc's check pairs them.
+    nodes = variable(int, value=2)
     #: perftest options after -d DEVICE, as oci-hpc writes them.
     options: list[str] = []
 
@@ -89,15 +91,12 @@ class PerftestCheck(OcibenchCheck):
                      f"{extras.get('shape')} has {len(hcas)} cluster-network HCA(s) "
                      f"(network.hcas); none at index {self.hca}")
         self.device = hcas[self.hca]
-        self.need_nodes(2)
+        self.need_nodes(self.nodes)
         self.num_tasks, self.num_tasks_per_node = 2, 1
         self.job.launcher = getlauncher("local")()
         self.executable = "true"   # the pair script below is the run
         self.prerun_cmds = pair_script(self.check_name,
                                        self.options + ["-d", self.device, "-i", "1"])
-
-    def figure_params(self):
-        return {"nodes": 2}
 
     def run_params(self):
         return {**self.figure_params(), "device": self.device, "attempts": ATTEMPTS}
