@@ -1,6 +1,7 @@
 """OSU Micro-Benchmarks: the command lines of seeds 000 (CUDA/NCCL) and 002 (host).
 
     osu_latency / osu_bw            buffers H-H | D-D, nodes 1 | 2
+    osu_bibw                        buffers H-H in 1 | 2 nodes, D-D in one node
     osu_latency_host_device /       buffers H-D | D-H in one node, placement same-numa |
       osu_bw_host_device              same-socket | other-socket (figures: osu_latency, osu_bw)
     osu_alltoall                    one node, one rank per core
@@ -132,6 +133,22 @@ class osu_latency(_Pt2PtSameBuffers):
 class osu_bw(_Pt2PtSameBuffers):
     check_name = "osu_bw"
     descr = "OMB osu_bw, 256 MiB, two ranks (seed 000 sec 2-2/2-4, seed 002 sec 3-3)"
+
+
+@rfm.simple_test
+class osu_bibw(_Pt2PtSameBuffers):
+    """Both ranks send at once: its MB/s counts both directions (``directions: 2`` in
+    its registry entry, so its physical limit is twice the link's).  No seed runs it:
+    osu_bw's seed options; D-D only in one node (two GPUs over NVLink)."""
+
+    check_name = "osu_bibw"
+    descr = "OMB osu_bibw, 256 MiB, two ranks, both directions at once"
+
+    @run_after("init")
+    def _one_node_d_d(self):
+        # A variant left out here is not a test case at all (ReFrame's own filter).
+        if self.buffers == "D-D" and self.nodes > 1:
+            self.valid_systems = []
 
 
 @rfm.simple_test

@@ -6,18 +6,25 @@ families, the judge's UCX point-to-point checks, the ceilings' bounds, the check
 registry, and one scans the sources for a literal list of check names, so that a second,
 hand-written list fails here the day it reappears.  The schema's ``check`` enum is held
 equal to the registry by tests/test_shape_schema.py.
+
+And the proof that a benchmark is one entry and one check class: ``osu_bibw``, whose
+values count both directions (``directions: 2``): judged against twice the per-direction
+limit, never against the link alone.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ocibench import benchmarks, paths
+from ocibench import benchmarks, paths, shapes
 from ocibench.figures import ceilings, judge, outputs
+from ocibench.figures.evaluate import evaluate
+from ocibench.metrics import RunVerdict, Verdict
 from ocibench.report import model
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
@@ -103,6 +110,7 @@ def test_ceiling_bounds_are_the_registrys():
     derived = {(name, buffers, nodes): keys for name, spec in benchmarks.CHECKS.items()
                for (buffers, nodes), keys in spec.ceilings.items()}
     assert ceilings.BOUNDS == derived
+    assert ("osu_bibw", "D-D", 1) in ceilings.BOUNDS
 
 
 @pytest.mark.parametrize("name", list(benchmarks.CHECKS))
@@ -131,3 +139,96 @@ def test_a_bad_registry_entry_is_named_at_import():
     with pytest.raises(ValueError, match="osu_x: parser 'omg'"):
         benchmarks.CheckSpec("osu_x", spec.summary, spec.metric, spec.params,
                              family=spec.family, parser="omg")
+
+
+# --- osu_bibw: both directions at once --------------------------------------------------
+
+BIBW = """# OSU MPI-CUDA Bi-Directional Bandwidth Test v7.5
+# Datatype: MPI_CHAR.
+# Size      Bandwidth (MB/s)
+268435456            {value:.2f}
+"""
+D_D = {"buffers": "D-D", "nodes": 1}
+
+
+@pytest.fixture(scope="module")
+def gpu_with_bibw() -> shapes.Shape:
+    """BM.GPU4.8 (NVLink 3: 300 GB/s per direction) with a test figure for osu_bibw D-D
+    limited by nvlink_gbs, as a shape would document one (no seed does)."""
+    gpu = shapes.load("BM.GPU4.8")
+    data = copy.deepcopy(gpu.data)
+    data["figures"].append({
+        "id": "osu_bibw_d_d_test", "check": "osu_bibw", "params": dict(D_D),
+        "metric": "bandwidth", "unit": "MB/s", "source": {"doc": "a test figure"},
+        "values": {268435456: 560000.0}, "limit": "nvlink_gbs"})
+    return shapes.Shape(gpu.name, data, gpu.path)
+
+
+def test_a_healthy_bidirectional_run_near_twice_the_link_passes(gpu_with_bibw):
+    """570 GB/s both ways on a 300 GB/s-per-direction NVLink: 95 % of what both
+    directions carry, and 190 % of one: judged against the link alone, it would fail."""
+    result = evaluate("osu_bibw", BIBW.format(value=570000.0), gpu_with_bibw, D_D)
+    row = result.rows[0]
+    assert result.verdict is RunVerdict.PASS, result.reason
+    assert row.implausible is None and row.limit_gbs == 600
+    assert row.limit_fraction == pytest.approx(0.95)
+
+
+def test_a_bidirectional_run_above_twice_the_link_is_impossible(gpu_with_bibw):
+    result = evaluate("osu_bibw", BIBW.format(value=660000.0), gpu_with_bibw, D_D)
+    row = result.rows[0]
+    assert result.verdict is RunVerdict.FAIL and row.verdict is Verdict.FAIL
+    assert "above the physical limit 600 GB/s of nvlink_gbs in both directions " \
+           "(2 x 300)" in row.implausible
+
+
+def test_the_same_value_as_one_direction_is_impossible(gpu_with_bibw):
+    """The trap the registry's ``directions`` closes: 570 GB/s in one direction."""
+    data = copy.deepcopy(gpu_with_bibw.data)
+    figure = next(f for f in data["figures"] if f["id"] == "osu_bw_d_d")
+    figure["values"] = {268435456: 560000.0}
+    shape = shapes.Shape(gpu_with_bibw.name, data, gpu_with_bibw.path)
+    text = BIBW.format(value=570000.0).replace("Bi-Directional Bandwidth", "Bandwidth")
+    result = evaluate("osu_bw", text, shape, D_D)
+    assert "above the physical limit 300 GB/s of nvlink_gbs" in (result.reason or "")
+
+
+def test_the_live_checks_reference_caps_at_twice_the_link(gpu_with_bibw):
+    reference = judge.reframe_reference(gpu_with_bibw, "osu_bibw", D_D, ["s:p"])["s:p"]
+    value, _, upper, unit = reference["bandwidth_268435456"]
+    assert (value, unit) == (560000.0, "MB/s")
+    assert value * (1 + upper) == pytest.approx(600_000 * judge.LIMIT_MARGIN)
+
+
+def test_a_bidirectional_value_is_a_fraction_of_twice_the_copy_ceiling():
+    """nvbandwidth measures one direction: 2 x 250 GB/s bounds osu_bibw's D-D."""
+    node = {"device_to_device_read": 250_000.0, "device_to_device_write": 200_000.0}
+    found = ceilings.of("osu_bibw", D_D, 450_000.0, "MB/s", node)
+    assert [(c.key, round(c.fraction, 3)) for c in found] == [
+        ("device_to_device_read", 0.9), ("device_to_device_write", 1.125)]
+    assert found[0].text() == "90.0 % of 2 x GPU->GPU read 250.0 GB/s"
+    one_way = ceilings.of("osu_bw", D_D, 225_000.0, "MB/s", node)
+    assert round(one_way[0].fraction, 3) == 0.9
+
+
+def test_local_records_an_osu_bibw_run():
+    result = evaluate("osu_bibw", BIBW.format(value=40000.0), "local", D_D)
+    assert result.verdict is RunVerdict.RECORDED, result.reason
+
+
+PT2PT_BW = [e for e in INDEX if e["check"] in ("osu_bw", "osu_bibw") and "figures" in e["expect"]]
+
+
+@pytest.mark.parametrize("entry", PT2PT_BW, ids=[e["file"] for e in PT2PT_BW])
+def test_published_bandwidths_are_never_read_as_the_other_direction_count(entry):
+    """A published osu_bibw output read as osu_bw (or the other way) is left unjudged:
+    the bidirectional figure would otherwise pass as twice a one-way rate."""
+    other = "osu_bw" if entry["check"] == "osu_bibw" else "osu_bibw"
+    text = (CORPUS / entry["file"]).read_bytes().decode()
+    result = evaluate(other, text, "local", entry.get("params") or {})
+    assert result.verdict is RunVerdict.UNJUDGED, (entry["file"], result.verdict)
+    assert f"not {other} output" in result.reason
+
+
+def test_osu_bibw_has_published_outputs():
+    assert len([e for e in INDEX if e["check"] == "osu_bibw"]) >= 3

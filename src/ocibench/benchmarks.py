@@ -326,6 +326,12 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
     _omb_pt2pt("osu_latency", "latency", "# OSU MPI Latency Test", "1:1", _OMB_LATENCY_OPTS),
     _omb_pt2pt("osu_bw", "bandwidth", "# OSU MPI Bandwidth Test", "268435456:268435456",
                _OMB_BW_OPTS, ceilings=_COPY_CEILINGS),
+    # Both ranks send a window of messages to each other at once (OMB's
+    # c/mpi/pt2pt/standard/osu_bibw.c): its MB/s counts both directions.  No seed runs
+    # it, so no shape documents a figure; the check runs osu_bw's seed options (H-H on 1
+    # and 2 nodes, D-D in one node: checks/osu.py), and a hand run of any buffers is read.
+    _omb_pt2pt("osu_bibw", "bandwidth", "# OSU MPI Bi-Directional Bandwidth Test",
+               "268435456:268435456", _OMB_BW_OPTS, directions=2, ceilings=_COPY_CEILINGS),
     CheckSpec("osu_alltoall", "OMB osu_alltoall -m 1:67108864", "latency",
               (_nodes(1), _ranks_per_node(36), _omb_sizes("1:67108864")),
               family=_OSU_COLLECTIVES, parser="omb",
