@@ -231,4 +231,4 @@ def test_published_bandwidths_are_never_read_as_the_other_direction_count(entry)
 
 
 def test_osu_bibw_has_published_outputs():
-    assert len([e for e in INDEX if e["check"] == "osu_bibw"]) >= 3
+    assert len([e for e in INDEX if e["check"] == "osu_bibw"]) >= 5

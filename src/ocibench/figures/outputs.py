@@ -334,6 +334,10 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     title = _omb_title(check, lines)
     _omb_buffers(check, title, lines, params)
     body = lines[lines.index(title) + 1:]
+    # A pasted session may run another benchmark after this one (EESSI's posts print
+    # osu_bibw, then osu_latency): this run's table ends at the next OMB title.
+    body = body[:next((i for i, line in enumerate(body) if line.startswith("# OSU ")),
+                      len(body))]
     header = next((i for i, line in enumerate(body) if line.startswith("# Size")), None)
     if header is None:
         raise SanityError(f"output truncated: missing the '# Size' header of {check}")
