@@ -209,9 +209,9 @@ class osu_allreduce(_Collective):
         self.ranks_per_node = cores
         self.num_tasks = self.nodes * cores
         self.num_tasks_per_node = cores
-        self.sizes = "4:268435456"
-        self.executable = "osu_allreduce"
-        self.executable_opts = ["-x", "10", "-i", "10", "-m", self.sizes]
+        self.executable, *options = benchmarks.spec(self.check_name).command
+        self.executable_opts = options
+        self.sizes = options[options.index("-m") + 1]
         device = self.ucx_device("mpi")
         if device:
             self.export("UCX_NET_DEVICES", device)

@@ -336,7 +336,9 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(1), _ranks_per_node(36), _omb_sizes("1:67108864")),
               family=_OSU_COLLECTIVES, parser="omb",
               title="# OSU MPI All-to-All Personalized Exchange Latency Test",
-              size_range="omb", command=("osu_alltoall", "-x", "10", "-i", "10")),
+              size_range="omb",
+              # its -m scales to the node's memory (checks/osu.py largest_size)
+              command=("osu_alltoall", "-x", "10", "-i", "10", "-m", "1:67108864")),
     CheckSpec("osu_allreduce", "OMB osu_allreduce -m 4:268435456", "latency",
               (_nodes(4), _ranks_per_node(36), _omb_sizes("4:268435456")),
               family=_OSU_COLLECTIVES, parser="omb", title="# OSU MPI Allreduce Latency Test",
@@ -380,6 +382,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                                              default=2),)),
               family=_PERFTEST_FAMILY, parser="perftest", title="RDMA_Write BW Test",
               size_range="single",
+              # oci-hpc's options; -d DEVICE -i PORT follow (checks/perftest.py)
               command=("ib_write_bw", "-F", "-q", "2", "-x", "3", "--report_gbits")),
     CheckSpec("ib_write_lat", "perftest ib_write_lat -F -x 3 -s 8 -n 10000 -d DEVICE (t_avg)",
               "latency",
