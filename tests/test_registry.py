@@ -170,7 +170,7 @@ def test_a_healthy_bidirectional_run_near_twice_the_link_passes(gpu_with_bibw):
     result = evaluate("osu_bibw", BIBW.format(value=570000.0), gpu_with_bibw, D_D)
     row = result.rows[0]
     assert result.verdict is RunVerdict.PASS, result.reason
-    assert row.implausible is None and row.limit_gbs == 600
+    assert row.implausible is None and (row.limit, row.limit_gbs) == ("2 x nvlink_gbs", 600)
     assert row.limit_fraction == pytest.approx(0.95)
 
 

@@ -60,8 +60,10 @@ class Row:
     floor: float | None = None      # OCI's acceptance floor, in ``unit``
     floor_source: str | None = None
     floor_verdict: Verdict | None = None
-    limit: str | None = None        # key of the shape's links, or "memory"
-    limit_gbs: float | None = None  # of both directions for a bidirectional check
+    #: The key of the shape's links, or "memory"; for a check whose values count both
+    #: directions "2 x nvlink_gbs", and limit_gbs is then twice the link's.
+    limit: str | None = None
+    limit_gbs: float | None = None
     limit_fraction: float | None = None   # measured / physical limit
     #: Why the value cannot be a measurement, when step 1 failed it.
     implausible: str | None = None
@@ -196,6 +198,16 @@ def physical_limit(shape: shapes.Shape, figure: Mapping[str, Any]) -> tuple[floa
     return (per_direction * directions,
             f"{per_direction * directions:g} GB/s of {limit} in both directions "
             f"({directions} x {per_direction:g})")
+
+
+def limit_label(figure: Mapping[str, Any]) -> str | None:
+    """How a row names its figure's limit: "nvlink_gbs", or "2 x nvlink_gbs" for a
+    check whose values count both directions."""
+    limit = figure.get("limit")
+    spec = benchmarks.CHECKS.get(str(figure.get("check")))
+    if limit is None or spec is None or spec.directions == 1:
+        return limit
+    return f"{spec.directions} x {limit}"
 
 
 def implausible(metric: str, key: int | str, measured: float | None, unit: str,
@@ -373,7 +385,7 @@ def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
         figure=figure["id"], tolerance=tolerance,
         floor=floor, floor_source=(figure.get("floor") or {}).get("source"),
         floor_verdict=floor_verdict,
-        limit=figure.get("limit"), limit_gbs=physical,
+        limit=limit_label(figure), limit_gbs=physical,
         limit_fraction=gbs / physical if gbs is not None and physical else None,
         implausible=why,
         requires=requires,
