@@ -131,6 +131,18 @@ def test_no_check_class_writes_its_own_figure_params():
     assert [where.split(":")[0] for where in found] == ["base.py"], found
 
 
+def test_every_registry_entry_has_a_check_class_and_every_class_an_entry():
+    """A benchmark is one entry and one class: neither without the other."""
+    classes = set()
+    for path in sorted((paths.REPO_ROOT / "checks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and any(isinstance(t, ast.Name) and t.id == "check_name"
+                            for t in node.targets)):
+                classes.add(node.value.value)
+    assert classes == set(benchmarks.CHECKS)
+
+
 def test_a_bad_registry_entry_is_named_at_import():
     spec = benchmarks.CHECKS["osu_bw"]
     with pytest.raises(ValueError, match="osu_x: directions is 1 or 2, not 4"):
