@@ -17,8 +17,8 @@ benchmark, so that adding one is one entry here and one check class in checks/
   :mod:`ocibench.figures.ceilings`);
 * the parameters a ReFrame check hands the judge (``figure_params`` in checks/base.py
   reads the check's attributes named by :meth:`CheckSpec.variant`);
-* the seed's command line (``command``; checks/osu.py runs it for the point-to-point
-  checks).
+* the seed's command line (``command``; checks/osu.py and checks/perftest.py run it
+  for the point-to-point checks, osu_allreduce and perftest).
 
 A check's parameters are of two kinds.  Some select the documented variant (buffers,
 nodes, placement, ranks_per_node, gpus_per_node, mpi, nps, threads) and are matched
