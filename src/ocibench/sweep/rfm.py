@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ocibench import benchmarks, paths
+from ocibench import benchmarks, metrics, paths
 from ocibench.sweep import signals
 from ocibench.sweep.plan import NODE_SEPARATOR, Case, Group, Wave
 from ocibench.sweep.verdicts import JobResult
@@ -204,6 +204,11 @@ def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[
         elif "check_name" in raw:
             result = _testcase_result(path, raw)   # judges every value (judge.judge)
             job.rows = list(result.rows)
+            job.params = dict(result.params)
+            # ReFrame's epoch seconds of the job's end; not checked by the reader
+            completed = raw.get("job_completion_time_unix")
+            job.time = float(completed) if metrics.is_number(completed) else None
+            job.image, job.driver = result.provenance["image"], result.provenance["driver"]
             job.never_started = never_started(raw)
             if not job.never_started and not result.ok:
                 job.failed = " ".join((result.reason or "failed").split())
