@@ -375,6 +375,18 @@ class History:
             'WHERE s.node = ? AND s."check" = ? AND s.variant = ? AND s.size = ? '
             "AND s.figure = ? AND r.time >= ? ORDER BY r.time", args)
 
+    def figure(self, check: str, variant: str, size: int | None, figure: str,
+               since: float | None = None) -> dict[str, list[Record]]:
+        """Every node's records of one figure (at or after ``since``), oldest first."""
+        found: dict[str, list[Record]] = {}
+        for record in self._records(
+                'WHERE s."check" = ? AND s.variant = ? AND s.size = ? AND s.figure = ? '
+                "AND r.time >= ? ORDER BY s.node, r.time",
+                (*_stored_key((check, variant, size, figure)),
+                 -math.inf if since is None else since)):
+            found.setdefault(record.node, []).append(record)
+        return found
+
     def cluster_median(self, check: str, variant: str, size: int | None, figure: str,
                        since: float | None = None) -> float | None:
         """The median over nodes of each node's newest value of the figure (at or after
