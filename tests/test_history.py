@@ -3,12 +3,15 @@ and ``ocibench history add`` writing to it, and ``ocibench history`` reading it.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from ocibench import paths
+from ocibench import cli, paths
 from ocibench.history import store
 from ocibench.history.store import History, HistoryError, Record
 from ocibench.metrics import NodeVerdict
@@ -16,6 +19,7 @@ from ocibench.sweep import plan
 from ocibench.sweep import run as sweeping
 from ocibench.sweep.plan import GROUPS, SINGLE
 from ocibench.sweep.verdicts import JobResult
+from test_report import reframe_report  # noqa: F401  (a fixture: a real ReFrame run)
 from test_sweep import (  # the sweep's own jobs and shape fixture
     GROUP_CASE,
     PAIR_CASE,
@@ -194,3 +198,109 @@ def test_a_group_failure_pinned_on_another_node_is_not_kept_for_its_members(
             [("osu_latency", 1.0)]
         assert sorted((r.check, r.value) for r in history.latest("node1")) == \
             [("osu_allreduce", 30.0), ("osu_latency", 1.0)]
+
+
+# --------------------------------------------------------------------------- the command
+
+def history_cli(*argv: str) -> tuple[int, str, str]:
+    """`ocibench history ...` in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli.main(["history", *argv])
+        except SystemExit as exit_:   # argparse's usage errors
+            status = exit_.code
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_history_add_of_a_real_reframe_run(reframe_report, tmp_path):  # noqa: F811
+    db = tmp_path / "h.sqlite"
+    status, out, err = history_cli("add", "--db", str(db), str(reframe_report))
+    assert status == 0, err
+    session = json.loads(reframe_report.read_text())["session_info"]["uuid"]
+    assert "5 added, 0 already kept" in out
+    # the same run again adds nothing
+    status, out, _ = history_cli("add", "--db", str(db), str(reframe_report))
+    assert status == 0 and "0 added, 5 already kept" in out
+    host = json.loads(reframe_report.read_text())["runs"][0]["testcases"][0]["job_nodelist"][0]
+    with History(db, readonly=True) as history:
+        assert history.nodes() == [host]
+        bw = [r for r in history.latest(host) if r.check == "osu_bw"]
+    # osu_bw as on BM.Optimized3.36 (test_report.TINY_CHECK): judged against the
+    # documented 12,254.16 MB/s, its floor the tolerance's lower bound
+    assert [(r.variant, r.size, r.figure, r.value, r.unit, r.verdict, r.documented,
+             r.session) for r in bw] == [("buffers=H-H nodes=2", 268435456, "bandwidth",
+                                          12000.0, "MB/s", "pass", 12254.16, session)]
+    assert bw[0].floor is not None and bw[0].floor < 12000.0
+    assert bw[0].image is not None and ", kernel " in bw[0].image   # from provenance.json
+
+
+def test_the_table_and_its_filters(tmp_path):
+    db = tmp_path / "h.sqlite"
+    day = 86400.0
+    with History(db) as history:
+        history.add([rec("gpu-1", 99.0, 10 * day, "s1"), rec("gpu-1", 97.0, 20 * day, "s2"),
+                     rec("gpu-2", 98.0, 20 * day, "s2"),
+                     rec("gpu-2", 4.0, 20 * day, "s2", check="stream", variant="threads=96",
+                         size=None, figure="Triad", unit="GB/s", documented=None, floor=None)])
+    status, out, err = history_cli("--db", str(db))
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:6] == ["node", "check", "variant", "size", "figure", "value"]
+    # each node's newest figures: gpu-1's 97 (not its older 99), gpu-2's two
+    assert [line.split()[:2] + [line.split()[-8]] for line in lines[1:]] == [
+        ["gpu-1", "osu_bw", "97.00"], ["gpu-2", "osu_bw", "98.00"],
+        ["gpu-2", "stream", "4.00"]]
+    status, out, _ = history_cli("--db", str(db), "--node", "gpu-1")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["gpu-1", "gpu-1"]
+    assert "99.00" in out and "97.00" in out
+    status, out, _ = history_cli("--db", str(db), "--node", "gpu-1", "--since", "1970-01-15")
+    assert "99.00" not in out and "97.00" in out
+    status, out, _ = history_cli("--db", str(db), "--check", "stream")
+    assert [line.split()[:2] for line in out.splitlines()[1:]] == [["gpu-2", "stream"]]
+
+
+def test_the_page_shows_each_figure_over_time(tmp_path):
+    db, page = tmp_path / "h.sqlite", tmp_path / "out" / "history.html"
+    with History(db) as history:
+        history.add([rec(f"gpu-{n}", 95.0 + n, t * 86400.0, f"s{t}", image="OL8 <b>")
+                     for n in range(3) for t in range(1, 5)])
+    status, out, err = history_cli("--db", str(db), "--node", "gpu-1", "--html", str(page))
+    assert status == 0, err
+    text = page.read_text()
+    assert "<h1>Figures over time: gpu-1</h1>" in text
+    assert "osu_bw buffers=D-D nodes=2 bandwidth 8 KiB" in text
+    assert text.count('src="data:image/png;base64,') == 1
+    assert "OL8 &lt;b&gt;" in text and "OL8 <b>" not in text   # escaped
+    assert "cluster&#39;s\nmedian per session" in text or "median per session" in text
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--node", "gpu-9"], "--node gpu-9: no such node in"),
+    (["--check", "osu_nope"], "--check osu_nope: unknown check"),
+    (["--since", "last tuesday"], "'last tuesday' is neither a date"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, words):
+    db = tmp_path / "h.sqlite"
+    with History(db) as history:
+        history.add([rec("gpu-1", 99.0, 10.0, "s1")])
+    status, out, err = history_cli("--db", str(db), *argv)
+    assert status == 2 and words in err, err
+    assert "Traceback" not in err and out == ""
+
+
+def test_an_unreadable_history_is_one_line_and_exit_2(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("x" * 4096)
+    for db, words in ((text, "not an ocibench history"),
+                      (tmp_path / "absent.sqlite", "no history there")):
+        status, _, err = history_cli("--db", str(db))
+        assert status == 2 and words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_history_add_of_a_bad_report_adds_nothing(tmp_path):
+    db, bad = tmp_path / "h.sqlite", tmp_path / "bad.json"
+    bad.write_text('{"session_info": {"data_version": "3.1"}, "runs": []}')
+    status, _, err = history_cli("add", "--db", str(db), str(bad))
+    assert status == 2 and "data_version '3.1'" in err and len(err.splitlines()) == 1, err
+    assert not db.exists()
