@@ -6,7 +6,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,8 +21,9 @@ from ocibench.metrics import NodeVerdict
 from ocibench.sweep import plan
 from ocibench.sweep import run as sweeping
 from ocibench.sweep.plan import GROUPS, SINGLE
+from ocibench.sweep.rfm import SESSION_EXTRA
 from ocibench.sweep.verdicts import JobResult
-from test_report import reframe_report  # noqa: F401  (a fixture: a real ReFrame run)
+from test_report import TINY_CHECK, reframe_report  # noqa: F401  (a fixture: a real run)
 from test_sweep import (  # the sweep's own jobs and shape fixture
     GROUP_CASE,
     PAIR_CASE,
@@ -304,3 +308,27 @@ def test_history_add_of_a_bad_report_adds_nothing(tmp_path):
     status, _, err = history_cli("add", "--db", str(db), str(bad))
     assert status == 2 and "data_version '3.1'" in err and len(err.splitlines()) == 1, err
     assert not db.exists()
+
+
+def test_a_sweeps_step_report_is_kept_under_the_sweeps_session(tmp_path):
+    """The sweep tags each ReFrame session with its own (--session-extras, as
+    ocibench.sweep.rfm.run_step does): adding a step's run report later keeps its
+    figures under the sweep's session, so the sweep's figures are not kept twice."""
+    exe = shutil.which("reframe")
+    if not exe:
+        pytest.skip("reframe is not installed (pip install 'ocibench[test]')")
+    (tmp_path / "tiny_osu.py").write_text(TINY_CHECK)
+    report = tmp_path / "step.json"
+    env = {**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")}
+    done = subprocess.run(
+        [exe, "-c", str(tmp_path / "tiny_osu.py"), "-n", "osu_bw", "-r", "--prefix",
+         str(tmp_path / "rfm"), "--report-file", str(report),
+         f"--session-extras={SESSION_EXTRA}=sweep-1234"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:]
+    db = tmp_path / "h.sqlite"
+    status, _, err = history_cli("add", "--db", str(db), str(report))
+    assert status == 0, err
+    with History(db, readonly=True) as history:
+        assert {r.session for n in history.nodes() for r in history.latest(n)} == \
+            {"sweep-1234"}
