@@ -3,6 +3,7 @@ and ``ocibench history add`` writing to it, and ``ocibench history`` reading it.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -332,3 +333,53 @@ def test_a_sweeps_step_report_is_kept_under_the_sweeps_session(tmp_path):
     with History(db, readonly=True) as history:
         assert {r.session for n in history.nodes() for r in history.latest(n)} == \
             {"sweep-1234"}
+
+
+def test_the_sweep_command_adds_its_nodes_and_names_a_history_it_cannot_write(
+        local, tmp_path, capsys):  # noqa: F811
+    from ocibench.commands import sweep as command
+
+    the_plan = plan.make_plan(names(5), [SINGLE_CASE])
+    result = sweeping.Sweep(the_plan)
+    result.jobs = [JobResult(SINGLE_CASE, (n,), SINGLE, rows=[latency_row(local, v, nodes=1)],
+                             params={"buffers": "H-H", "nodes": 1, "sizes": "1:1"})
+                   for n, v in zip(the_plan.nodes, [1.0, 1.01, 0.99, 1.0, 1.02])]
+    result.nodes = sweeping.judge_nodes(the_plan, result.jobs, 3.5, {})
+    args = argparse.Namespace(json=tmp_path / "sweep.json", html=None, drain=False,
+                              no_history=False, history=tmp_path / "h.sqlite")
+    assert command._report(args, result) == 0
+    assert f"history: 5 figure(s) of 5 node(s) added to {args.history}" in \
+        capsys.readouterr().err
+    with History(args.history, readonly=True) as history:
+        assert history.nodes() == names(5)
+    assert json.loads(args.json.read_text())["session"] == result.session
+    # a file that is no history: one line, exit 2, the JSON written all the same
+    args.history = tmp_path / "sweep.json"
+    args.json = tmp_path / "again.json"
+    assert command._report(args, result) == 2
+    err = capsys.readouterr().err
+    assert "ocibench sweep: history: " in err and "not an ocibench history" in err
+    assert args.json.is_file()
+
+
+def test_a_runs_rows_as_records():
+    from ocibench.figures.judge import Row
+    from ocibench.history import rows
+    from ocibench.metrics import Verdict
+
+    # nccl-tests' busbw column: the size its values are at (the run's largest, -e)
+    nccl = rows.records("gpu-1", "nccl_all_reduce_perf",
+                        {"nodes": 1, "gpus_per_node": 8, "begin": "8", "end": "1G",
+                         "factor": 2, "step": "1M"},
+                        [Row("busbw", "out_of_place", 480.0, "GB/s", Verdict.PASS,
+                             reference=482.0, lower=433.8, floor=450.0)],
+                        time=1.0, session="s")
+    assert [(r.variant, r.size, r.figure, r.floor) for r in nccl] == [
+        ("gpus_per_node=8 nodes=1", 2**30, "out_of_place", 450.0)]
+    # a latency's worst passing value is the lower of its ceiling and floor; a row the
+    # run never measured is not kept
+    lat = rows.records("gpu-1", "osu_latency", {"buffers": "H-H", "nodes": 2, "sizes": "1:8"},
+                       [Row("latency", 1, 2.0, "us", Verdict.PASS, upper=2.5, floor=3.0),
+                        Row("latency", 8, None, "us", Verdict.FAIL)], time=1.0, session="s")
+    assert [(r.variant, r.size, r.figure, r.floor) for r in lat] == [
+        ("buffers=H-H nodes=2", 1, "latency", 2.5)]
