@@ -57,9 +57,9 @@ class Options:
     start_timeout: int = START_TIMEOUT_S
     prefix: Path = Path("sweep")
     setvars: Sequence[str] = ()         # ReFrame's -S, for every run of the sweep
-    state: Path = Path("drained.json")  # the record of drains (sweep.state)
     #: the history's session of this sweep (ocibench.history.store)
     session: str = field(default_factory=lambda: f"sweep-{uuid.uuid4()}")
+    state: Path = Path("drained.json")  # the record of drains (sweep.state)
 
 
 @dataclass
