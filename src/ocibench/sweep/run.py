@@ -20,13 +20,15 @@ from __future__ import annotations
 import getpass
 import os
 import signal
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
-from ocibench.sweep import actions, plan, rfm, signals, slurm, state, verdicts
+from ocibench.sweep import actions, keep, plan, rfm, signals, slurm, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
 from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 
@@ -55,6 +57,8 @@ class Options:
     start_timeout: int = START_TIMEOUT_S
     prefix: Path = Path("sweep")
     setvars: Sequence[str] = ()         # ReFrame's -S, for every run of the sweep
+    #: the history's session of this sweep (ocibench.history.store)
+    session: str = field(default_factory=lambda: f"sweep-{uuid.uuid4()}")
     state: Path = Path("drained.json")  # the record of drains (sweep.state)
 
 
@@ -78,6 +82,11 @@ class Sweep:
     #: why the sweep stopped before its end (an error, a signal), or None
     stopped: str | None = None
     signum: int | None = None           # the signal that stopped it
+    #: the history's session of this sweep (ocibench.history.store), and when it began
+    session: str = field(default_factory=lambda: f"sweep-{uuid.uuid4()}")
+    started: float = field(default_factory=time.time)
+    #: every job it ran, re-tests included: what the history keeps (Sweep.keep)
+    jobs: list[JobResult] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -92,13 +101,19 @@ class Sweep:
             return EXIT_UNJUDGED
         return EXIT_PASS
 
+    def keep(self, path: Path) -> tuple[int, int]:
+        """Every node's figures into the history file ``path`` (ocibench.sweep.keep):
+        (records added, nodes)."""
+        return keep.keep(path, self.nodes, self.jobs, job_cells(self.jobs, self.outlier_k),
+                         self.session, self.started)
+
     def summary(self) -> dict[str, int]:
         return {str(v): sum(n.verdict is v for n in self.nodes.values()) for v in NODE_VERDICTS}
 
     def to_dict(self) -> dict[str, Any]:
         decision = self.drain
         return {
-            "version": 1, "partition": self.partition,
+            "version": 1, "partition": self.partition, "session": self.session,
             "outlier_k": self.outlier_k, "setvars": list(self.setvars),
             "stopped": self.stopped, "errors": list(self.errors),
             "plan": self.plan.to_dict(), "skipped": dict(self.skipped),
@@ -173,7 +188,7 @@ def sweep(options: Options, say: Callable[[str], None] = print) -> Sweep:
     cases, skipped = rfm.discover(options.names, options.excludes, options.prefix,
                                   options.partition, options.setvars)
     the_plan = plan.make_plan(nodes, cases, unreachable)
-    result = Sweep(the_plan, skipped, partition=options.partition,
+    result = Sweep(the_plan, skipped, partition=options.partition, session=options.session,
                    outlier_k=options.outlier_k, setvars=list(options.setvars))
     record = state.DrainRecord(options.state)
     try:
@@ -212,6 +227,7 @@ def _sweep(result: Sweep, options: Options, retaken: list[str],
                     resumed.append(node)
         jobs = _run_waves(the_plan, the_plan.waves, options, reservation, say, start=1)
         retest_jobs = _retests(the_plan, jobs, options, reservation, say, result)
+        result.jobs = jobs + retest_jobs
         result.nodes = judge_nodes(the_plan, jobs + retest_jobs, options.outlier_k,
                                    _never_started(jobs + retest_jobs, options))
         with signals.shielded():
@@ -238,7 +254,8 @@ def _run_waves(the_plan: Plan, waves: Sequence[plan.Wave], options: Options,
             say(f"step {number}: wave {index}/{len(waves)} ({wave.kind}), {case.name} on "
                 f"{len(wave.groups)} group(s)")
             jobs += rfm.run_step(number, wave, case, options.prefix, options.start_timeout,
-                                 options.partition, reservation, options.setvars)
+                                 options.partition, reservation, options.setvars,
+                                 options.session)
             number += 1
     return jobs
 
