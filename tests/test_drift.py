@@ -73,11 +73,13 @@ def test_too_short_a_history_has_no_baseline():
 
 
 def test_the_figure_mad_pools_nodes_at_their_own_levels():
-    # two nodes, one at 10, one at 1000, each +-1 %: the pooled MAD is 1 % scaled
-    low = [10.0 + (0.1 if i % 2 else -0.1) for i in range(20)] + [0.0, 0.0]
-    high = [1000.0 + (10.0 if i % 2 else -10.0) for i in range(20)] + [0.0, 0.0]
-    assert drift.figure_mad([low, high]) == pytest.approx(drift.MAD_SCALE * 0.01)
-    assert drift.figure_mad([low[:5]]) is None          # too short a baseline
+    # a flat node at 10 and one at 1000 +- 3 %: each value is taken around its own node's
+    # baseline, so the pool's deviations are 20 x 0 and 20 x 3 %: a MAD of 1.5 %
+    flat = [10.0] * 20 + [0.0, 0.0]
+    wide = [970.0, 1030.0] * 10 + [0.0, 0.0]
+    assert drift.figure_mad([flat]) == 0.0
+    assert drift.figure_mad([flat, wide]) == pytest.approx(drift.MAD_SCALE * 0.015)
+    assert drift.figure_mad([flat[:5]]) is None          # too short a baseline
 
 
 def test_offences_and_persistence_from_events():
