@@ -256,3 +256,43 @@ def test_the_sweep_never_drains_a_drifting_node_it_could_not_judge(tmp_path: Pat
         assert marked["node3"].action is Action.RERUN
         assert sweeping.drain_wanted(marked) == {}
         assert [k for _, k, _ in history.events("node3")] == ["flagged"]   # none added
+
+
+def test_the_sweep_keeps_its_figures_then_judges_drift_before_the_drains(tmp_path: Path,
+                                                                          local):  # noqa: F811
+    path = tmp_path / "h.sqlite"
+    with History(path) as history:   # 20 earlier sweeps: every pair at 41 us (+- 1 %)
+        for sweep in range(1, 21):
+            history.add([Record(node=n, check="osu_latency", variant="", size=1,
+                                figure="latency", unit="us", verdict="no reference",
+                                value=41.0 * (1 + 0.01 * ((i + sweep) % 3 - 1)),
+                                time=1000.0 * sweep, session=f"s{sweep}")
+                         for i, n in enumerate(names(8))])
+    # this sweep: node3's two pairs 20 % slower; outliers off, as on the loopback cluster
+    jobs = pair_jobs(local, [41.0, 49.2, 49.2, 41.0, 41.0, 41.0, 41.0, 41.0])
+    the_plan = plan.make_plan(names(8), [PAIR_CASE])
+    result = sweeping.Sweep(the_plan, jobs=jobs, outlier_k=1e6,
+                            nodes=sweeping.judge_nodes(the_plan, jobs, 1e6, {}))
+    assert result.nodes["node3"].verdict is NodeVerdict.PASS
+    sweeping._drift(result, path)
+    assert result.errors == [] and result.kept is not None
+    assert result.nodes["node3"].verdict is NodeVerdict.DRIFTING, result.nodes["node3"]
+    assert result.nodes["node3"].action is Action.RERUN
+    with History(path) as history:
+        assert [k for _, k, _ in history.events("node3")] == ["flagged"]
+    # what the sweep drains and returns becomes the node's events
+    result.drain = actions.DrainDecision(2, {"node3": "ocibench: x"}, None)
+    result.drained, result.undrained = ["node3"], ["node5"]
+    sweeping._keep_events(result, path)
+    with History(path) as history:
+        assert [(k, r) for _, k, r in history.events("node3")][1:] == \
+            [("drained", "ocibench: x")]
+        assert [k for _, k, _ in history.events("node5")] == ["resumed"]
+    # a history that is no history: an error of the sweep, and no drift
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database")
+    result = sweeping.Sweep(the_plan, jobs=jobs, outlier_k=1e6,
+                            nodes=sweeping.judge_nodes(the_plan, jobs, 1e6, {}))
+    sweeping._drift(result, bad)
+    assert len(result.errors) == 1 and "drift not judged" in result.errors[0]
+    assert result.nodes["node3"].verdict is NodeVerdict.PASS

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibench.history import drift
-from ocibench.history.store import History
+from ocibench.history.store import History, HistoryError
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
 from ocibench.sweep import actions, keep, plan, rfm, signals, slurm, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
@@ -61,6 +61,9 @@ class Options:
     prefix: Path = Path("sweep")
     setvars: Sequence[str] = ()         # ReFrame's -S, for every run of the sweep
     state: Path = Path("drained.json")  # the record of drains (sweep.state)
+    #: the history the sweep keeps its figures in before it decides the drains, and
+    #: judges drift on (mark_drift); None: neither
+    history: Path | None = None
 
 
 @dataclass
@@ -88,6 +91,8 @@ class Sweep:
     started: float = field(default_factory=time.time)
     #: every job it ran, re-tests included: what the history keeps (Sweep.keep)
     jobs: list[JobResult] = field(default_factory=list)
+    #: (records added, nodes) where the sweep kept its figures itself (Options.history)
+    kept: tuple[int, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -231,8 +236,12 @@ def _sweep(result: Sweep, options: Options, retaken: list[str],
         result.jobs = jobs + retest_jobs
         result.nodes = judge_nodes(the_plan, jobs + retest_jobs, options.outlier_k,
                                    _never_started(jobs + retest_jobs, options))
+        if options.history is not None:
+            _drift(result, options.history)
         with signals.shielded():
             _decide_drains(result, options, states, retaken, resumed, record)
+            if options.history is not None:
+                _keep_events(result, options.history)
     finally:
         with signals.shielded():
             _restore(result, resumed, states, reservation, record)
@@ -359,6 +368,34 @@ def mark_drift(nodes: dict[str, NodeResult], history: History, session: str,
     for node in found:
         history.add_event(node, "flagged", now, marked[node].reason, session)
     return marked
+
+
+def _drift(result: Sweep, path: Path) -> None:
+    """Keep the sweep's figures in the history at ``path``, then mark the nodes that
+    drift: before the drains are decided, so that a drift that persists is drained.  A
+    history that cannot be read or written is an error of the sweep, and no drift."""
+    try:
+        result.kept = result.keep(path)
+        with History(path) as history:
+            result.nodes = mark_drift(result.nodes, history, result.session, time.time())
+    except HistoryError as err:
+        result.errors.append(f"history: {err} (drift not judged)")
+
+
+def _keep_events(result: Sweep, path: Path) -> None:
+    """The sweep's drains and returns as the nodes' events in the history: a node
+    flagged, drained, returned and flagged again is a repeat offender (drift.offences)."""
+    decided = result.drain.nodes if result.drain else {}
+    try:
+        with History(path) as history:
+            for node in result.drained:
+                history.add_event(node, "drained", time.time(), decided.get(node, ""),
+                                  result.session)
+            for node in result.undrained:
+                history.add_event(node, "resumed", time.time(), "passed its re-test",
+                                  result.session)
+    except HistoryError as err:
+        result.errors.append(f"history: {err}")
 
 
 def drain_wanted(nodes: dict[str, NodeResult]) -> dict[str, str]:
