@@ -296,3 +296,25 @@ def test_the_sweep_keeps_its_figures_then_judges_drift_before_the_drains(tmp_pat
     sweeping._drift(result, bad)
     assert len(result.errors) == 1 and "drift not judged" in result.errors[0]
     assert result.nodes["node3"].verdict is NodeVerdict.PASS
+
+
+def test_the_latest_flag_is_the_last_sweeps_word(tmp_path: Path):
+    with History(tmp_path / "h.sqlite") as history:
+        fill(history, 22)
+        assert drift.latest_flag(history, "gpu-3") is None
+        history.add_event("gpu-3", "flagged", 22500.0, "drifting: x", "s22")
+        assert drift.latest_flag(history, "gpu-3") == (22500.0, "drifting: x")
+        history.add([rec(n, 23, wobble(n, 23)) for n in NODES])   # a sweep that found none
+        assert drift.latest_flag(history, "gpu-3") is None
+        history.add_event("gpu-3", "flagged", 23500.0, "drifting: y", "s23")
+        history.add_event("gpu-3", "drained", 23600.0, "ocibench: y", "s23")
+        assert drift.latest_flag(history, "gpu-3") is None
+
+
+def test_many_nodes_are_judged_as_each_alone(tmp_path: Path):
+    with History(tmp_path / "h.sqlite") as history:
+        fill(history, 22, {"gpu-3": (21, 0.93), "gpu-6": (21, 0.9)})
+        together = drift.drifting_nodes(history, NODES)
+        assert {n for n, d in together.items() if d} == {"gpu-3", "gpu-6"}
+        for node in NODES:
+            assert together[node] == drift.drifting(history, node), node

@@ -352,15 +352,11 @@ def mark_drift(nodes: dict[str, NodeResult], history: History, session: str,
     the history that already holds this sweep's figures, ``session``) drifting, and a
     "flagged" event kept for each: the drift persists where the node's newest event
     since its previous sweep is such a flag (verdicts.mark_drifting)."""
-    found: dict[str, list[drift.Drift]] = {}
+    passing = [node for node, result in nodes.items() if result.verdict is NodeVerdict.PASS]
+    found = {node: drifts for node, drifts in drift.drifting_nodes(
+        history, passing, now=now, session=session).items() if drifts}
     persisting = set()
-    for node, result in nodes.items():
-        if result.verdict is not NodeVerdict.PASS:
-            continue
-        drifts = drift.drifting(history, node, now=now, session=session)
-        if not drifts:
-            continue
-        found[node] = drifts
+    for node, drifts in found.items():
         events = history.events(node)
         if any(drift.flagged_since(events, d.previous) for d in drifts):
             persisting.add(node)
