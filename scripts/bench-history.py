@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import random
+import sqlite3
 import statistics
 import sys
 import time
@@ -116,19 +117,24 @@ def main() -> int:
         built = build(args.db, args.nodes, figs, args.days, rng)
     with History(args.db, readonly=True) as history:
         rows_before = history._db.execute("SELECT count(*) FROM results").fetchone()[0]
+        # new sessions after every one already there (a rerun with --reuse adds more)
+        first = history._db.execute("SELECT count(*) FROM sessions").fetchone()[0] + 1000
     inserts, reads, series_reads, latest_reads, medians = [], [], [], [], []
+    insert_cpu, read_cpu = [], []   # this process's CPU seconds: the share of a loaded machine
     for r in range(args.rounds):
-        records = sweep(args.nodes, figs, args.days + 1000 + r, rng)
+        records = sweep(args.nodes, figs, first + r, rng)
         with History(args.db) as history:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             added = history.add(records)
             inserts.append(time.perf_counter() - started)
+            insert_cpu.append(time.process_time() - cpu)
         assert added == len(records), added
         node = f"gpu-{rng.randrange(args.nodes):04d}"
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         with History(args.db, readonly=True) as history:
             found = history.history(node)
         reads.append(time.perf_counter() - started)
+        read_cpu.append(time.process_time() - cpu)
         check, variant, size, figure, _, _ = figs[r % len(figs)]
         started = time.perf_counter()
         with History(args.db, readonly=True) as history:
@@ -144,13 +150,16 @@ def main() -> int:
         medians.append(time.perf_counter() - started)
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), "
-                   f"Python {platform.python_version()}",
+                   f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}",
+        "load_average": os.getloadavg(),
         "nodes": args.nodes, "figures": args.figures, "days": args.days,
         "rows": rows_before, "build_s": built, "rounds": args.rounds,
         "insert_sweep_s": {"median": statistics.median(inserts), "min": min(inserts),
-                           "max": max(inserts), "rows": len(records)},
+                           "max": max(inserts), "cpu_median": statistics.median(insert_cpu),
+                           "rows": len(records)},
         "read_node_s": {"median": statistics.median(reads), "min": min(reads),
-                        "max": max(reads), "rows": len(found)},
+                        "max": max(reads), "cpu_median": statistics.median(read_cpu),
+                        "rows": len(found)},
         "read_series_s": {"median": statistics.median(series_reads), "rows": len(one)},
         "latest_node_s": {"median": statistics.median(latest_reads), "rows": len(newest)},
         "cluster_median_s": {"median": statistics.median(medians), "nodes": args.nodes},

@@ -3,10 +3,14 @@ and ``ocibench history add`` writing to it, and ``ocibench history`` reading it.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,8 +22,9 @@ from ocibench.metrics import NodeVerdict
 from ocibench.sweep import plan
 from ocibench.sweep import run as sweeping
 from ocibench.sweep.plan import GROUPS, SINGLE
+from ocibench.sweep.rfm import SESSION_EXTRA
 from ocibench.sweep.verdicts import JobResult
-from test_report import reframe_report  # noqa: F401  (a fixture: a real ReFrame run)
+from test_report import TINY_CHECK, reframe_report  # noqa: F401  (a fixture: a real run)
 from test_sweep import (  # the sweep's own jobs and shape fixture
     GROUP_CASE,
     PAIR_CASE,
@@ -304,3 +309,77 @@ def test_history_add_of_a_bad_report_adds_nothing(tmp_path):
     status, _, err = history_cli("add", "--db", str(db), str(bad))
     assert status == 2 and "data_version '3.1'" in err and len(err.splitlines()) == 1, err
     assert not db.exists()
+
+
+def test_a_sweeps_step_report_is_kept_under_the_sweeps_session(tmp_path):
+    """The sweep tags each ReFrame session with its own (--session-extras, as
+    ocibench.sweep.rfm.run_step does): adding a step's run report later keeps its
+    figures under the sweep's session, so the sweep's figures are not kept twice."""
+    exe = shutil.which("reframe")
+    if not exe:
+        pytest.skip("reframe is not installed (pip install 'ocibench[test]')")
+    (tmp_path / "tiny_osu.py").write_text(TINY_CHECK)
+    report = tmp_path / "step.json"
+    env = {**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")}
+    done = subprocess.run(
+        [exe, "-c", str(tmp_path / "tiny_osu.py"), "-n", "osu_bw", "-r", "--prefix",
+         str(tmp_path / "rfm"), "--report-file", str(report),
+         f"--session-extras={SESSION_EXTRA}=sweep-1234"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:]
+    db = tmp_path / "h.sqlite"
+    status, _, err = history_cli("add", "--db", str(db), str(report))
+    assert status == 0, err
+    with History(db, readonly=True) as history:
+        assert {r.session for n in history.nodes() for r in history.latest(n)} == \
+            {"sweep-1234"}
+
+
+def test_the_sweep_command_adds_its_nodes_and_names_a_history_it_cannot_write(
+        local, tmp_path, capsys):  # noqa: F811
+    from ocibench.commands import sweep as command
+
+    the_plan = plan.make_plan(names(5), [SINGLE_CASE])
+    result = sweeping.Sweep(the_plan)
+    result.jobs = [JobResult(SINGLE_CASE, (n,), SINGLE, rows=[latency_row(local, v, nodes=1)],
+                             params={"buffers": "H-H", "nodes": 1, "sizes": "1:1"})
+                   for n, v in zip(the_plan.nodes, [1.0, 1.01, 0.99, 1.0, 1.02])]
+    result.nodes = sweeping.judge_nodes(the_plan, result.jobs, 3.5, {})
+    args = argparse.Namespace(json=tmp_path / "sweep.json", html=None, drain=False,
+                              no_history=False, history=tmp_path / "h.sqlite")
+    assert command._report(args, result) == 0
+    assert f"history: 5 figure(s) of 5 node(s) added to {args.history}" in \
+        capsys.readouterr().err
+    with History(args.history, readonly=True) as history:
+        assert history.nodes() == names(5)
+    assert json.loads(args.json.read_text())["session"] == result.session
+    # a file that is no history: one line, exit 2, the JSON written all the same
+    args.history = tmp_path / "sweep.json"
+    args.json = tmp_path / "again.json"
+    assert command._report(args, result) == 2
+    err = capsys.readouterr().err
+    assert "ocibench sweep: history: " in err and "not an ocibench history" in err
+    assert args.json.is_file()
+
+
+def test_a_runs_rows_as_records():
+    from ocibench.figures.judge import Row
+    from ocibench.history import rows
+    from ocibench.metrics import Verdict
+
+    # nccl-tests' busbw column: the size its values are at (the run's largest, -e)
+    nccl = rows.records("gpu-1", "nccl_all_reduce_perf",
+                        {"nodes": 1, "gpus_per_node": 8, "begin": "8", "end": "1G",
+                         "factor": 2, "step": "1M"},
+                        [Row("busbw", "out_of_place", 480.0, "GB/s", Verdict.PASS,
+                             reference=482.0, lower=433.8, floor=450.0)],
+                        time=1.0, session="s")
+    assert [(r.variant, r.size, r.figure, r.floor) for r in nccl] == [
+        ("gpus_per_node=8 nodes=1", 2**30, "out_of_place", 450.0)]
+    # a latency's worst passing value is the lower of its ceiling and floor; a row the
+    # run never measured is not kept
+    lat = rows.records("gpu-1", "osu_latency", {"buffers": "H-H", "nodes": 2, "sizes": "1:8"},
+                       [Row("latency", 1, 2.0, "us", Verdict.PASS, upper=2.5, floor=3.0),
+                        Row("latency", 8, None, "us", Verdict.FAIL)], time=1.0, session="s")
+    assert [(r.variant, r.size, r.figure, r.floor) for r in lat] == [
+        ("buffers=H-H nodes=2", 1, "latency", 2.5)]

@@ -112,12 +112,15 @@ def _report_records(path: Path, report) -> tuple[list, list[str]]:
     no ring of pairs to tell one node from its partner."""
     from ocibench.history import rows
     from ocibench.report.load import InputError, testcase_result
+    from ocibench.sweep.rfm import SESSION_EXTRA
 
     info = report.data["session_info"]
-    # ReFrame's session uuid (4.7+); else the file's content, so that adding the same
-    # report twice still adds nothing
-    session = info.get("uuid") if isinstance(info.get("uuid"), str) and info.get("uuid") \
-        else "reframe-" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    # A sweep's step: the sweep's session (its --session-extras), whose figures the
+    # sweep kept already; else ReFrame's session uuid (4.7+); else the file's content,
+    # so that adding the same report twice still adds nothing.
+    session = next((str(v) for v in (info.get(SESSION_EXTRA), info.get("uuid"))
+                    if isinstance(v, str) and v.strip()),
+                   "reframe-" + hashlib.sha256(path.read_bytes()).hexdigest()[:16])
     ended = info.get("time_end_unix")
     records, unplaced = [], []
     for case in report.benchmarks():

@@ -380,21 +380,25 @@ class History:
     def _rows(self, series: dict[int, tuple[Any, ...]], since: float | None,
               sessions: Iterable[int] | None = None) -> list[tuple[Any, ...]]:
         """The results rows of ``series`` (at or after ``since``; of ``sessions``, else
-        of every session), oldest first.  Sessions are the outer loop and each is one
-        probe of the key (session, series IN ...): CROSS JOIN keeps SQLite to that
-        order, which it cannot know is the fast one without statistics."""
+        of every session), oldest first.  Sessions are the outer loop (CROSS JOIN keeps
+        SQLite to that order, which it cannot know is the fast one without statistics)
+        and each is one range of the key (session, series): a node's series are one
+        run of ids, read as ``BETWEEN``, else probed one by one (``IN``)."""
         if not series:
             return []
-        ids = ",".join(str(int(i)) for i in series)   # integers from this file
+        ids = sorted(int(i) for i in series)   # integers from this file
+        within = f"BETWEEN {ids[0]} AND {ids[-1]}" if ids[-1] - ids[0] + 1 == len(ids) \
+            else f"IN ({','.join(map(str, ids))})"
         only = "" if sessions is None else \
             f"AND n.id IN ({','.join(str(int(i)) for i in sessions)}) "
         with self._errors("read"):
-            return self._db.execute(
+            rows = self._db.execute(
                 "SELECT r.series, r.value, r.verdict, r.time, n.name, r.documented, "
                 "r.floor, r.software FROM sessions n CROSS JOIN results r "
-                f"ON r.session = n.id AND r.series IN ({ids}) WHERE r.time >= ? {only}"
-                "ORDER BY r.time, r.series",
+                f"ON r.session = n.id AND r.series {within} WHERE r.time >= ? {only}",
                 (-math.inf if since is None else since,)).fetchall()
+        rows.sort(key=_by_time)   # in Python: SQLite would sort through a temporary B-tree
+        return rows
 
     def _records(self, series: dict[int, tuple[Any, ...]],
                  rows: list[tuple[Any, ...]]) -> list[Record]:
@@ -449,8 +453,11 @@ class History:
         series = self._series("WHERE node = ?" if check is None else
                               'WHERE node = ? AND "check" = ?',
                               (node,) if check is None else (node, check))
-        found = self._records(series, self._rows(series, since))
-        return sorted(found, key=lambda r: (r.check, r.variant, r.size or -1, r.figure))
+        rank = {sid: i for i, sid in enumerate(sorted(
+            series, key=lambda sid: (*series[sid][1:3], series[sid][3], series[sid][4])))}
+        rows = self._rows(series, since)
+        rows.sort(key=lambda row: rank[row[0]])   # stable: by figure, then time
+        return self._records(series, rows)
 
     def series(self, node: str, check: str, variant: str, size: int | None, figure: str,
                since: float | None = None) -> list[Record]:
@@ -505,6 +512,10 @@ class History:
             return [tuple(row) for row in self._db.execute(
                 "SELECT time, kind, reason FROM events WHERE node = ? ORDER BY time, rowid",
                 (node,))]
+
+
+def _by_time(row: tuple[Any, ...]) -> tuple[float, int]:
+    return (row[3], row[0])
 
 
 def _stored_key(key: tuple[str, str, int | None, str]) -> tuple[str, str, int, str]:

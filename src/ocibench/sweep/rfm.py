@@ -55,6 +55,12 @@ def never_started(raw: dict[str, Any]) -> str | None:
     return None
 
 
+#: The key of ReFrame's session extras (--session-extras, ReFrame 4.7+) that names the
+#: sweep's history session: ``ocibench history add`` of a step's run report keeps its
+#: figures under the sweep's session, not a second one.
+SESSION_EXTRA = "ocibench_session"
+
+
 class ReframeError(RuntimeError):
     """ReFrame did not run or left no report; one line."""
 
@@ -169,9 +175,11 @@ def discover(names: Sequence[str], excludes: Sequence[str], prefix: Path,
 
 def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: int,
              partition: str | None, reservation: str | None,
-             setvars: Sequence[str] = ()) -> list[JobResult]:
+             setvars: Sequence[str] = (), session: str | None = None) -> list[JobResult]:
     """One case on every group of ``wave``; one JobResult per group.  ``setvars``:
-    ReFrame's -S for the run (the sweep's own max_pending_time comes after them)."""
+    ReFrame's -S for the run (the sweep's own max_pending_time comes after them);
+    ``session``: the sweep's history session, tagged on ReFrame's session (its run
+    report's session_info, and ReFrame's results database where enabled)."""
     stem = prefix / f"step-{number:03d}"
     groups = ",".join(NODE_SEPARATOR.join(g) for g in wave.groups)
     argv = reframe_argv() + [
@@ -179,6 +187,8 @@ def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: i
         *_setvar_options(setvars),
         "-S", f"max_pending_time={start_timeout}s", "--prefix", str(stem),
         "--report-file", f"{stem}.json"] + _job_options(partition, reservation)
+    if session:
+        argv.append(f"--session-extras={SESSION_EXTRA}={session}")
     report = _reframe(argv, Path(f"{stem}.log"), Path(f"{stem}.json"))
     return results(report, Path(f"{stem}.json"), wave, case)
 

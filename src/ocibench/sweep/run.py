@@ -60,6 +60,8 @@ class Options:
     start_timeout: int = START_TIMEOUT_S
     prefix: Path = Path("sweep")
     setvars: Sequence[str] = ()         # ReFrame's -S, for every run of the sweep
+    #: the history's session of this sweep (ocibench.history.store)
+    session: str = field(default_factory=lambda: f"sweep-{uuid.uuid4()}")
     state: Path = Path("drained.json")  # the record of drains (sweep.state)
     #: the history the sweep keeps its figures in before it decides the drains, and
     #: judges drift on (mark_drift); None: neither
@@ -194,7 +196,7 @@ def sweep(options: Options, say: Callable[[str], None] = print) -> Sweep:
     cases, skipped = rfm.discover(options.names, options.excludes, options.prefix,
                                   options.partition, options.setvars)
     the_plan = plan.make_plan(nodes, cases, unreachable)
-    result = Sweep(the_plan, skipped, partition=options.partition,
+    result = Sweep(the_plan, skipped, partition=options.partition, session=options.session,
                    outlier_k=options.outlier_k, setvars=list(options.setvars))
     record = state.DrainRecord(options.state)
     try:
@@ -264,7 +266,8 @@ def _run_waves(the_plan: Plan, waves: Sequence[plan.Wave], options: Options,
             say(f"step {number}: wave {index}/{len(waves)} ({wave.kind}), {case.name} on "
                 f"{len(wave.groups)} group(s)")
             jobs += rfm.run_step(number, wave, case, options.prefix, options.start_timeout,
-                                 options.partition, reservation, options.setvars)
+                                 options.partition, reservation, options.setvars,
+                                 options.session)
             number += 1
     return jobs
 
