@@ -41,6 +41,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ocibench import metrics
 from ocibench.history.store import History, Record
@@ -156,11 +157,11 @@ def assess(values: Sequence[float], higher_is_better: bool, *, mad: float | None
 
 
 def flags(values: Sequence[float], cluster_median: float | None, higher_is_better: bool,
-          **rule: float) -> Assessment | None:
+          **rule: Any) -> Assessment | None:
     """The assessment when ``values`` drift (beyond the threshold and worse than the
     cluster's median), else None.  No cluster median (no other node measured the
     figure) is no flag: the rule cannot tell the node's change from the cluster's."""
-    found = assess(values, higher_is_better, **rule)  # type: ignore[arg-type]
+    found = assess(values, higher_is_better, **rule)
     if found is None or not found.beyond or cluster_median is None:
         return None
     if worse_by(found.recent, cluster_median, higher_is_better) <= 0:
