@@ -37,7 +37,7 @@ from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 START_TIMEOUT_S = slurm.START_TIMEOUT_S
 
 #: Exit status of a sweep whose nodes were judged: 0 every node passes; 1 some node
-#: fails, is an outlier or is unreachable (something to act on); 3 no node does, but
+#: fails, is an outlier, drifts or is unreachable (something to act on); 3 no node does, but
 #: some could not be judged (no check ran there, or its runs could not be judged), or
 #: the sweep had no node at all.  2 (usage, Slurm, ReFrame) and 128 + the signal
 #: (stopped) are the command's (ocibench.commands.sweep).
