@@ -32,6 +32,8 @@ def test_a_sustained_drop_is_flagged():
     # one low sweep is half of the recent median (the last 2 sweeps): 8 % below is 3.5 %
     assert drift.flags(QUIET + [92.0], 100.0, True) is None
     assert drift.flags(QUIET + [92.0, 92.0], 100.0, True) is not None
+    # 12 % below in one sweep moves the median of 2 (k = 2) 5.5 %: flagged at once
+    assert drift.flags(QUIET + [88.0], 100.0, True) is not None
 
 
 def test_noise_within_three_scaled_mads_is_not_flagged():
