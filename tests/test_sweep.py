@@ -325,8 +325,8 @@ def test_json_has_the_interface_fields(local):
     assert data["nodes"]["node5"]["action"] == "rerun"
     assert data["nodes"]["node9"]["verdict"] == "unreachable"
     assert data["nodes"]["node9"]["reason"] == "Slurm state down*: Not responding"
-    assert data["summary"] == {"pass": 4, "unjudged": 0, "outlier": 1, "fail": 0,
-                               "unreachable": 1}
+    assert data["summary"] == {"pass": 4, "unjudged": 0, "drifting": 0, "outlier": 1,
+                               "fail": 0, "unreachable": 1}
     cell = data["nodes"]["node2"]["checks"][SINGLE_CASE.name]
     assert cell["value"] == 1.01 and cell["unit"] == "us" and cell["jobs"] == [["node2"]]
     assert {"plan", "drain", "outlier_k"} <= set(data)

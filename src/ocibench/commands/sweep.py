@@ -114,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         excludes=args.excludes, drain=args.drain, undrain=args.undrain,
         max_drain_fraction=args.max_drain_fraction, force=args.force,
         outlier_k=args.outlier_k, start_timeout=args.start_timeout, prefix=prefix,
-        setvars=args.setvars, state=args.state or STATE_FILE)
+        setvars=args.setvars, state=args.state or STATE_FILE,
+        history=None if args.no_history else (args.history or paths.history_db()))
     result = None
     try:
         with signals.as_ctrl_c():
@@ -166,7 +167,7 @@ def _report(args: argparse.Namespace, result) -> int:
 
         where = args.history or paths.history_db()
         try:
-            added, nodes = result.keep(where)
+            added, nodes = result.kept if result.kept is not None else result.keep(where)
             print(f"history: {added} figure(s) of {nodes} node(s) added to {where} "
                   f"(session {result.session})", file=sys.stderr)
         except HistoryError as err:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ocibench.history import drift
+from ocibench.history.store import History, HistoryError
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
 from ocibench.sweep import actions, keep, plan, rfm, signals, slurm, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
@@ -35,12 +37,13 @@ from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 START_TIMEOUT_S = slurm.START_TIMEOUT_S
 
 #: Exit status of a sweep whose nodes were judged: 0 every node passes; 1 some node
-#: fails, is an outlier or is unreachable (something to act on); 3 no node does, but
+#: fails, is an outlier, drifts or is unreachable (something to act on); 3 no node does, but
 #: some could not be judged (no check ran there, or its runs could not be judged), or
 #: the sweep had no node at all.  2 (usage, Slurm, ReFrame) and 128 + the signal
 #: (stopped) are the command's (ocibench.commands.sweep).
 EXIT_PASS, EXIT_FINDING, EXIT_UNJUDGED = 0, 1, 3
-_FINDINGS = (NodeVerdict.OUTLIER, NodeVerdict.FAIL, NodeVerdict.UNREACHABLE)
+_FINDINGS = (NodeVerdict.DRIFTING, NodeVerdict.OUTLIER, NodeVerdict.FAIL,
+             NodeVerdict.UNREACHABLE)
 
 
 @dataclass
@@ -60,6 +63,9 @@ class Options:
     #: the history's session of this sweep (ocibench.history.store)
     session: str = field(default_factory=lambda: f"sweep-{uuid.uuid4()}")
     state: Path = Path("drained.json")  # the record of drains (sweep.state)
+    #: the history the sweep keeps its figures in before it decides the drains, and
+    #: judges drift on (mark_drift); None: neither
+    history: Path | None = None
 
 
 @dataclass
@@ -87,6 +93,8 @@ class Sweep:
     started: float = field(default_factory=time.time)
     #: every job it ran, re-tests included: what the history keeps (Sweep.keep)
     jobs: list[JobResult] = field(default_factory=list)
+    #: (records added, nodes) where the sweep kept its figures itself (Options.history)
+    kept: tuple[int, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -230,8 +238,12 @@ def _sweep(result: Sweep, options: Options, retaken: list[str],
         result.jobs = jobs + retest_jobs
         result.nodes = judge_nodes(the_plan, jobs + retest_jobs, options.outlier_k,
                                    _never_started(jobs + retest_jobs, options))
+        if options.history is not None:
+            _drift(result, options.history)
         with signals.shielded():
             _decide_drains(result, options, states, retaken, resumed, record)
+            if options.history is not None:
+                _keep_events(result, options.history)
     finally:
         with signals.shielded():
             _restore(result, resumed, states, reservation, record)
@@ -335,6 +347,54 @@ def judge_nodes(the_plan: Plan, jobs: Sequence[JobResult], k: float,
             for node in job.nodes:
                 skipped.setdefault(node, []).append(f"{job.case.name}: skipped: {job.skipped}")
     return verdicts.node_results(the_plan, by_case, unreachable, skipped)
+
+
+def mark_drift(nodes: dict[str, NodeResult], history: History, session: str,
+               now: float) -> dict[str, NodeResult]:
+    """``nodes`` with the passing ones that drift (:mod:`ocibench.history.drift`, on
+    the history that already holds this sweep's figures, ``session``) drifting, and a
+    "flagged" event kept for each: the drift persists where the node's newest event
+    since its previous sweep is such a flag (verdicts.mark_drifting)."""
+    passing = [node for node, result in nodes.items() if result.verdict is NodeVerdict.PASS]
+    found = {node: drifts for node, drifts in drift.drifting_nodes(
+        history, passing, now=now, session=session).items() if drifts}
+    persisting = set()
+    for node, drifts in found.items():
+        events = history.events(node)
+        if any(drift.flagged_since(events, d.previous) for d in drifts):
+            persisting.add(node)
+    marked = verdicts.mark_drifting(nodes, found, persisting)
+    for node in found:
+        history.add_event(node, "flagged", now, marked[node].reason, session)
+    return marked
+
+
+def _drift(result: Sweep, path: Path) -> None:
+    """Keep the sweep's figures in the history at ``path``, then mark the nodes that
+    drift: before the drains are decided, so that a drift that persists is drained.  A
+    history that cannot be read or written is an error of the sweep, and no drift."""
+    try:
+        result.kept = result.keep(path)
+        with History(path) as history:
+            result.nodes = mark_drift(result.nodes, history, result.session, time.time())
+    except HistoryError as err:
+        result.errors.append(f"history: {err} (drift not judged)")
+
+
+def _keep_events(result: Sweep, path: Path) -> None:
+    """The sweep's drains and returns as the nodes' events in the history: a node
+    flagged, drained, returned and flagged again is a repeat offender (drift.offences)."""
+    decided = result.drain.nodes if result.drain else {}
+    try:
+        with History(path) as history:
+            for node in result.drained:
+                history.add_event(node, "drained", time.time(), decided.get(node, ""),
+                                  result.session)
+            for node in result.undrained:
+                history.add_event(node, "resumed", time.time(), "passed its re-test",
+                                  result.session)
+    except HistoryError as err:
+        result.errors.append(f"history: {err}")
 
 
 def drain_wanted(nodes: dict[str, NodeResult]) -> dict[str, str]:
