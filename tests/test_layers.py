@@ -19,9 +19,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("node",),
     ("spack",),
     ("reframe",),
-    ("health",),
     ("report",),
     ("sweep",),
+    ("health",),
     ("commands", "cli"),
 )
 
