@@ -1,0 +1,273 @@
+"""The figures and the healthcheck as Prometheus metrics, for node_exporter's textfile
+collector (docs/monitoring.md).
+
+Two sources, one format:
+
+* the head node renders the history database (ocibench.history.store): per node,
+  check and figure, its latest value, the documented figure, the floor, the verdict,
+  the run's time, and the drift flags (ocibench.history.drift);
+* each node renders its own healthcheck state file (ocibench.health.state): every
+  probe's state with its last run and duration, and the run's own last run, duration
+  and expected interval: the freshness OCI's node-problem detector for OKE exports.
+
+The text is the Prometheus text exposition format 0.0.4, the one node_exporter's
+textfile collector parses (prometheus/node_exporter collector/textfile.go reads it with
+prometheus/common expfmt.TextParser); it takes no timestamps, so a run's time is a
+``*_timestamp_seconds`` gauge.  Names follow Prometheus' naming conventions
+(prometheus.io/docs/practices/naming): base units in the name (seconds,
+bytes_per_second, ratio), and an enum as one series per state with the current one
+at 1 (prometheus.io/docs/instrumenting/writing_exporters, "Enums"; OpenMetrics calls
+it a StateSet, which the 0.0.4 format spells as a gauge).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ocibench import metrics
+from ocibench.health import state as health_state
+
+PREFIX = "ocibench_"
+
+#: Every verdict a figure's record may carry (history Record.verdict): the figure's
+#: own (metrics.Verdict) and the run's (metrics.RunVerdict), each word once.
+FIGURE_VERDICTS: tuple[str, ...] = tuple(dict.fromkeys(
+    [v.value for v in metrics.RUN_VERDICTS] + [v.value for v in metrics.VERDICTS]))
+
+
+class ExportError(ValueError):
+    """The metrics cannot be written; one line naming the file."""
+
+
+def base_unit(unit: str) -> tuple[str, float] | None:
+    """The Prometheus base unit of a figure's unit and the factor to it; None for a
+    unit the vocabulary does not know.  Rates go through metrics.GBS_PER_UNIT (GB/s is
+    1e9 B/s there); latency's "us" is microseconds."""
+    if unit == "us":
+        return "seconds", 1e-6
+    per_gbs = metrics.GBS_PER_UNIT.get(unit)
+    if per_gbs is None:
+        return None
+    return "bytes_per_second", per_gbs * 1e9
+
+
+# -- the text format ---------------------------------------------------------------
+
+def escape_label(value: str) -> str:
+    """A label value as the text format quotes it: backslash, double quote and line
+    feed escaped (prometheus/common expfmt, text_create.go writeEscapedString)."""
+    return value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
+
+
+def escape_help(text: str) -> str:
+    """HELP text escapes backslash and line feed only (the same file)."""
+    return text.replace("\\", r"\\").replace("\n", r"\n")
+
+
+def format_value(value: float) -> str:
+    """Go's ParseFloat reads Python's shortest repr; whole numbers (states, epoch
+    seconds) are written without ".0"; the specials have their own words."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+@dataclass
+class Family:
+    """One metric family: a gauge, its help, and its samples (labels, value)."""
+
+    name: str
+    help: str
+    samples: list[tuple[tuple[tuple[str, str], ...], float]] = field(default_factory=list)
+
+    def add(self, labels: dict[str, str], value: float) -> None:
+        self.samples.append((tuple(labels.items()), float(value)))
+
+    def lines(self) -> Iterator[str]:
+        if not self.samples:
+            return  # a family with no samples is left out, HELP and TYPE included
+        yield f"# HELP {self.name} {escape_help(self.help)}"
+        yield f"# TYPE {self.name} gauge"
+        for labels, value in self.samples:
+            text = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels)
+            yield f"{self.name}{{{text}}} {format_value(value)}" if text else \
+                f"{self.name} {format_value(value)}"
+
+
+def render(families: Iterable[Family]) -> str:
+    """The exposition text: each family's HELP, TYPE and samples together, once."""
+    return "".join(line + "\n" for family in families for line in family.lines())
+
+
+def state_set(family: Family, labels: dict[str, str], key: str, states: Iterable[str],
+              current: str) -> None:
+    """One series per state, the current one 1 and the others 0; a current state
+    outside ``states`` still gets its series (at 1), never silently none."""
+    for name in dict.fromkeys([*states, current]):
+        family.add({**labels, key: name}, 1 if name == current else 0)
+
+
+# -- the figures, from the history --------------------------------------------------
+
+def figure_labels(record) -> dict[str, str]:
+    """The labels naming one figure of one node: size-less figures get size="" (the
+    same as no size label to PromQL)."""
+    return {"node": record.node, "check": record.check, "variant": record.variant,
+            "size": "" if record.size is None else str(record.size), "figure": record.figure}
+
+
+def figure_families(records: Iterable, drifts: Iterable = ()) -> tuple[list[Family], list[str]]:
+    """The figures' families from history Records (each node's latest) and the drift
+    flags (history.drift.Drift) on them, and one line per record left out (a unit
+    with no base unit)."""
+    fam: dict[str, Family] = {}
+
+    def family(name: str, text: str) -> Family:
+        return fam.setdefault(name, Family(PREFIX + name, text))
+
+    flagged = {(d.node, d.check, d.variant, d.size, d.figure): d for d in drifts}
+    skipped = []
+    repeat: dict[str, bool] = {}
+    for record in records:
+        labels = figure_labels(record)
+        unit = base_unit(record.unit)
+        if unit is None:
+            skipped.append(f"{record.node} {record.check} {record.figure}: unit "
+                           f"{record.unit!r} has no Prometheus base unit: not exported")
+            continue
+        suffix, factor = unit
+        family(f"figure_value_{suffix}", "The figure's latest measured value, in base "
+               "units.").add(labels, record.value * factor)
+        if record.documented is not None:
+            family(f"figure_documented_{suffix}", "The figure the shape documents "
+                   "(site/shapes), in base units.").add(labels, record.documented * factor)
+        if record.floor is not None:
+            family(f"figure_floor_{suffix}", "The worst value that still passes (the "
+                   "tolerance policy): a floor for a rate, a ceiling for a latency."
+                   ).add(labels, record.floor * factor)
+        state_set(family("figure_verdict", "The latest verdict on the figure: 1 for the "
+                         "current verdict, 0 for the others."),
+                  labels, "verdict", FIGURE_VERDICTS, record.verdict)
+        family("figure_last_run_timestamp_seconds", "When the run that measured the "
+               "latest value ran, in seconds since the epoch.").add(labels, record.time)
+        drift = flagged.pop((record.node, record.check, record.variant, record.size,
+                             record.figure), None)
+        family("figure_drifting", "1 when the node's recent median of the figure fell "
+               "below its own baseline and the cluster's median (history.drift), else 0."
+               ).add(labels, 1 if drift else 0)
+        if drift is not None:
+            family("figure_drift_drop_ratio", "How far the recent median fell below the "
+                   "node's baseline, as a fraction of it.").add(labels, drift.drop)
+            family("figure_drift_threshold_ratio", "The drop beyond which the figure is "
+                   "flagged: max(3 MAD, 3 %) of the baseline, as a fraction."
+                   ).add(labels, drift.threshold)
+        repeat[record.node] = repeat.get(record.node, False) or bool(
+            drift is not None and drift.repeat_offender)
+    for drift in flagged.values():  # a flag on no latest record: say so, never drop it
+        skipped.append(f"{drift.node} {drift.check} {drift.figure}: drift flag on a figure "
+                       "with no latest record: not exported")
+    offenders = family("node_repeat_offender", "1 when the node was flagged drifting, "
+                       "drained, returned and flagged again (history.drift), else 0.")
+    for node, value in repeat.items():
+        offenders.add({"node": node}, 1 if value else 0)
+    order = ["figure_value_bytes_per_second", "figure_value_seconds",
+             "figure_documented_bytes_per_second", "figure_documented_seconds",
+             "figure_floor_bytes_per_second", "figure_floor_seconds", "figure_verdict",
+             "figure_last_run_timestamp_seconds", "figure_drifting",
+             "figure_drift_drop_ratio", "figure_drift_threshold_ratio",
+             "node_repeat_offender"]
+    return [fam[name] for name in order if name in fam], skipped
+
+
+def from_history(path: Path, now: float | None = None) -> tuple[list[Family], list[str]]:
+    """Every node's latest figures and drift flags from the history database."""
+    from ocibench.history import drift, store  # here: a node exporting its state needs neither
+
+    records, drifts = [], []
+    try:
+        with store.History(path, readonly=True) as history:
+            for node in history.nodes():
+                records += history.latest(node)
+                drifts += drift.drifting(history, node, now=now)
+    except store.HistoryError as err:  # one line naming the file, already
+        raise ExportError(str(err)) from None
+    return figure_families(records, drifts)
+
+
+# -- the healthcheck, from its state file ------------------------------------------
+
+def health_families(state: health_state.HealthState) -> list[Family]:
+    """The healthcheck's freshness and probe states from one node's state file."""
+    node = {"node": state.node}
+    last = Family(PREFIX + "healthcheck_last_run_timestamp_seconds", "When the node's "
+                  "last healthcheck started, in seconds since the epoch.")
+    last.add(node, state.time)
+    took = Family(PREFIX + "healthcheck_duration_seconds", "How long the node's last "
+                  "healthcheck took.")
+    took.add(node, state.duration_s)
+    interval = Family(PREFIX + "healthcheck_interval_seconds", "How often the healthcheck "
+                      "is expected to run (Slurm's HealthCheckInterval); absent when the "
+                      "run did not know it.")
+    if state.interval_s:
+        interval.add(node, state.interval_s)
+    action = Family(PREFIX + "healthcheck_action", "What the last healthcheck did to the "
+                    "node in Slurm: 1 for its action, 0 for the others.")
+    state_set(action, node, "action", health_state.ACTIONS, state.action)
+    probe_state = Family(PREFIX + "healthcheck_probe_state", "Each probe's state in the "
+                         "last healthcheck: 1 for its state (pass, fail, unknown), 0 for the "
+                         "others; unknown never drains.")
+    probe_last = Family(PREFIX + "healthcheck_probe_last_run_timestamp_seconds", "When the "
+                        "probe last ran, in seconds since the epoch.")
+    probe_took = Family(PREFIX + "healthcheck_probe_duration_seconds", "How long the probe "
+                        "took in the last healthcheck.")
+    for probe in state.probes:
+        labels = {**node, "probe": probe.name}
+        state_set(probe_state, labels, "state", health_state.STATES, probe.state)
+        probe_last.add(labels, probe.time)
+        probe_took.add(labels, probe.duration_s)
+    return [last, took, interval, action, probe_state, probe_last, probe_took]
+
+
+def from_state(path: Path) -> list[Family]:
+    """The families of the state file at ``path``; an ExportError when no healthcheck
+    has written it yet (a StateError, naming the file, when it is not one)."""
+    state = health_state.read(path)
+    if state is None:
+        raise ExportError(f"{path}: no healthcheck state yet (has `ocibench healthcheck` "
+                          "run on this node?)")
+    return health_families(state)
+
+
+# -- the file node_exporter reads ---------------------------------------------------
+
+def write_textfile(text: str, path: Path) -> None:
+    """Replace ``path`` atomically: node_exporter reads every *.prom file in its
+    directory at each scrape, so the text goes to a hidden name that does not end in
+    .prom in the same directory (the same filesystem: rename is atomic there),
+    synced, then renamed over the target."""
+    path = Path(path)
+    name = None
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                        dir=path.parent)
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(name, 0o644)  # node_exporter runs as its own user
+        os.replace(name, path)
+    except OSError as err:
+        if name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+        raise ExportError(f"cannot write {path}: {err.strerror or err}") from None
