@@ -245,7 +245,11 @@ def test_unreadable_sources_are_one_line_and_leave_the_file(tmp_path, capsys):
 def test_write_textfile_replaces_and_names_an_unwritable_target(tmp_path):
     target = tmp_path / "ocibench.prom"
     export.write_textfile("a 1\n", target)
-    export.write_textfile("a 2\n", target)
+    with open(target) as reader:  # node_exporter, in the middle of a scrape
+        export.write_textfile("a 2\n", target)
+        # renamed over, never rewritten in place: the open reader still reads the
+        # whole previous export, and the next open the whole new one
+        assert reader.read() == "a 1\n"
     assert target.read_text() == "a 2\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ocibench.prom"]
     with pytest.raises(export.ExportError, match="cannot write .*nodir/x.prom"):
