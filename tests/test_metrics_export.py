@@ -51,23 +51,27 @@ def record(node: str, session: int, value: float, verdict: str = "pass", *,
                         documented=documented, floor=floor)
 
 
+#: The history's last sweep (the sweeps are 0 .. LAST, a day apart).
+LAST = 19
+
+
 @pytest.fixture
 def history(tmp_path: Path) -> Path:
-    """Four nodes, twelve daily sweeps of osu_bw, and one STREAM and one latency figure:
-    gpu-1 fails its floor in the last sweep, gpu-3's last run could not be judged,
-    gpu-4 slips 10 % below its own past (and the cluster's median) from sweep 9 on,
-    still above the floor; gpu-2 holds."""
+    """Four nodes, twenty daily sweeps of osu_bw, and one STREAM and one latency
+    figure: gpu-1 fails its floor in the last sweep, gpu-3's last run could not be
+    judged, gpu-4 slips 10 % below its own past (and the cluster's median) in its last 3
+    sweeps, still above the floor; gpu-2 holds."""
     noise = [0.0, 40.0, -30.0, 20.0, -10.0, 30.0, -40.0, 10.0, -20.0, 0.0, 25.0, -15.0]
     records = []
-    for session in range(12):
+    for session in range(LAST + 1):
         for node in ("gpu-1", "gpu-2", "gpu-3", "gpu-4"):
             value = 24000.0 + noise[(session + len(node) * int(node[-1])) % 12]
             verdict = "pass"
-            if node == "gpu-1" and session == 11:
+            if node == "gpu-1" and session == LAST:
                 value, verdict = 20000.0, "fail"
-            if node == "gpu-3" and session == 11:
+            if node == "gpu-3" and session == LAST:
                 verdict = "unjudged"
-            if node == "gpu-4" and session >= 9:
+            if node == "gpu-4" and session >= LAST - 2:
                 value *= 0.90
             records.append(record(node, session, value, verdict))
         records.append(record("gpu-2", session, 1850.0, check="stream", figure="Triad",
@@ -156,7 +160,7 @@ def test_history_export_passes_promtool_and_says_each_figure(history, tmp_path, 
     assert got[f"ocibench_figure_floor_bytes_per_second{{{bw}}}"] == 21600.0e6
     assert got[f'ocibench_figure_verdict{{{bw},verdict="fail"}}'] == 1
     assert got[f'ocibench_figure_verdict{{{bw},verdict="pass"}}'] == 0
-    assert got[f"ocibench_figure_last_run_timestamp_seconds{{{bw}}}"] == 1_790_000_000 + 86400 * 11
+    assert got[f"ocibench_figure_last_run_timestamp_seconds{{{bw}}}"] == 1_790_000_000 + 86400 * LAST
     triad = 'node="gpu-2",check="stream",variant="buffers=D-D nodes=2",size="",figure="Triad"'
     assert got[f"ocibench_figure_value_bytes_per_second{{{triad}}}"] == 1850e9
     lat = 'node="gpu-2",check="osu_latency",variant="buffers=D-D nodes=2",size="8",figure="latency"'
