@@ -19,6 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("node",),
     ("spack",),
     ("reframe",),
+    ("history",),
     ("report",),
     ("sweep",),
     ("health",),

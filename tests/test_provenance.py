@@ -17,7 +17,7 @@ from ocibench import paths
 from ocibench.node import provenance
 
 FIELDS = {"shape", "hostname", "date", "specs", "modules", "mpi", "ucx", "nccl", "cuda",
-          "driver"}
+          "driver", "image"}
 
 
 @pytest.fixture
@@ -42,6 +42,17 @@ def test_without_any_tool_every_field_is_there_and_null(bare_env):
         ("mpi", "ucx", "nccl", "cuda", "driver"))
     assert (found["shape"], found["specs"], found["modules"]) == ("local", [], [])
     assert datetime.fromisoformat(found["date"]).utcoffset().total_seconds() == 0
+
+
+def test_the_image_is_the_os_release_and_kernel(tmp_path, monkeypatch):
+    release = tmp_path / "os-release"
+    release.write_text('NAME="Oracle Linux Server"\nPRETTY_NAME="Oracle Linux Server 8.10"\n')
+    monkeypatch.setattr(provenance, "OS_RELEASE", release)
+    assert provenance.image_version() == f"Oracle Linux Server 8.10, kernel {os.uname().release}"
+    release.write_text('NAME="Oracle Linux Server"\n')
+    assert provenance.image_version() is None
+    monkeypatch.setattr(provenance, "OS_RELEASE", tmp_path / "absent")
+    assert provenance.image_version() is None
 
 
 def test_a_failing_tool_gives_null(bare_env):

@@ -43,6 +43,12 @@ def build_cache() -> Path:
     return Path(os.environ.get("OCIBENCH_BUILD_CACHE") or cache_dir() / "buildcache")
 
 
+def history_db() -> Path:
+    """The per-node results store (ocibench.history.store): $OCIBENCH_HISTORY_DB, else
+    <cache>/history.sqlite.  It needs a filesystem whose POSIX locks work (docs/history.md)."""
+    return Path(os.environ.get("OCIBENCH_HISTORY_DB") or cache_dir() / "history.sqlite")
+
+
 def module_root(shape: str) -> Path:
     """The Lmod tree of one shape: $OCIBENCH_MODULES_ROOT/<shape>.
 

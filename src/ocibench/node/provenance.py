@@ -1,5 +1,5 @@
 """Where a result came from: shape, host, date, Spack specs, and the versions of
-MPI, UCX, NCCL, CUDA and the GPU driver that a benchmark ran with.
+MPI, UCX, NCCL, CUDA, the GPU driver and the OS image that a benchmark ran with.
 
 ``python3 -m ocibench.node.provenance`` prints :func:`collect` as JSON; the ReFrame
 checks run it before the benchmark and keep its output as ``provenance.json``.
@@ -42,6 +42,7 @@ def collect() -> dict[str, Any]:
         "nccl": nccl_version(),
         "cuda": cuda_version(),
         "driver": driver_version(),
+        "image": image_version(),
     }
 
 
@@ -125,6 +126,26 @@ def driver_version() -> str | None:
     return _first_line(
         _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
     )
+
+
+#: The OS release file (os-release(5)); a module constant so that a test can point it
+#: at its own file.
+OS_RELEASE = Path("/etc/os-release")
+
+
+def image_version() -> str | None:
+    """The node's OS image as the history keeps it: os-release's PRETTY_NAME and the
+    running kernel ("Oracle Linux Server 8.10, kernel 5.15.0-302.167.6.el8uek.x86_64").
+    The platform image's own name is known only to the instance metadata service, which
+    a benchmark does not query; the release and kernel are what changes with it."""
+    try:
+        text = OS_RELEASE.read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r'^PRETTY_NAME=(["\']?)(.*)\1\s*$', text, re.MULTILINE)
+    if not match or not match.group(2).strip():
+        return None
+    return f"{match.group(2).strip()}, kernel {os.uname().release}"
 
 
 def nccl_version() -> str | None:

@@ -36,7 +36,7 @@ PREFLIGHT_FILE = "preflight.json"
 
 #: What the report shows of a result's provenance; every key is present, None if unknown.
 PROVENANCE_FIELDS = ("shape", "hosts", "date", "specs", "modules",
-                     "mpi", "ucx", "nccl", "cuda", "driver")
+                     "mpi", "ucx", "nccl", "cuda", "driver", "image")
 
 
 class InputError(ValueError):
@@ -392,7 +392,8 @@ def _provenance(raw: dict[str, Any] | None, **known: Any) -> dict[str, Any]:
 REFRAME_DATA_VERSIONS = ("4.0", "4.1", "4.2")
 
 #: Provenance fields that are text, and those that are lists of text (ocibench.node.provenance).
-_PROVENANCE_TEXT = ("shape", "hostname", "date", "mpi", "ucx", "nccl", "cuda", "driver")
+_PROVENANCE_TEXT = ("shape", "hostname", "date", "mpi", "ucx", "nccl", "cuda", "driver",
+                    "image")
 _PROVENANCE_LISTS = ("hosts", "modules")
 
 

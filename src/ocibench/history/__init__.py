@@ -1,0 +1,11 @@
+"""The history layer: every judged figure of every node, kept over time (docs/history.md).
+
+store   the per-node results store: one SQLite file, :class:`store.Record` rows
+        (node, check, variant, size, figure, value, verdict, time, session, image,
+        driver) and node events (flagged, drained, resumed)
+rows    judged rows (:class:`ocibench.figures.judge.Row`) of one run as Records: the
+        one conversion the sweep and ``ocibench history add`` share
+
+It sits above the reframe layer and below the report, the sweep and the healthcheck,
+which all read or write it; it imports nothing above reframe.
+"""
