@@ -16,6 +16,7 @@ from health_fakes import FakeNode
 from ocibench import cli, shapes
 from ocibench.health import check, probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN
+from ocibench.history import store
 
 
 @pytest.fixture
@@ -25,6 +26,7 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeNode:
     fake = FakeNode(tmp_path / "node")
     monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
     monkeypatch.setenv("OCIBENCH_HEALTH_STATE", str(tmp_path / "state.json"))
+    monkeypatch.setenv("OCIBENCH_HISTORY_DB", str(tmp_path / "no-history.sqlite"))
     return fake
 
 
@@ -242,6 +244,62 @@ def test_an_active_port_whose_counter_cannot_be_read_is_unknown(node: FakeNode) 
     assert got == UNKNOWN and "link_downed not read: missing" in evidence
 
 
+# --------------------------------------------------------------------------- history
+
+
+def _record(node: str, verdict: str, when: float, value: float = 90.0) -> store.Record:
+    return store.Record(node=node, check="osu_bw", variant="buffers=D-D nodes=2",
+                        size=4194304, figure="bandwidth", value=value, unit="GB/s",
+                        verdict=verdict, time=when, session=f"sweep-{when:.0f}",
+                        documented=100.0, floor=95.0)
+
+
+def _history(tmp_path: Path, *records: store.Record) -> Path:
+    path = tmp_path / "history.sqlite"
+    with store.History(path) as history:
+        history.add(records)
+    return path
+
+
+def history_finding(fake: FakeNode, db: Path, since: float = 0.0) -> tuple[str, str]:
+    ctx = context(fake)
+    ctx.history_db, ctx.history_since = db, since
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx)}["history"]
+
+
+def test_a_figure_failed_in_the_nodes_latest_run_fails(node: FakeNode, tmp_path: Path) -> None:
+    db = _history(tmp_path, _record("gpu-1", "pass", 1000.0, 99.0),
+                  _record("gpu-1", "fail", 2000.0, 80.0), _record("gpu-2", "pass", 2000.0))
+    got, evidence = history_finding(node, db)
+    assert got == FAIL, evidence
+    assert "osu_bw buffers=D-D nodes=2 4194304 B bandwidth 80 GB/s (floor 95)" in evidence
+
+
+def test_a_figure_that_failed_before_and_passes_now_passes(node: FakeNode,
+                                                           tmp_path: Path) -> None:
+    db = _history(tmp_path, _record("gpu-1", "fail", 1000.0, 80.0),
+                  _record("gpu-1", "pass", 2000.0, 99.0))
+    got, evidence = history_finding(node, db)
+    assert got == PASS and "1 figures, none failed" in evidence
+
+
+def test_no_history_or_none_of_this_node_is_unknown(node: FakeNode, tmp_path: Path) -> None:
+    assert history_finding(node, tmp_path / "none.sqlite")[0] == UNKNOWN
+    db = _history(tmp_path, _record("gpu-2", "fail", 2000.0))
+    got, evidence = history_finding(node, db)
+    assert got == UNKNOWN and "no result of gpu-1" in evidence
+    (tmp_path / "bad.sqlite").write_text("not a database")
+    got, evidence = history_finding(node, tmp_path / "bad.sqlite")
+    assert got == UNKNOWN and "not an ocibench history" in evidence
+
+
+def test_failures_older_than_a_persons_resume_are_not_held(node: FakeNode,
+                                                           tmp_path: Path) -> None:
+    db = _history(tmp_path, _record("gpu-1", "fail", 2000.0, 80.0))
+    got, evidence = history_finding(node, db, since=3000.0)
+    assert got == PASS and "1 failed before a person resumed the node" in evidence
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -330,8 +388,10 @@ def test_the_command_runs_on_a_fake_node(node: FakeNode, capsys) -> None:
     code = cli.main(["healthcheck", "--shape", "BM.GPU4.8", "--root", str(node.root),
                      "--node", "gpu-1"])
     out = capsys.readouterr().out
-    assert code == 0, out
+    # every probe passes but the history's: there is none here (unknown: exit 3)
+    assert code == 3, out
     assert "healthcheck of gpu-1 against BM.GPU4.8" in out and "gpu_count: pass" in out
+    assert "history: unknown: no history at" in out
     written = json.loads(Path(os.environ["OCIBENCH_HEALTH_STATE"]).read_text())
     assert written["node"] == "gpu-1"
 

@@ -121,11 +121,17 @@ def runs_since(fakes: dict[str, FakeNode], since: float, names: list[str],
         time.sleep(1)
 
 
+def node_states(cluster) -> dict[str, tuple[str, str]]:
+    """node -> (sinfo's state, Slurm's reason), "" for no reason (sinfo prints "none")."""
+    return {node: (state, "" if reason == "none" else reason)
+            for node, (state, reason) in cluster.node_states().items()}
+
+
 def wait_for(cluster, want, timeout: float) -> tuple[dict[str, tuple[str, str]], float]:
     """Until ``want(states)`` holds; the states and the seconds it took."""
     began = time.monotonic()
     while True:
-        states = cluster.node_states()
+        states = node_states(cluster)
         if want(states):
             return states, time.monotonic() - began
         if time.monotonic() - began > timeout:
@@ -139,7 +145,7 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
     healthy = [n for n in names if n not in (gpu_node, port_node, person_node)]
     # a first round on healthy nodes: each node's state file, with its ports' counters
     runs_since(fakes, time.time(), names, 2 * INTERVAL_S + RUN_SLACK_S)
-    states = cluster.node_states()
+    states = node_states(cluster)
     assert {s for s, _ in states.values()} == {"idle"}, states
 
     # the faults, and a person's drain on a node that is broken too
@@ -168,7 +174,7 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
     gpu = next(p for p in hung["probes"] if p["name"] == "gpu_count")
     assert gpu["state"] == "unknown" and "ran past" in gpu["evidence"], gpu
     assert hung["action"] == "none" and hung["duration_s"] < 10, hung
-    assert cluster.node_states()[hung_node] == ("idle", ""), cluster.node_states()
+    assert node_states(cluster)[hung_node] == ("idle", ""), node_states(cluster)
 
     # the flapping port: drained by the run that saw its counter rise, and resumed by a
     # later run, once the counter held still (slurmd's log of the runs: the wrapper's)
@@ -190,7 +196,7 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
     print(f"repaired nodes resumed by slurmd's health check in {took:.0f} s")
     # a whole round later, the person's drain is still theirs
     runs_since(fakes, time.time(), [person_node], 2 * INTERVAL_S + RUN_SLACK_S)
-    assert cluster.node_states()[person_node] == ("drain", PERSON_REASON)
+    assert node_states(cluster)[person_node] == ("drain", PERSON_REASON)
     cluster.head("scontrol", "update", f"NodeName={person_node}", "State=RESUME")
 
 
@@ -209,4 +215,4 @@ def test_dry_run_on_a_node_says_and_changes_nothing(cluster, fakes, tmp_path: Pa
     assert proc.returncode == 1, text(proc)
     assert f"{node}: would drain: ocibench: gpu_count (7x" in proc.stdout, text(proc)
     assert json.loads((tmp_path / "state.json").read_text())["action"] == "would drain"
-    assert cluster.node_states()[node] == ("idle", "")
+    assert node_states(cluster)[node] == ("idle", "")

@@ -1,7 +1,8 @@
 """Check this node between jobs (Slurm's HealthCheckProgram, or --prolog) and drain it if broken.
 
 Cheap passive probes (GPU count and model, Xid errors, row remaps, PCIe links, NVLink,
-RDMA ports and their flapping), each pass, fail or unknown with its evidence.  A
+RDMA ports and their flapping, this node's latest verdicts in the results
+history), each pass, fail or unknown with its evidence.  A
 failure drains the node with an ``ocibench:`` reason; an unknown never does; only a
 drain this command wrote is resumed, once the node is clean.  Exit status: 0 every
 probe passed; 1 a probe failed (the node drained, or already drained); 3 none failed
@@ -16,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ocibench import accelerators, shapes
+from ocibench import accelerators, paths, shapes
 from ocibench.health import check, probes, state
 
 
@@ -42,6 +43,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", type=Path, default=None, metavar="FILE",
                         help="the state file (default: $OCIBENCH_HEALTH_STATE, else "
                              f"{state.SYSTEM_PATH} as root)")
+    parser.add_argument("--history", type=Path, default=None, metavar="FILE",
+                        help="the results history (default: $OCIBENCH_HISTORY_DB, else "
+                             "<cache>/history.sqlite)")
     parser.add_argument("--dry-run", action="store_true",
                         help="say what would be drained or resumed; change nothing in Slurm")
     parser.add_argument("--prolog", action="store_true",
@@ -69,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
                             state_path=args.state, dry_run=args.dry_run,
                             prolog=args.prolog, deadline_s=args.deadline,
                             tool_timeout_s=args.timeout,
-                            interval_s=check.slurm_interval())
+                            interval_s=check.slurm_interval(),
+                            history_db=args.history or paths.history_db())
     outcome = check.check(options)
     print(f"healthcheck of {outcome.state.node} against {shape.name}")
     print("\n".join(outcome.lines))

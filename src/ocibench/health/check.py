@@ -58,6 +58,7 @@ class Options:
     deadline_s: float = DEADLINE_S
     tool_timeout_s: float = probes.TOOL_TIMEOUT_S
     interval_s: int | None = None
+    history_db: Path | None = None
 
 
 @dataclass
@@ -135,7 +136,9 @@ def check(options: Options) -> Outcome:
         previous = None
     ctx = probes.Context(root=options.root, shape=options.shape, node=node,
                          deadline=began + options.deadline_s,
-                         tool_timeout=options.tool_timeout_s, previous=previous)
+                         tool_timeout=options.tool_timeout_s, previous=previous,
+                         history_db=options.history_db,
+                         history_since=previous.history_since if previous else 0.0)
     results = run_probes(ctx)
     lines += [f"{r.name}: {r.state}: {r.evidence}" for r in results]
     failed = [r for r in results if r.state == FAIL]
@@ -146,6 +149,7 @@ def check(options: Options) -> Outcome:
         counters.update(ctx.counters)   # a dry run leaves the next real run its baseline
     drained_reason = previous.drained_reason if previous else ""
     drained_probes = previous.drained_probes if previous else ()
+    history_since = ctx.history_since
     action, reason, code = state.NONE, "", FAILED if failed else UNJUDGED if unknown else OK
 
     # Slurm is asked only when there is something to do: a failure, or a drain of ours
@@ -169,6 +173,9 @@ def check(options: Options) -> Outcome:
         # from now on the drain (or its absence) is theirs
         lines.append(f"the drain this healthcheck wrote is no longer Slurm's "
                      f"(now: {current.state}, {current.reason or 'no reason'}): forgotten")
+        if not drained and not options.dry_run:
+            # a person resumed it: what the history held against it, they have seen
+            history_since = start
         drained_reason, drained_probes = "", ()
 
     if failed and current is not None:
@@ -197,7 +204,8 @@ def check(options: Options) -> Outcome:
         node=node, time=start, duration_s=round(time.monotonic() - began, 4),
         interval_s=options.interval_s, action=action, reason=reason,
         probes=tuple(results), link_downed=counters,
-        drained_reason=drained_reason, drained_probes=drained_probes)
+        drained_reason=drained_reason, drained_probes=drained_probes,
+        history_since=history_since)
     try:
         state.write(record, path)   # before scontrol: see the module's docstring
     except state.StateError as err:

@@ -27,9 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ocibench import accelerators, shapes
+from ocibench import accelerators, metrics, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
+from ocibench.history import store
 from ocibench.node import preflight
 from ocibench.shapes.probe import Ran
 
@@ -77,6 +78,9 @@ class Context:
     tool_timeout: float = TOOL_TIMEOUT_S
     previous: HealthState | None = None
     history_db: Path | None = None
+    #: Results measured up to then are not held against the node: a person resumed it
+    #: after this healthcheck drained it for them (HealthState.history_since).
+    history_since: float = 0.0
     counters: dict[str, int] = field(default_factory=dict)
     _listing: tuple[list[preflight.Gpu], Ran] | None = None
 
@@ -304,6 +308,44 @@ def probe_rdma(ctx: Context) -> list[Finding]:
     return findings
 
 
+def _figure(record: store.Record) -> str:
+    size = f" {record.size} B" if record.size is not None else ""
+    variant = f" {record.variant}" if record.variant else ""
+    floor = f" (floor {record.floor:g})" if record.floor is not None else ""
+    return (f"{record.check}{variant}{size} {record.figure} {record.value:g} "
+            f"{record.unit}{floor}")
+
+
+def probe_history(ctx: Context) -> list[Finding]:
+    """This node's latest verdict on each figure in the results history (every sweep
+    and ReFrame run is kept there: ocibench.history.store): a figure that failed there
+    fails here.  No history, or none of this node, is unknown: nothing was measured."""
+    path = ctx.history_db
+    if path is None or not path.is_file():
+        return [Finding("history", UNKNOWN, f"no history at {path} (no run recorded yet; "
+                        "--history names it)")]
+    try:
+        with store.History(path, readonly=True) as history:
+            records = history.latest(ctx.node)
+    except store.HistoryError as err:
+        return [Finding("history", UNKNOWN, str(err))]
+    if not records:
+        return [Finding("history", UNKNOWN, f"no result of {ctx.node} in {path}")]
+    failed = [r for r in records if r.verdict == metrics.Verdict.FAIL.value]
+    held = [r for r in failed if r.time > ctx.history_since]
+    newest = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(max(r.time for r in records)))
+    if held:
+        shown = "; ".join(_figure(r) for r in held[:3])
+        more = f"; and {len(held) - 3} more" if len(held) > 3 else ""
+        return [Finding("history", FAIL, f"failed in its latest run: {shown}{more} "
+                        f"[{path}, session {held[0].session}]")]
+    excused = (f"; {len(failed)} failed before a person resumed the node "
+               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(ctx.history_since))}, "
+               "not held against it" if failed else "")
+    return [Finding("history", PASS, f"{len(records)} figures, none failed in its latest "
+                    f"runs (newest {newest}){excused} [{path}]")]
+
+
 #: (name, applies to the shape, probe), in the order they run: the GPU listing first,
 #: so that a hung GPU tool costs its timeout once (every later GPU probe reads the
 #: listing's outcome and says unknown at once).
@@ -316,4 +358,5 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Callable[[Context], list[Fin
     ("pcie", lambda c: c.exp.gpu_count > 0, probe_pcie),
     ("nvlink", lambda c: int(c.exp.capabilities.get("nvlink") or 0) > 0, probe_nvlink),
     ("rdma", lambda c: bool(c.exp.rdma_devices), probe_rdma),
+    ("history", lambda c: c.history_db is not None, probe_history),
 )

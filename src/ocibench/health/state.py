@@ -9,13 +9,16 @@ Prometheus export, sees the previous run or this one, never half of one):
      "probes": [{"name": "gpu_count", "state": "pass" | "fail" | "unknown",
                  "evidence": "...", "time": 1790000000.0, "duration_s": 0.05}],
      "link_downed": {"mlx5_0:1": 3},
-     "drained_reason": "ocibench: ..." | "", "drained_probes": ["gpu_count"]}
+     "drained_reason": "ocibench: ..." | "", "drained_probes": ["gpu_count"],
+     "history_since": 0.0}
 
 ``link_downed`` keeps each RDMA port's link-down counter as last read, so that the
 next run can tell a port that flapped in between (its counter rose) from one that
 went down once, long ago.  ``drained_reason`` is the exact reason of the drain this
 healthcheck wrote and Slurm still holds (``""``: none), with the probes that failed:
-the record by which it resumes only its own drains (docs/healthcheck.md).
+the record by which it resumes only its own drains (docs/healthcheck.md).  When a
+person resumes such a drain, ``history_since`` becomes that time: the results history
+measured before it is no longer held against the node (the person has seen it).
 
 The file is the healthcheck's memory across runs, and the freshness its exporter
 reports (last run, duration, expected interval), as OCI's node-problem detector
@@ -78,6 +81,7 @@ class HealthState:
     link_downed: dict[str, int] = field(default_factory=dict)
     drained_reason: str = ""
     drained_probes: tuple[str, ...] = ()
+    history_since: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -181,4 +185,6 @@ def from_dict(data: Any, where: str) -> HealthState:
         interval_s=interval, action=action,
         reason=_field(data, "reason", (str,), where),
         probes=tuple(probes), link_downed=dict(counters),
-        drained_reason=drained_reason, drained_probes=tuple(drained))
+        drained_reason=drained_reason, drained_probes=tuple(drained),
+        history_since=float(_field(data, "history_since", number, where))
+        if "history_since" in data else 0.0)
