@@ -8,13 +8,21 @@ Prometheus export, sees the previous run or this one, never half of one):
      "reason": "ocibench: ..." | "",
      "probes": [{"name": "gpu_count", "state": "pass" | "fail" | "unknown",
                  "evidence": "...", "time": 1790000000.0, "duration_s": 0.05}],
-     "link_downed": {"mlx5_0:1": 3}}
+     "link_downed": {"mlx5_0:1": 3},
+     "drained_reason": "ocibench: ..." | "", "drained_probes": ["gpu_count"],
+     "history_since": 0.0}
 
 ``link_downed`` keeps each RDMA port's link-down counter as last read, so that the
 next run can tell a port that flapped in between (its counter rose) from one that
-went down once, long ago.  The file is the healthcheck's memory across runs and the
-freshness its exporters report (last run, duration, expected interval): LBNL NHC and
-OCI's node-problem detector export the same three.
+went down once, long ago.  ``drained_reason`` is the exact reason of the drain this
+healthcheck wrote and Slurm still holds (``""``: none), with the probes that failed:
+the record by which it resumes only its own drains (docs/healthcheck.md).  When a
+person resumes such a drain, ``history_since`` becomes that time: the results history
+measured before it is no longer held against the node (the person has seen it).
+
+The file is the healthcheck's memory across runs, and the freshness its exporter
+reports (last run, duration, expected interval), as OCI's node-problem detector
+exports for each of its checks.
 """
 
 from __future__ import annotations
@@ -71,10 +79,14 @@ class HealthState:
     reason: str                     # the drain reason written (or that would be), or ""
     probes: tuple[ProbeResult, ...] = ()
     link_downed: dict[str, int] = field(default_factory=dict)
+    drained_reason: str = ""
+    drained_probes: tuple[str, ...] = ()
+    history_since: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["probes"] = [asdict(p) for p in self.probes]
+        data["drained_probes"] = list(self.drained_probes)
         return data
 
 
@@ -159,10 +171,20 @@ def from_dict(data: Any, where: str) -> HealthState:
             isinstance(v, int) and not isinstance(v, bool) for v in counters.values()):
         raise StateError(f"{where}: field 'link_downed' is not port -> counter")
     interval = _field(data, "interval_s", (int, type(None)), where)
+    drained = data.get("drained_probes", [])
+    if not isinstance(drained, list) or not all(isinstance(n, str) for n in drained):
+        raise StateError(f"{where}: field 'drained_probes' is not a list of probe names")
+    drained_reason = data.get("drained_reason", "")
+    if not isinstance(drained_reason, str):
+        raise StateError(f"{where}: field 'drained_reason' is {drained_reason!r:.60}, "
+                         "not str")
     return HealthState(
         node=_field(data, "node", (str,), where),
         time=float(_field(data, "time", number, where)),
         duration_s=float(_field(data, "duration_s", number, where)),
         interval_s=interval, action=action,
         reason=_field(data, "reason", (str,), where),
-        probes=tuple(probes), link_downed=dict(counters))
+        probes=tuple(probes), link_downed=dict(counters),
+        drained_reason=drained_reason, drained_probes=tuple(drained),
+        history_since=float(_field(data, "history_since", number, where))
+        if "history_since" in data else 0.0)
