@@ -87,10 +87,12 @@ def history(tmp_path: Path) -> Path:
 def write_state(path: Path, node: str = "gpu-1", time: float = 1_790_000_000.0,
                 interval: int | None = 300,
                 probes: tuple[tuple[str, str], ...] = (("gpu_count", "pass"),
-                                                       ("xid", "unknown"))) -> Path:
+                                                       ("xid", "unknown")),
+                drained: str = "") -> Path:
     health_state.write(health_state.HealthState(
-        node=node, time=time, duration_s=0.75, interval_s=interval, action="none",
-        reason="", probes=tuple(
+        node=node, time=time, duration_s=0.75, interval_s=interval,
+        action="drain" if drained else "none", reason=drained, drained_reason=drained,
+        probes=tuple(
             health_state.ProbeResult(name, state, f"{name}: evidence", time + i, 0.25)
             for i, (name, state) in enumerate(probes))), path)
     return path
@@ -179,7 +181,8 @@ def test_history_export_passes_promtool_and_says_each_figure(history, tmp_path, 
 @needs_promtool
 def test_healthcheck_export_passes_promtool_with_freshness(tmp_path, capsys):
     state = write_state(tmp_path / "healthcheck.json",
-                        probes=(("gpu_count", "fail"), ("xid", "unknown"), ("rdma", "pass")))
+                        probes=(("gpu_count", "fail"), ("xid", "unknown"), ("rdma", "pass")),
+                        drained="ocibench: gpu_count (7 GPUs, the shape has 8)")
     code, out, err = export_cli("--healthcheck", str(state), capsys=capsys)
     assert (code, err) == (0, "")
     lint = promtool("check", "metrics", stdin=out)
@@ -189,7 +192,9 @@ def test_healthcheck_export_passes_promtool_with_freshness(tmp_path, capsys):
     assert got[f"ocibench_healthcheck_last_run_timestamp_seconds{{{node}}}"] == 1_790_000_000
     assert got[f"ocibench_healthcheck_duration_seconds{{{node}}}"] == 0.75
     assert got[f"ocibench_healthcheck_interval_seconds{{{node}}}"] == 300
-    assert got[f'ocibench_healthcheck_action{{{node},action="none"}}'] == 1
+    assert got[f'ocibench_healthcheck_action{{{node},action="drain"}}'] == 1
+    assert got[f'ocibench_healthcheck_action{{{node},action="none"}}'] == 0
+    assert got[f"ocibench_healthcheck_drained{{{node}}}"] == 1
     assert got[f'ocibench_healthcheck_probe_state{{{node},probe="gpu_count",state="fail"}}'] == 1
     assert got[f'ocibench_healthcheck_probe_state{{{node},probe="xid",state="unknown"}}'] == 1
     assert got[f'ocibench_healthcheck_probe_state{{{node},probe="xid",state="fail"}}'] == 0
@@ -323,6 +328,7 @@ def test_a_healthcheck_gone_stale_fires(tmp_path, capsys):
         code, text, _ = export_cli("--healthcheck", str(state), capsys=capsys)
         assert code == 0
         out += text
+    assert samples(out)['ocibench_healthcheck_drained{node="gpu-2"}'] == 0
     # three nodes' files, as three node_exporters would serve them (samples() reads
     # the sample lines of the three together)
     assert_alerts(out, 10, [{"alertname": "OcibenchHealthcheckStale", "node": "gpu-1"}],

@@ -235,6 +235,10 @@ def health_families(state: health_state.HealthState) -> list[Family]:
     action = Family(PREFIX + "healthcheck_action", "What the last healthcheck did to the "
                     "node in Slurm: 1 for its action, 0 for the others.")
     state_set(action, node, "action", health_state.ACTIONS, state.action)
+    drained = Family(PREFIX + "healthcheck_drained", "1 while Slurm holds a drain the "
+                     "healthcheck wrote on the node (the state file's drained_reason), else "
+                     "0; a person's drain is not counted.")
+    drained.add(node, 1 if state.drained_reason else 0)
     probe_state = Family(PREFIX + "healthcheck_probe_state", "Each probe's state in the "
                          "last healthcheck: 1 for its state (pass, fail, unknown), 0 for the "
                          "others; unknown never drains.")
@@ -247,7 +251,7 @@ def health_families(state: health_state.HealthState) -> list[Family]:
         state_set(probe_state, names, "state", health_state.STATES, probe.state)
         probe_last.add(names, probe.time)
         probe_took.add(names, probe.duration_s)
-    return [last, took, interval, action, probe_state, probe_last, probe_took]
+    return [last, took, interval, action, drained, probe_state, probe_last, probe_took]
 
 
 def from_state(path: Path) -> list[Family]:
