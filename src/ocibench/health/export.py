@@ -174,17 +174,18 @@ def figure_families(records: Iterable, drifts: Iterable = ()) -> tuple[list[Fami
                "latest value ran, in seconds since the epoch.").add(names, record.time)
         drift = flagged.pop((record.node, record.check, record.variant, record.size,
                              record.figure), None)
-        family("figure_drifting", "1 when the node's recent median of the figure fell "
-               "below its own baseline and the cluster's median (history.drift), else 0."
+        family("figure_drifting", "1 when the node's recent median of the figure is worse "
+               "than its own baseline and the cluster's median (history.drift), else 0."
                ).add(names, 1 if drift else 0)
         if drift is not None:
-            family("figure_drift_drop_ratio", "How far the recent median fell below the "
-                   "node's baseline, as a fraction of it.").add(names, drift.drop)
+            family("figure_drift_drop_ratio", "How much worse the recent median is than "
+                   "the node's baseline (lower for a rate, higher for a latency), as a "
+                   "fraction of the baseline.").add(names, drift.drop)
             family("figure_drift_threshold_ratio", "The drop beyond which the figure is "
-                   "flagged: max(3 MAD, 3 %) of the baseline, as a fraction."
+                   "flagged (history.drift), as a fraction of the baseline."
                    ).add(names, drift.threshold)
-        repeat[record.node] = repeat.get(record.node, False) or bool(
-            drift is not None and drift.repeat_offender)
+        offender = drift is not None and drift.repeat_offender
+        repeat[record.node] = repeat.get(record.node, False) or offender
     for drift in flagged.values():  # a flag on no latest record: say so, never drop it
         skipped.append(f"{drift.node} {drift.check} {drift.figure}: drift flag on a figure "
                        "with no latest record: not exported")
@@ -192,18 +193,14 @@ def figure_families(records: Iterable, drifts: Iterable = ()) -> tuple[list[Fami
                        "drained, returned and flagged again (history.drift), else 0.")
     for node, value in repeat.items():
         offenders.add(labels(node=node), 1 if value else 0)
-    order = ["figure_value_bytes_per_second", "figure_value_seconds",
-             "figure_documented_bytes_per_second", "figure_documented_seconds",
-             "figure_floor_bytes_per_second", "figure_floor_seconds", "figure_verdict",
-             "figure_last_run_timestamp_seconds", "figure_drifting",
-             "figure_drift_drop_ratio", "figure_drift_threshold_ratio",
-             "node_repeat_offender"]
-    return [fam[name] for name in order if name in fam], skipped
+    return list(fam.values()), skipped
 
 
 def from_history(path: Path, now: float | None = None) -> tuple[list[Family], list[str]]:
     """Every node's latest figures and drift flags from the history database."""
-    from ocibench.history import drift, store  # here: a node exporting its state needs neither
+    # here, not at the top: every ocibench command (the healthcheck, with its 5 s budget,
+    # included) imports this module through `ocibench metrics`; only this export needs these
+    from ocibench.history import drift, store
 
     records, drifts = [], []
     try:
