@@ -423,3 +423,16 @@ def test_dashboard_loads_with_unique_panels_and_a_prometheus_source():
     assert all(p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
                for p in board["panels"])
     assert {v["name"] for v in board["templating"]["list"]} == {"datasource", "node", "check"}
+
+
+def test_default_sources_are_the_history_and_state_the_others_use(history, tmp_path,
+                                                                  monkeypatch, capsys):
+    """--history and --healthcheck with no path read $OCIBENCH_HISTORY_DB and
+    $OCIBENCH_HEALTH_STATE, where the sweep and the healthcheck write."""
+    monkeypatch.setenv("OCIBENCH_HISTORY_DB", str(history))
+    monkeypatch.setenv("OCIBENCH_HEALTH_STATE", str(write_state(tmp_path / "hc.json")))
+    code, out, err = export_cli("--history", "--healthcheck", capsys=capsys)
+    assert (code, err) == (0, "")
+    got = samples(out)
+    assert got['ocibench_healthcheck_probe_state{node="gpu-1",probe="xid",state="unknown"}'] == 1
+    assert any(k.startswith('ocibench_figure_drifting{node="gpu-4"') for k in got)
