@@ -11,6 +11,20 @@ import pytest
 from ocibench import paths
 from ocibench.history import store
 from ocibench.history.store import History, HistoryError, Record
+from ocibench.metrics import NodeVerdict
+from ocibench.sweep import plan
+from ocibench.sweep import run as sweeping
+from ocibench.sweep.plan import GROUPS, SINGLE
+from ocibench.sweep.verdicts import JobResult
+from test_sweep import (  # the sweep's own jobs and shape fixture
+    GROUP_CASE,
+    PAIR_CASE,
+    SINGLE_CASE,
+    latency_row,
+    local,  # noqa: F401  (a fixture)
+    names,
+    pair_jobs,
+)
 
 VARIANT = "buffers=D-D nodes=2"
 
@@ -121,3 +135,62 @@ def test_history_db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("OCIBENCH_HISTORY_DB")
     monkeypatch.setenv("OCIBENCH_CACHE", str(tmp_path / "cache"))
     assert paths.history_db() == tmp_path / "cache" / "history.sqlite"
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+
+def test_a_sweep_keeps_each_nodes_figure_from_the_job_its_verdict_comes_from(
+        local, tmp_path):  # noqa: F811
+    # node3's link adds 4 ms: both its pairs are slow and the sweep pins them on it;
+    # node2 and node4 pass on their other pairs, and those are the values they keep.
+    values = [41.0, 4040.0, 4052.0, 40.0, 42.5, 39.0, 40.7, 41.9]
+    the_plan = plan.make_plan(names(8), [PAIR_CASE])
+    result = sweeping.Sweep(the_plan)
+    result.jobs = pair_jobs(local, values)
+    for job in result.jobs:
+        job.params = {"buffers": "H-H", "nodes": 2, "sizes": "1:1"}
+    result.nodes = sweeping.judge_nodes(the_plan, result.jobs, 3.5, {})
+    assert result.nodes["node3"].verdict is NodeVerdict.OUTLIER
+    assert result.keep(tmp_path / "h.sqlite") == (8, 8)
+    with History(tmp_path / "h.sqlite", readonly=True) as history:
+        kept = {n: history.latest(n) for n in history.nodes()}
+    assert {n: [r.value for r in found] for n, found in kept.items()} == {
+        "node1": [41.0], "node2": [41.0], "node3": [4040.0], "node4": [40.0],
+        "node5": [40.0], "node6": [42.5], "node7": [39.0], "node8": [40.7]}
+    record = kept["node3"][0]
+    assert (record.check, record.variant, record.size, record.figure, record.unit,
+            record.session, record.time) == ("osu_latency", "buffers=H-H nodes=2", 1,
+                                             "latency", "us", result.session,
+                                             result.started)
+    # the same sweep kept again adds nothing
+    assert result.keep(tmp_path / "h.sqlite") == (0, 8)
+
+
+def test_a_group_failure_pinned_on_another_node_is_not_kept_for_its_members(
+        local, tmp_path):  # noqa: F811
+    the_plan = plan.make_plan(names(8), [SINGLE_CASE, GROUP_CASE])
+    singles = [JobResult(SINGLE_CASE, (n,), SINGLE, rows=[latency_row(local, 9.0 if n == "node5"
+                                                                      else 1.0, nodes=1)])
+               for n in names(8)]
+    # node5's group printed its figure, then failed
+    groups = [JobResult(GROUP_CASE, g, GROUPS, rows=[latency_row(local, 90.0 if "node5" in g
+                                                                 else 30.0, nodes=4)],
+                        failed="benchmark crashed" if "node5" in g else None)
+              for g in the_plan.groups[4]]
+    result = sweeping.Sweep(the_plan)
+    result.jobs = singles + groups
+    result.nodes = sweeping.judge_nodes(the_plan, result.jobs, 3.5, {})
+    # node5 is slow on its own; its group (node5..node8) is pinned on it
+    assert result.nodes["node5"].verdict is NodeVerdict.FAIL
+    assert result.nodes["node6"].verdict is NodeVerdict.PASS
+    assert "group node5+node6+node7+node8 did not" in result.nodes["node6"].reason
+    result.keep(tmp_path / "h.sqlite")
+    with History(tmp_path / "h.sqlite", readonly=True) as history:
+        assert sorted((r.check, r.value) for r in history.latest("node5")) == \
+            [("osu_allreduce", 90.0), ("osu_latency", 9.0)]
+        assert sorted((r.check, r.value) for r in history.latest("node6")) == \
+            [("osu_latency", 1.0)]
+        assert sorted((r.check, r.value) for r in history.latest("node1")) == \
+            [("osu_allreduce", 30.0), ("osu_latency", 1.0)]

@@ -20,6 +20,8 @@ from __future__ import annotations
 import getpass
 import os
 import signal
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +30,7 @@ from typing import Any
 from ocibench.history import drift
 from ocibench.history.store import History
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
-from ocibench.sweep import actions, plan, rfm, signals, slurm, state, verdicts
+from ocibench.sweep import actions, keep, plan, rfm, signals, slurm, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
 from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 
@@ -81,6 +83,11 @@ class Sweep:
     #: why the sweep stopped before its end (an error, a signal), or None
     stopped: str | None = None
     signum: int | None = None           # the signal that stopped it
+    #: the history's session of this sweep (ocibench.history.store), and when it began
+    session: str = field(default_factory=lambda: f"sweep-{uuid.uuid4()}")
+    started: float = field(default_factory=time.time)
+    #: every job it ran, re-tests included: what the history keeps (Sweep.keep)
+    jobs: list[JobResult] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -95,13 +102,19 @@ class Sweep:
             return EXIT_UNJUDGED
         return EXIT_PASS
 
+    def keep(self, path: Path) -> tuple[int, int]:
+        """Every node's figures into the history file ``path`` (ocibench.sweep.keep):
+        (records added, nodes)."""
+        return keep.keep(path, self.nodes, self.jobs, job_cells(self.jobs, self.outlier_k),
+                         self.session, self.started)
+
     def summary(self) -> dict[str, int]:
         return {str(v): sum(n.verdict is v for n in self.nodes.values()) for v in NODE_VERDICTS}
 
     def to_dict(self) -> dict[str, Any]:
         decision = self.drain
         return {
-            "version": 1, "partition": self.partition,
+            "version": 1, "partition": self.partition, "session": self.session,
             "outlier_k": self.outlier_k, "setvars": list(self.setvars),
             "stopped": self.stopped, "errors": list(self.errors),
             "plan": self.plan.to_dict(), "skipped": dict(self.skipped),
@@ -215,6 +228,7 @@ def _sweep(result: Sweep, options: Options, retaken: list[str],
                     resumed.append(node)
         jobs = _run_waves(the_plan, the_plan.waves, options, reservation, say, start=1)
         retest_jobs = _retests(the_plan, jobs, options, reservation, say, result)
+        result.jobs = jobs + retest_jobs
         result.nodes = judge_nodes(the_plan, jobs + retest_jobs, options.outlier_k,
                                    _never_started(jobs + retest_jobs, options))
         with signals.shielded():
