@@ -108,6 +108,7 @@ def test_a_hanging_gpu_tool_is_unknown_and_costs_its_timeout_once(node: FakeNode
     # the later GPU probes read the listing's outcome instead of waiting again
     for name in ("row_remap", "pcie", "nvlink"):
         assert results[name].state == UNKNOWN and "ran past" in results[name].evidence
+        assert "--query-gpu" in results[name].evidence, results[name]
     assert results["xid"].state == PASS and results["rdma mlx5_4:1"].state == PASS
     assert took < 1.0 * 2 + 5, took     # one timeout, not four (a bound, not a benchmark)
 

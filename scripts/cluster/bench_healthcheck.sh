@@ -2,7 +2,7 @@
 # The healthcheck's speed (docs/healthcheck.md "Speed"): run `ocibench healthcheck` RUNS
 # times on NODE of the running loopback cluster, inside the node's namespaces as slurmd
 # runs it, against a healthy fake BM.GPU4.8 node (tests/health_fakes.py), one run after
-# the other; print the wall time's percentiles.  A benchmark, not a test: it judges
+# the other; print the percentiles of its wall time and CPU time (/usr/bin/time).  A benchmark, not a test: it judges
 # nothing.
 #
 #   scripts/cluster/bench_healthcheck.sh [RUNS [NODE]]     (default 100 node1)
@@ -33,20 +33,24 @@ cluster_on "$(cluster_node_ns "$index")" "$node" env -i \
   SLURMD_NODENAME="$node" OCIBENCH_HEALTH_STATE="$fake/state.json" \
   OCIBENCH_HISTORY_DB="$fake/no-history.sqlite" OCIBENCH_PYTHON="$python" \
   bash -c 'for ((i = 0; i < $1; i++)); do
-             s=$(date +%s%N)
-             "$2" healthcheck --shape BM.GPU4.8 --root "$3/root" >/dev/null 2>&1 || true
-             echo $(( $(date +%s%N) - s )) >>"$3/times.txt"
+             /usr/bin/time -f "%e %U %S" -a -o "$3/times.txt" \
+               "$2" healthcheck --shape BM.GPU4.8 --root "$3/root" >/dev/null 2>&1 || true
            done' bench "$runs" "$CLUSTER_REPO/bin/ocibench" "$fake"
 
 "$python" - "$times" "$node" "$fake/state.json" <<'PY'
 import json, math, sys
-ns = sorted(int(line) for line in open(sys.argv[1]) if line.strip())
-s = [n / 1e9 for n in ns]
-def pct(p):  # nearest rank
-    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
+# /usr/bin/time: "<wall> <user> <sys>" per run ("Command exited ..." lines skipped)
+rows = [line.split() for line in open(sys.argv[1])]
+runs = [(float(r[0]), float(r[1]) + float(r[2])) for r in rows
+        if len(r) == 3 and r[0].replace(".", "", 1).isdigit()]
+def pct(values, p):  # nearest rank
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 last = json.load(open(sys.argv[3]))
-print(f"{sys.argv[2]}: {len(s)} runs: p50 {pct(50):.2f} s, p90 {pct(90):.2f} s, "
-      f"p99 {pct(99):.2f} s, max {s[-1]:.2f} s; the last run's probes "
-      f"{sum(p['duration_s'] for p in last['probes']):.2f} s "
+for what, i in (("wall", 0), ("cpu (user+sys)", 1)):
+    v = [run[i] for run in runs]
+    print(f"{sys.argv[2]}: {len(v)} runs, {what}: p50 {pct(v, 50):.2f} s, p90 {pct(v, 90):.2f} s, "
+          f"p99 {pct(v, 99):.2f} s, max {max(v):.2f} s")
+print(f"the last run's probes: {sum(p['duration_s'] for p in last['probes']):.2f} s "
       f"({', '.join(p['name'] + ' ' + p['state'] for p in last['probes'])})")
 PY
