@@ -2,7 +2,7 @@
 # Install what the test suite drives for real, when it is missing: the Python tools
 # the project and its tests need (ruff included; never the project itself, which the
 # tests import from this checkout's src/: src/ocibench/requirements.py), the Debian packages of the real
-# parts (Lmod, OpenMPI, Slurm + munge, hwloc/numactl, Chromium) and shellcheck for
+# parts (Lmod, OpenMPI, Slurm + munge, hwloc/numactl, Chromium, Prometheus' promtool) and shellcheck for
 # scripts/lint.sh.  Idempotent and quick when everything is present.  Spack is NOT
 # installed here: `make setup` does that, and the Spack tests are skipped (with the
 # reason) where it is absent.
@@ -27,6 +27,8 @@ declare -A probes=(
   [munge]=/usr/sbin/munged
   [chromium]=/usr/bin/chromium
   [shellcheck]=/usr/bin/shellcheck
+  # promtool lints the metrics export and runs the alert rules' unit tests
+  [prometheus]=/usr/bin/promtool
 )
 missing=()
 for pkg in "${!probes[@]}"; do

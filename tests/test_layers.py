@@ -20,9 +20,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("spack",),
     ("reframe",),
     ("history",),
-    ("health",),
     ("report",),
     ("sweep",),
+    ("health",),
     ("commands", "cli"),
 )
 

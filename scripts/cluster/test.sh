@@ -13,4 +13,5 @@ source scripts/cluster/lib.sh
 trap 'bash scripts/cluster/down.sh >/dev/null 2>&1 || true' EXIT
 export OCIBENCH_CLUSTER_RESULTS=${OCIBENCH_CLUSTER_RESULTS:-$PWD/output/cluster}
 export OCIBENCH_CLUSTER_PROFILE=${OCIBENCH_CLUSTER_PROFILE:-full}
-python3 -m pytest -ra -v -m cluster tests/test_cluster.py tests/test_sweep_cluster.py "$@"
+python3 -m pytest -ra -v -m cluster tests/test_cluster.py tests/test_sweep_cluster.py \
+  tests/test_healthcheck_cluster.py "$@"

@@ -18,6 +18,8 @@ COMMANDS = {
     "preflight": "preflight",
     "sweep": "sweep",
     "history": "history",
+    "healthcheck": "healthcheck",
+    "metrics": "metrics",
 }
 
 

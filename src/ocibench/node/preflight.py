@@ -231,11 +231,14 @@ class Gpu:
     bdf: str
 
 
-def list_gpus() -> tuple[list[Gpu], Ran]:
-    """The GPUs nvidia-smi lists.  Output that is not the CSV asked for (a driver
-    message on stdout with exit 0, a changed format) sets ``why``: the GPUs are then
-    unknown, not absent."""
-    ran = run(["nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader"])
+def list_gpus(command: tuple[str, ...] | None = None,
+              timeout: float | None = None) -> tuple[list[Gpu], Ran]:
+    """The GPUs nvidia-smi lists (``command``: the vendor row's probe command, which
+    prints the same CSV; ``timeout``: the healthcheck's shorter one).  Output that is
+    not the CSV asked for (a driver message on stdout with exit 0, a changed format)
+    sets ``why``: the GPUs are then unknown, not absent."""
+    ran = run(list(command or ("nvidia-smi", "--query-gpu=index,name,pci.bus_id",
+                               "--format=csv,noheader")), timeout)
     gpus = []
     for line in ran.out.splitlines() if not ran.why else []:
         fields = [f.strip() for f in line.split(",")]
@@ -278,7 +281,8 @@ _NVLINK_GPU = re.compile(r"^GPU (\d+):")
 _NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.+)$")
 
 
-def probe_nvlink(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
+def probe_nvlink(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
+                 timeout: float | None = None) -> Item:
     want = int(exp.capabilities.get("nvlink") or 0)
     required = exp.requires("nvlink")
     listed, listing = gpus
@@ -286,7 +290,7 @@ def probe_nvlink(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
         # nvidia-smi already failed or hung: do not wait for it a second time
         return Item("nvlink", UNKNOWN, f"nvidia-smi gave no GPU list: {listing.why}",
                     listing.command, required)
-    ran = run(["nvidia-smi", "nvlink", "--status"])
+    ran = run(["nvidia-smi", "nvlink", "--status"], timeout)
     if ran.why:
         return _tool_item("nvlink", ran, required)
     active: dict[int, int] = {}

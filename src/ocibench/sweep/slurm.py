@@ -43,18 +43,18 @@ class UsageError(ValueError):
     """A bad hostlist, partition or node; one line."""
 
 
-def _call(argv: list[str]) -> subprocess.CompletedProcess:
+def _call(argv: list[str], timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
     try:
         # A session of its own: a Ctrl-C at the terminal reaches the sweep (which
         # finishes the Slurm action under way: ocibench.sweep.signals), never a
         # scontrol half-way through a drain or a resume.
-        return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                               check=False, start_new_session=True)
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]} not found: ocibench sweep runs where Slurm's "
                          "client commands are (a login or head node)") from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{' '.join(argv)}: no answer in {TIMEOUT_S} s") from None
+        raise SlurmError(f"{' '.join(argv)}: no answer in {timeout:g} s") from None
 
 
 def _last_line(text: str) -> str | None:
@@ -62,8 +62,8 @@ def _last_line(text: str) -> str | None:
     return lines[-1] if lines else None
 
 
-def _run(argv: list[str]) -> str:
-    done = _call(argv)
+def _run(argv: list[str], timeout: float = TIMEOUT_S) -> str:
+    done = _call(argv, timeout)
     if done.returncode != 0:
         why = _last_line(done.stderr) or f"exit status {done.returncode}"
         raise SlurmError(f"{' '.join(argv)}: {why}")
@@ -188,12 +188,19 @@ def parse_sinfo(text: str) -> dict[str, NodeState]:
     return found
 
 
-def drain(node: str, reason: str) -> None:
-    _run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"])
+def node_state(node: str, timeout: float = TIMEOUT_S) -> NodeState | None:
+    """One node's state and reason; None when Slurm does not know the node."""
+    return parse_sinfo(_run(["sinfo", "-N", "-h", "-n", node, "-o", "%N|%t|%E"],
+                            timeout)).get(node)
 
 
-def resume(node: str) -> None:
-    _run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+def drain(node: str, reason: str, timeout: float = TIMEOUT_S) -> None:
+    _run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"],
+         timeout)
+
+
+def resume(node: str, timeout: float = TIMEOUT_S) -> None:
+    _run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], timeout)
 
 
 def create_reservation(name: str, nodes: list[str], user: str) -> None:

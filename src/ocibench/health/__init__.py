@@ -1,0 +1,1 @@
+"""The node's health between jobs: ``ocibench healthcheck`` (Slurm's HealthCheckProgram)."""

@@ -1,0 +1,234 @@
+"""One healthcheck run: the probes, the decision, the Slurm action, the state file.
+
+It acts as LBNL NHC and oci-hpc's healthchecks.sh do, with one difference in how it
+knows its own drains:
+
+* a probe that fails drains the node with ``Reason="ocibench: <probe> (<evidence>)"``,
+  unless the node is drained already (by anyone: a person's reason is never replaced);
+* an unknown probe never drains, and never resumes a node drained for that probe;
+* a node is resumed only when Slurm holds it drained with exactly the reason this
+  healthcheck wrote and recorded in its state file, and the probes that failed then
+  now pass.  The prefix proves nothing: ``ocibench sweep`` writes ``ocibench:``
+  reasons too, and a person can type it.  The sweep trusts its own record of drains
+  (ocibench.sweep.state), the healthcheck its state file (ocibench.health.state); each
+  leaves the other's drains, and every other drain, alone.
+
+The record is written before ``scontrol`` drains the node (as the sweep does): a run
+killed in between leaves a reason Slurm never got, which matches nothing, rather than
+a drain of ours that no later run would recognise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ocibench import shapes
+from ocibench.health import probes, state
+from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState, ProbeResult
+from ocibench.sweep import slurm
+from ocibench.sweep.actions import MAX_REASON, REASON_PREFIX
+
+#: Seconds by which every probe has answered (Slurm kills the program at 60 s; the
+#: issue's target is 5 s at the 99th percentile, Python's start and scontrol included).
+DEADLINE_S = 3.5
+#: Seconds a Slurm command may take here (the sweep allows 30: it is not in a hurry).
+SLURM_TIMEOUT_S = 10.0
+
+#: Exit status (docs/healthcheck.md).
+OK, FAILED, USAGE, UNJUDGED, SLURM = 0, 1, 2, 3, 4
+
+#: sinfo's %t of a drained node, its suffix (*, ~, ...) taken off: drained and idle,
+#: or draining (still running a job).
+DRAINED_STATES = ("drain", "drng")
+
+
+@dataclass
+class Options:
+    shape: shapes.Shape
+    root: Path = Path("/")
+    node: str = ""
+    state_path: Path | None = None
+    dry_run: bool = False
+    prolog: bool = False
+    deadline_s: float = DEADLINE_S
+    tool_timeout_s: float = probes.TOOL_TIMEOUT_S
+    interval_s: int | None = None
+    history_db: Path | None = None
+
+
+@dataclass
+class Outcome:
+    state: HealthState
+    lines: list[str]        # what the run says, one line each
+    code: int
+
+
+def node_name() -> str:
+    """Slurm's name of this node: $SLURMD_NODENAME (slurmd sets it for the programs it
+    runs), else the host name without its domain, as Slurm's NodeHostname."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def slurm_interval(conf: Path | None = None) -> int | None:
+    """HealthCheckInterval from slurm.conf ($SLURM_CONF, else /etc/slurm/slurm.conf):
+    the expected time between runs, for the state file's freshness.  None when not
+    readable or not set: nothing here depends on it."""
+    path = conf or Path(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(1 << 20)
+    except OSError:
+        return None
+    found = re.findall(r"^\s*HealthCheckInterval\s*=\s*([0-9]+)\s*(?:#.*)?$", text,
+                       re.MULTILINE | re.IGNORECASE)
+    return int(found[-1]) if found else None
+
+
+def run_probes(ctx: probes.Context) -> list[ProbeResult]:
+    """Every probe that applies to the shape, in order; one that would start after the
+    deadline is unknown and says so."""
+    results = []
+    for name, applies, probe in probes.PROBES:
+        if not applies(ctx):
+            continue
+        start, began = time.time(), time.monotonic()
+        if ctx.deadline - began < probes.MIN_TOOL_S:
+            found = [probes.Finding(name, UNKNOWN, "not run: the run's deadline passed")]
+        else:
+            found = probe(ctx)
+        took = time.monotonic() - began
+        results += [ProbeResult(f.name, f.state, f.evidence, start, round(took, 4))
+                    for f in found]
+    return results
+
+
+def drain_reason(failed: list[ProbeResult]) -> str:
+    """``ocibench: <probe> (<evidence>); ...``: one line, at most MAX_REASON characters,
+    the evidence without the file or command it was read from (the state file has it)."""
+    parts = []
+    for result in failed:
+        evidence = re.sub(r"\s*\[[^\]]*\]\s*$", "", result.evidence)
+        parts.append(f"{result.name} ({' '.join(evidence.split())})")
+    reason = f"{REASON_PREFIX} " + "; ".join(parts)
+    return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON - 3] + "..."
+
+
+def check(options: Options) -> Outcome:
+    began, start = time.monotonic(), time.time()
+    path = options.state_path or state.default_path()
+    node = options.node or node_name()
+    lines: list[str] = []
+    try:
+        previous = state.read(path)
+    except state.StateError as err:
+        # a state file that is not one: the run goes on without its memory (no flap
+        # detection, no record of a drain: nothing of ours will be resumed)
+        lines.append(f"warning: {err}; starting without it")
+        previous = None
+    if previous is not None and previous.node != node:
+        lines.append(f"warning: {path} is node {previous.node}'s state, not {node}'s; "
+                     "starting without it")
+        previous = None
+    ctx = probes.Context(root=options.root, shape=options.shape, node=node,
+                         deadline=began + options.deadline_s,
+                         tool_timeout=options.tool_timeout_s, previous=previous,
+                         history_db=options.history_db,
+                         history_since=previous.history_since if previous else 0.0)
+    results = run_probes(ctx)
+    lines += [f"{r.name}: {r.state}: {r.evidence}" for r in results]
+    failed = [r for r in results if r.state == FAIL]
+    unknown = [r for r in results if r.state == UNKNOWN]
+
+    counters = dict(previous.link_downed) if previous else {}
+    if not options.dry_run:
+        counters.update(ctx.counters)   # a dry run leaves the next real run its baseline
+    drained_reason = previous.drained_reason if previous else ""
+    drained_probes = previous.drained_probes if previous else ()
+    history_since = ctx.history_since
+    action, reason, code = state.NONE, "", FAILED if failed else UNJUDGED if unknown else OK
+
+    # Slurm is asked only when there is something to do: a failure, or a drain of ours
+    # to look after (NHC's way: an idle healthy cluster sends slurmctld nothing).
+    current = None
+    if failed or drained_reason:
+        try:
+            current = slurm.node_state(node, SLURM_TIMEOUT_S)
+        except slurm.SlurmError as err:
+            lines.append(f"cannot ask Slurm about {node}: {err}")
+            code = SLURM
+        if current is None and code != SLURM:
+            lines.append(f"Slurm knows no node {node!r}: nothing done "
+                         "(--node names it as slurm.conf does)")
+            code = SLURM
+    drained = current is not None and current.state.rstrip("*~#!%@^-$") in DRAINED_STATES
+    ours = drained and bool(drained_reason) and current is not None \
+        and current.reason == drained_reason
+    if current is not None and drained_reason and not ours:
+        # a person resumed our drain, or drained the node again with a reason of theirs:
+        # from now on the drain (or its absence) is theirs
+        lines.append(f"the drain this healthcheck wrote is no longer Slurm's "
+                     f"(now: {current.state}, {current.reason or 'no reason'}): forgotten")
+        if not drained and not options.dry_run:
+            # a person resumed it: what the history held against it, they have seen
+            history_since = start
+        drained_reason, drained_probes = "", ()
+
+    if failed and current is not None:
+        reason = drain_reason(failed)
+        if drained:
+            who = "this healthcheck" if ours else "someone else"
+            lines.append(f"{node} is drained already, by {who} ({current.reason}): "
+                         "left as it is")
+        elif options.dry_run:
+            action = state.WOULD_DRAIN
+        else:
+            action = state.DRAIN
+            drained_reason, drained_probes = reason, tuple(sorted({r.name for r in failed}))
+    elif not failed and ours and not options.prolog:
+        # resume only when what drained it now passes: an unknown is not clean
+        still = [r.name for r in results if r.name in drained_probes and r.state != PASS]
+        if still:
+            lines.append(f"{node} stays drained: {', '.join(still)} could not be judged")
+        elif options.dry_run:
+            action, reason = state.WOULD_RESUME, drained_reason
+        else:
+            action, reason = state.RESUME, drained_reason
+            drained_reason, drained_probes = "", ()
+
+    record = HealthState(
+        node=node, time=start, duration_s=round(time.monotonic() - began, 4),
+        interval_s=options.interval_s, action=action, reason=reason,
+        probes=tuple(results), link_downed=counters,
+        drained_reason=drained_reason, drained_probes=drained_probes,
+        history_since=history_since)
+    try:
+        state.write(record, path)   # before scontrol: see the module's docstring
+    except state.StateError as err:
+        lines.append(f"{err}: nothing done in Slurm (a drain without its record could "
+                     "never be resumed)")
+        return Outcome(record, lines, SLURM if code != FAILED else FAILED)
+    try:
+        if action == state.DRAIN:
+            slurm.drain(node, reason, SLURM_TIMEOUT_S)
+        elif action == state.RESUME:
+            slurm.resume(node, SLURM_TIMEOUT_S)
+    except slurm.SlurmError as err:
+        lines.append(f"Slurm refused: {err}")
+        code = FAILED if failed else SLURM
+    if action != state.NONE:
+        lines.append(f"{node}: {action}: {reason}")
+    record = replace(record, duration_s=round(time.monotonic() - began, 4))
+    return Outcome(record, lines, code)
+
+
+def exit_code(outcome: Outcome, prolog: bool) -> int:
+    """As a prolog, only a failure stops the job (Slurm then requeues it elsewhere):
+    an unknown, or Slurm not answering, lets the job run."""
+    if prolog:
+        return FAILED if any(p.state == FAIL for p in outcome.state.probes) else OK
+    return outcome.code

@@ -1,0 +1,362 @@
+"""The healthcheck's probes: cheap, passive, each bounded in time; pass, fail or unknown.
+
+Slurm kills a HealthCheckProgram that runs past 60 s (slurm.conf(5)), and LBNL NHC
+keeps its checks to a few seconds for the same reason: the health check runs on every
+node at once, between jobs.  So a probe only reads what the node already knows (sysfs,
+the kernel log, a query of the GPU driver), never runs a benchmark, and every tool it
+starts has a timeout taken from the run's deadline.
+
+Three states, as OCI's node-problem detector for OKE puts it: a missing command, a
+timeout or output that cannot be parsed is *unknown*, never *fail*; only a node found
+broken fails, and only a failure drains.  Where the node preflight already reads an
+item (GPUs, NVLink, PCIe, RDMA ports: ocibench.node.preflight), the probe is that
+item's reading, judged here: one implementation per concept.
+
+Every path is under ``root`` (``/`` on a node, a fake tree in the tests), as for
+preflight.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ocibench import accelerators, metrics, shapes
+from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
+from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
+from ocibench.history import store
+from ocibench.node import preflight
+from ocibench.shapes.probe import Ran
+
+#: Seconds one tool may take (nvidia-smi answers in well under a second with
+#: persistence mode on; a GPU fallen off the bus hangs it in the driver).
+TOOL_TIMEOUT_S = 2.0
+#: The least time worth giving a tool: below it, a probe says the deadline passed.
+MIN_TOOL_S = 0.2
+
+#: The Xid errors that take a GPU out of service (NVIDIA's "XID Errors" catalogue,
+#: docs.nvidia.com/deploy/xid-errors): the GPU is gone or its memory is corrupt.
+XIDS = {48: "double-bit ECC error", 79: "GPU has fallen off the bus",
+        94: "contained ECC error", 95: "uncontained ECC error"}
+#: The driver's line: "NVRM: Xid (PCI:0000:0f:00): 79, pid=..., GPU has fallen off the bus."
+_XID = re.compile(r"NVRM: Xid \((PCI:[0-9A-Fa-f:.]+)\): (\d+)\b")
+#: /dev/kmsg's record: "<prio>,<seq>,<usec since boot>,<flags>;<text>"
+#: (Documentation/ABI/testing/dev-kmsg).
+_KMSG = re.compile(r"^\d+,\d+,(\d+),[^;]*;(.*)$")
+#: The kernel's ring buffer is at most a few MB (CONFIG_LOG_BUF_SHIFT, log_buf_len).
+MAX_KERNEL_LOG = 32 * 2**20
+
+#: Per vendor: the row-remapper query (nvidia-smi(1): --query-remapped-rows).  The
+#: listing of GPUs is the vendor table's (ocibench.accelerators).
+REMAP_QUERY = {"nvidia": ("nvidia-smi",
+                          "--query-remapped-rows=gpu_bus_id,remapped_rows.pending,"
+                          "remapped_rows.failure", "--format=csv,noheader")}
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    state: str          # PASS, FAIL or UNKNOWN
+    evidence: str
+
+
+@dataclass
+class Context:
+    """What every probe of one run reads: the node's root, its shape, the run's deadline,
+    the previous run's state; and what they leave for the next run (``counters``)."""
+
+    root: Path
+    shape: shapes.Shape
+    node: str
+    deadline: float                   # time.monotonic() by which the probes are done
+    tool_timeout: float = TOOL_TIMEOUT_S
+    previous: HealthState | None = None
+    history_db: Path | None = None
+    #: Results measured up to then are not held against the node: a person resumed it
+    #: after this healthcheck drained it for them (HealthState.history_since).
+    history_since: float = 0.0
+    counters: dict[str, int] = field(default_factory=dict)
+    _listing: tuple[list[preflight.Gpu], Ran] | None = None
+
+    def __post_init__(self) -> None:
+        self.exp = preflight.expectations(self.shape)
+        self.vendor = vendor_of(self.shape)
+
+    def timeout(self) -> float:
+        """A tool's time: its own limit, or what is left of the run's, if less."""
+        return max(0.0, min(self.tool_timeout, self.deadline - time.monotonic()))
+
+    def listing(self) -> tuple[list[preflight.Gpu], Ran]:
+        """The GPUs the vendor's tool lists, asked once per run."""
+        if self._listing is None:
+            command = self.vendor.probe_command if self.vendor else None
+            self._listing = preflight.list_gpus(command, timeout=self.timeout())
+        return self._listing
+
+    def gpu_tool_silent(self) -> Finding | None:
+        """Why the GPU tool gave no list (not installed, hung, failed), as an unknown
+        finding for a probe that needs it; None when it answered."""
+        _found, ran = self.listing()
+        return None if not ran.why else Finding("", UNKNOWN, f"`{ran.command}`: {ran.why}")
+
+
+def vendor_of(shape: shapes.Shape) -> accelerators.Accelerator | None:
+    """The shape's row of the vendor table; a shape file written before the table
+    names no vendor, and every such file is NVIDIA's (it gives a ``cuda_arch``)."""
+    gpus = shape.gpus
+    if gpus and "vendor" not in gpus and "cuda_arch" in gpus:
+        return accelerators.VENDORS["nvidia"]
+    return accelerators.of(gpus)
+
+
+def _state_of(item: preflight.Item, absent: str = FAIL) -> str:
+    """A preflight item judged: present passes, not as the shape says fails; absent
+    is ``absent`` (fail where the thing should be there, unknown where absence only
+    means the tool did not answer)."""
+    if item.status == PRESENT:
+        return PASS
+    if item.status == UNEXPECTED:
+        return FAIL
+    return absent if item.status == ABSENT else UNKNOWN
+
+
+def _evidence(item: preflight.Item) -> str:
+    return f"{item.detail} [{item.evidence}]"
+
+
+def _named(name: str, finding: Finding) -> list[Finding]:
+    return [Finding(name, finding.state, finding.evidence)]
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def probe_gpus(ctx: Context) -> list[Finding]:
+    """GPU count and model against the shape (preflight's gpus item)."""
+    silent = ctx.gpu_tool_silent()
+    if silent:
+        return _named("gpu_count", silent)
+    item = preflight.probe_gpus(ctx.root, ctx.exp, ctx.listing())
+    return [Finding("gpu_count", _state_of(item), _evidence(item))]
+
+
+def read_kernel_log(path: Path, deadline: float) -> tuple[list[str] | None, str]:
+    """The kernel's log lines from ``path`` (/dev/kmsg: every record still in the ring
+    buffer, read without blocking; a regular file in the tests), or None and why not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, f"no {path}"
+    except OSError as err:
+        return None, f"cannot read {path}: {err.strerror}"
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        device = stat.S_ISCHR(os.fstat(fd).st_mode)
+        while size <= MAX_KERNEL_LOG and time.monotonic() < deadline:
+            try:
+                # /dev/kmsg gives one record per read (at most about 8 KB)
+                chunk = os.read(fd, 16384)
+            except BlockingIOError:
+                break                       # the newest record was read
+            except OSError as err:
+                if err.errno == errno.EPIPE:
+                    continue                # a record overwritten while reading: skip it
+                return None, f"cannot read {path}: {err.strerror}"
+            if not chunk:
+                break
+            chunks.append(chunk if not device or chunk.endswith(b"\n") else chunk + b"\n")
+            size += len(chunk)
+        else:
+            why = (f"{path} holds more than {MAX_KERNEL_LOG} bytes" if size > MAX_KERNEL_LOG
+                   else f"the run's deadline passed while reading {path}")
+            return None, why
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace").splitlines(), ""
+
+
+def probe_xid(ctx: Context) -> list[Finding]:
+    """Xid errors 48, 79, 94 and 95 in the kernel log since boot: each takes the GPU
+    out of service until it is reset or the node rebooted (which clears the log)."""
+    path = ctx.root / "dev/kmsg"
+    lines, why = read_kernel_log(path, ctx.deadline)
+    if lines is None:
+        return [Finding("xid", UNKNOWN, why)]
+    seen: dict[tuple[int, str], str] = {}
+    for line in lines:
+        m = _XID.search(line)
+        if not m or int(m.group(2)) not in XIDS:
+            continue
+        when = ""
+        if k := _KMSG.match(line):
+            when = f" at {int(k.group(1)) / 1e6:.0f} s after boot"
+        seen.setdefault((int(m.group(2)), m.group(1)), when)
+    if seen:
+        listed = "; ".join(f"Xid {xid} {XIDS[xid]} on {pci}{when}"
+                           for (xid, pci), when in sorted(seen.items()))
+        return [Finding("xid", FAIL, f"{listed} [read {path}]")]
+    return [Finding("xid", PASS, f"no Xid {', '.join(map(str, sorted(XIDS)))} in "
+                    f"{len(lines)} log lines [read {path}]")]
+
+
+_YES, _NO = ("yes", "1"), ("no", "0")
+
+
+def probe_row_remap(ctx: Context) -> list[Finding]:
+    """Pending row remaps (the GPU needs a reset before the spare rows are used) and
+    remap failures (no spare row left: the GPU must be replaced): nvidia-smi(1)."""
+    query = REMAP_QUERY.get(ctx.vendor.vendor if ctx.vendor else "")
+    if query is None:
+        return [Finding("row_remap", UNKNOWN, "no row-remapper query for vendor "
+                        f"{ctx.vendor.vendor if ctx.vendor else 'none'}")]
+    silent = ctx.gpu_tool_silent()
+    if silent:
+        return _named("row_remap", silent)
+    ran = preflight.run(list(query), ctx.timeout())
+    command = f"`{ran.command}`"
+    if ran.why:
+        return [Finding("row_remap", UNKNOWN, f"{command}: {ran.why}")]
+    bad, unsupported, good = [], [], 0
+    for line in (raw for raw in ran.out.splitlines() if raw.strip()):
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 3:
+            return [Finding("row_remap", UNKNOWN, f"{command} printed {line.strip()[:80]!r}, "
+                            "not bus id, pending, failure")]
+        bus, pending, failure = fields[0], fields[1].lower(), fields[2].lower()
+        if pending in _YES or failure in _YES:
+            what = [w for w, v in (("remap pending", pending), ("remap failure", failure))
+                    if v in _YES]
+            bad.append(f"{bus}: {' and '.join(what)}")
+        elif pending in _NO and failure in _NO:
+            good += 1
+        else:
+            # "[N/A]": a GPU without a row remapper (before Ampere: page retirement)
+            unsupported.append(f"{bus}: {fields[1]}, {fields[2]}")
+    if bad:
+        return [Finding("row_remap", FAIL, f"{'; '.join(bad)} [{command}]")]
+    if unsupported or not good:
+        shown = "; ".join(unsupported) or "no GPU listed"
+        return [Finding("row_remap", UNKNOWN, f"no remapper state read: {shown} [{command}]")]
+    return [Finding("row_remap", PASS, f"{good} GPUs: no remap pending or failed [{command}]")]
+
+
+def probe_pcie(ctx: Context) -> list[Finding]:
+    """Each GPU's PCIe link narrower than its maximum, or a slot of an older generation
+    than the shape's (preflight's pcie item: the current *speed* of an idle GPU drops
+    to save power, so the generation is judged by the link's maximum)."""
+    silent = ctx.gpu_tool_silent()
+    if silent:
+        return _named("pcie", silent)
+    item = preflight.probe_pcie(ctx.root, ctx.exp, ctx.listing())
+    # absent: no GPU listed, which the gpus probe fails; the links themselves are unknown
+    return [Finding("pcie", _state_of(item, absent=UNKNOWN), _evidence(item))]
+
+
+def probe_nvlink(ctx: Context) -> list[Finding]:
+    """NVLink links down (preflight's nvlink item: fewer active links than the shape's
+    per GPU)."""
+    silent = ctx.gpu_tool_silent()
+    if silent:
+        return _named("nvlink", silent)
+    item = preflight.probe_nvlink(ctx.root, ctx.exp, ctx.listing(), timeout=ctx.timeout())
+    return [Finding("nvlink", _state_of(item), _evidence(item))]
+
+
+def probe_rdma(ctx: Context) -> list[Finding]:
+    """Each RDMA port of the shape: its state (preflight's rdma item: ACTIVE or not),
+    and its link_downed counter against the previous run's, which rises each time the
+    link went down in between: a flapping port."""
+    findings = []
+    no_gpus: tuple[list[preflight.Gpu], Ran] = ([], Ran(""))
+    before = ctx.previous.link_downed if ctx.previous else None
+    for device in ctx.exp.rdma_devices:
+        name = f"rdma {device}"
+        item = preflight.probe_rdma_device(device)(ctx.root, ctx.exp, no_gpus)
+        state, detail = _state_of(item), item.detail
+        dev, _, port = device.partition(":")
+        rel = f"sys/class/infiniband/{dev}/ports/{port}/counters/link_downed"
+        where = f"[{item.evidence}, {ctx.root / rel}]"
+        read = preflight._read(ctx.root, rel)
+        text = (read.text or "").strip()
+        if not re.fullmatch(r"[0-9]{1,19}", text):
+            shown = read.why or ("missing" if read.missing else f"reads {text[:40]!r}")
+            if state == PASS:
+                state = UNKNOWN     # active, but whether it flaps cannot be told
+            findings.append(Finding(name, state, f"{detail}; link_downed not read: {shown} "
+                                    + where))
+            continue
+        count = int(text)
+        ctx.counters[device] = count
+        last = before.get(device) if before is not None else None
+        if last is not None and count > last:
+            state = FAIL
+            detail += (f"; link_downed rose from {last} to {count} since the last run "
+                       "(the link went down in between: flapping)")
+        elif last is None:
+            detail += f"; link_downed {count} (first reading)"
+        else:
+            # fell: the counters were reset (driver reload, reboot); the new value counts
+            detail += f"; link_downed {count} (was {last})"
+        findings.append(Finding(name, state, f"{detail} {where}"))
+    return findings
+
+
+def _figure(record: store.Record) -> str:
+    size = f" {record.size} B" if record.size is not None else ""
+    variant = f" {record.variant}" if record.variant else ""
+    floor = f" (floor {record.floor:g})" if record.floor is not None else ""
+    return (f"{record.check}{variant}{size} {record.figure} {record.value:g} "
+            f"{record.unit}{floor}")
+
+
+def probe_history(ctx: Context) -> list[Finding]:
+    """This node's latest verdict on each figure in the results history (every sweep
+    and ReFrame run is kept there: ocibench.history.store): a figure that failed there
+    fails here.  No history, or none of this node, is unknown: nothing was measured."""
+    path = ctx.history_db
+    if path is None or not path.is_file():
+        return [Finding("history", UNKNOWN, f"no history at {path} (no run recorded yet; "
+                        "--history names it)")]
+    try:
+        with store.History(path, readonly=True) as history:
+            records = history.latest(ctx.node)
+    except store.HistoryError as err:
+        return [Finding("history", UNKNOWN, str(err))]
+    if not records:
+        return [Finding("history", UNKNOWN, f"no result of {ctx.node} in {path}")]
+    failed = [r for r in records if r.verdict == metrics.Verdict.FAIL.value]
+    held = [r for r in failed if r.time > ctx.history_since]
+    newest = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(max(r.time for r in records)))
+    if held:
+        shown = "; ".join(_figure(r) for r in held[:3])
+        more = f"; and {len(held) - 3} more" if len(held) > 3 else ""
+        return [Finding("history", FAIL, f"failed in its latest run: {shown}{more} "
+                        f"[{path}, session {held[0].session}]")]
+    excused = (f"; {len(failed)} failed before a person resumed the node "
+               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(ctx.history_since))}, "
+               "not held against it" if failed else "")
+    return [Finding("history", PASS, f"{len(records)} figures, none failed in its latest "
+                    f"runs (newest {newest}){excused} [{path}]")]
+
+
+#: (name, applies to the shape, probe), in the order they run: the GPU listing first,
+#: so that a hung GPU tool costs its timeout once (every later GPU probe reads the
+#: listing's outcome and says unknown at once).
+PROBES: tuple[tuple[str, Callable[[Context], bool], Callable[[Context], list[Finding]]],
+              ...] = (
+    ("gpu_count", lambda c: c.exp.gpu_count > 0, probe_gpus),
+    ("xid", lambda c: c.exp.gpu_count > 0 and bool(c.vendor)
+     and c.vendor.vendor == "nvidia", probe_xid),
+    ("row_remap", lambda c: c.exp.gpu_count > 0, probe_row_remap),
+    ("pcie", lambda c: c.exp.gpu_count > 0, probe_pcie),
+    ("nvlink", lambda c: int(c.exp.capabilities.get("nvlink") or 0) > 0, probe_nvlink),
+    ("rdma", lambda c: bool(c.exp.rdma_devices), probe_rdma),
+    ("history", lambda c: c.history_db is not None, probe_history),
+)

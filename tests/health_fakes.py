@@ -1,0 +1,117 @@
+"""A GPU node as the healthcheck reads it, built in a directory: the tests' stand-in for
+hardware this machine does not have (tests/test_healthcheck.py, and every node of the
+loopback cluster in tests/test_healthcheck_cluster.py).
+
+``<dir>/bin``: tests/data/healthcheck/nvidia-smi and the files it prints (the GPU list,
+the row remapper's state, NVLink's status); a file ``hang`` there makes it hang.
+``<dir>/root``: ``sys/bus/pci/devices/<bdf>/`` link speed and width of each GPU,
+``sys/class/infiniband/<dev>/ports/<port>/{state,counters/link_downed}`` of each of the
+shape's RDMA ports, and ``dev/kmsg``, the kernel log, as the files the kernel shows.
+Everything is derived from the shape file, as on a node of that shape.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ocibench import shapes
+from ocibench.node import preflight
+
+FAKE_SMI = Path(__file__).parent / "data" / "healthcheck" / "nvidia-smi"
+#: A GPU shape with NVLink, PCIe and RDMA ports declared (capabilities).
+SHAPE = "BM.GPU4.8"
+#: sysfs's spelling of a PCIe generation's rate.
+GTS = {3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe"}
+
+
+def bus_id(index: int) -> str:
+    """nvidia-smi's bus id of GPU ``index``: 00000000:10:00.0, 00000000:20:00.0, ..."""
+    return f"00000000:{0x10 * (index + 1):02X}:00.0"
+
+
+class FakeNode:
+    """One node's fake GPUs, links, ports and kernel log; each setter rewrites a file."""
+
+    def __init__(self, where: Path, shape_name: str = SHAPE):
+        self.where = where
+        self.shape = shapes.load(shape_name)
+        self.exp = preflight.expectations(self.shape)
+        self.bin = where / "bin"
+        self.root = where / "root"
+        self.bin.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FAKE_SMI, self.bin / "nvidia-smi")
+        self.healthy()
+
+    # ---------------------------------------------------------------- the whole node
+    def healthy(self) -> FakeNode:
+        self.gpus(self.exp.gpu_count)
+        self.remap()
+        self.nvlink()
+        self.pcie()
+        for device in self.exp.rdma_devices:
+            self.port(device)
+        self.kernel_log()
+        self.hang(False)
+        return self
+
+    # ---------------------------------------------------------------- its parts
+    def gpus(self, count: int, model: str | None = None) -> None:
+        name = model or self.exp.gpu_model
+        (self.bin / "gpus.csv").write_text(
+            "".join(f"{i}, {name}, {bus_id(i)}\n" for i in range(count)))
+
+    def remap(self, pending: str = "No", failure: str = "No", gpu: int = 0) -> None:
+        rows = []
+        for i in range(self.exp.gpu_count):
+            p, f = (pending, failure) if i == gpu else ("No", "No")
+            rows.append(f"{bus_id(i)}, {p}, {f}\n")
+        (self.bin / "remap.csv").write_text("".join(rows))
+
+    def nvlink(self, inactive: dict[int, int] | None = None) -> None:
+        links = int(self.exp.capabilities.get("nvlink") or 0)
+        out = []
+        for i in range(self.exp.gpu_count):
+            out.append(f"GPU {i}: {self.exp.gpu_model} (UUID: GPU-{i:08d})\n")
+            down = (inactive or {}).get(i, 0)
+            out += [f"\t Link {k}: {'<inactive>' if k < down else '25 GB/s'}\n"
+                    for k in range(links)]
+        (self.bin / "nvlink.txt").write_text("".join(out))
+
+    def pcie(self, width: dict[int, int] | None = None) -> None:
+        want = self.exp.capabilities.get("pcie") or {"gen": 4, "width": 16}
+        for i in range(self.exp.gpu_count):
+            bdf = preflight._sysfs_bdf(bus_id(i))
+            base = self.root / "sys/bus/pci/devices" / bdf
+            base.mkdir(parents=True, exist_ok=True)
+            (base / "max_link_speed").write_text(GTS[want["gen"]] + "\n")
+            (base / "current_link_speed").write_text(GTS[want["gen"]] + "\n")
+            (base / "max_link_width").write_text(f"{want['width']}\n")
+            (base / "current_link_width").write_text(f"{(width or {}).get(i, want['width'])}\n")
+
+    def port(self, device: str, state: str = "4: ACTIVE", link_downed: int | None = 0) -> None:
+        dev, _, port = device.partition(":")
+        base = self.root / "sys/class/infiniband" / dev / "ports" / port
+        (base / "counters").mkdir(parents=True, exist_ok=True)
+        (base / "state").write_text(state + "\n")
+        counter = base / "counters" / "link_downed"
+        if link_downed is None:
+            counter.unlink(missing_ok=True)
+        else:
+            counter.write_text(f"{link_downed}\n")
+
+    def kernel_log(self, *lines: str) -> None:
+        """/dev/kmsg's records: '<prio>,<seq>,<usec>,-;<text>'."""
+        (self.root / "dev").mkdir(exist_ok=True)
+        (self.root / "dev" / "kmsg").write_text(
+            "6,1,1000000,-;Linux version 6.8.0\n"
+            + "".join(f"4,{n + 2},{(n + 2) * 1000000},-;{text}\n"
+                      for n, text in enumerate(lines)))
+
+    def hang(self, on: bool = True) -> None:
+        flag = self.bin / "hang"
+        if on:
+            flag.write_text("")
+        else:
+            flag.unlink(missing_ok=True)

@@ -1,0 +1,421 @@
+"""The healthcheck's probes on a fake GPU node (tests/health_fakes.py), its decision
+where Slurm is not needed, and its command line.  Slurm's own health loop is
+tests/test_healthcheck_cluster.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from health_fakes import FakeNode
+from ocibench import cli, shapes
+from ocibench.health import check, probes, state
+from ocibench.health.state import FAIL, PASS, UNKNOWN
+from ocibench.history import store
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeNode:
+    """A healthy BM.GPU4.8 node; its nvidia-smi first on PATH, and only the system's
+    directories after it (this machine has no nvidia-smi of its own)."""
+    fake = FakeNode(tmp_path / "node")
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    monkeypatch.setenv("OCIBENCH_HEALTH_STATE", str(tmp_path / "state.json"))
+    monkeypatch.setenv("OCIBENCH_HISTORY_DB", str(tmp_path / "no-history.sqlite"))
+    return fake
+
+
+def no_slurm_path(fake: FakeNode, tmp_path: Path) -> str:
+    """A PATH with the node's nvidia-smi and what it runs (sh, dirname, cat, sleep),
+    without Slurm's commands: a run that asked Slurm would say it could not."""
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    for tool in ("sh", "dirname", "cat", "sleep"):
+        found = shutil.which(tool)
+        assert found, tool
+        (tools / tool).symlink_to(found)
+    return f"{fake.bin}:{tools}"
+
+
+def context(fake: FakeNode, previous: state.HealthState | None = None,
+            deadline_s: float = 20.0) -> probes.Context:
+    return probes.Context(root=fake.root, shape=fake.shape, node="gpu-1",
+                          deadline=time.monotonic() + deadline_s, tool_timeout=1.0,
+                          previous=previous)
+
+
+def found(fake: FakeNode, name: str, **kw) -> dict[str, tuple[str, str]]:
+    """name -> (state, evidence) of the probe ``name`` (all its findings)."""
+    results = check.run_probes(context(fake, **kw))
+    return {r.name: (r.state, r.evidence) for r in results
+            if r.name == name or r.name.startswith(name + " ")}
+
+
+def one(fake: FakeNode, name: str, **kw) -> tuple[str, str]:
+    got = found(fake, name, **kw)
+    assert len(got) == 1, got
+    return next(iter(got.values()))
+
+
+def test_a_healthy_node_passes_every_probe(node: FakeNode) -> None:
+    results = check.run_probes(context(node))
+    assert {r.name: r.state for r in results} == {
+        "gpu_count": PASS, "xid": PASS, "row_remap": PASS, "pcie": PASS, "nvlink": PASS,
+        "rdma mlx5_4:1": PASS, "rdma mlx5_6:1": PASS}
+    assert all(r.evidence and r.duration_s >= 0 for r in results)
+
+
+# --------------------------------------------------------------------------- gpu_count
+
+
+def test_fewer_gpus_than_the_shape_fail(node: FakeNode) -> None:
+    node.gpus(7)
+    got, evidence = one(node, "gpu_count")
+    assert got == FAIL and "7x NVIDIA A100-SXM4-40GB; the shape: 8x" in evidence
+
+
+def test_another_gpu_model_fails(node: FakeNode) -> None:
+    node.gpus(8, model="NVIDIA A100-SXM4-80GB")
+    assert one(node, "gpu_count")[0] == FAIL
+
+
+def test_no_gpu_listed_fails(node: FakeNode) -> None:
+    node.gpus(0)
+    got, evidence = one(node, "gpu_count")
+    assert got == FAIL and "lists no GPU" in evidence
+
+
+def test_a_missing_gpu_tool_is_unknown_never_fail(node: FakeNode) -> None:
+    (node.bin / "nvidia-smi").unlink()
+    results = {r.name: r for r in check.run_probes(context(node))}
+    for name in ("gpu_count", "row_remap", "pcie", "nvlink"):
+        assert results[name].state == UNKNOWN, results[name]
+        assert "nvidia-smi not on PATH" in results[name].evidence
+
+
+def test_a_hanging_gpu_tool_is_unknown_and_costs_its_timeout_once(node: FakeNode) -> None:
+    node.hang()
+    began = time.monotonic()
+    results = {r.name: r for r in check.run_probes(context(node))}
+    took = time.monotonic() - began
+    assert results["gpu_count"].state == UNKNOWN
+    assert "ran past 1 s (killed)" in results["gpu_count"].evidence
+    # the later GPU probes read the listing's outcome instead of waiting again
+    for name in ("row_remap", "pcie", "nvlink"):
+        assert results[name].state == UNKNOWN and "ran past" in results[name].evidence
+        assert "--query-gpu" in results[name].evidence, results[name]
+    assert results["xid"].state == PASS and results["rdma mlx5_4:1"].state == PASS
+    assert took < 1.0 * 2 + 5, took     # one timeout, not four (a bound, not a benchmark)
+
+
+def test_gpu_tool_output_not_understood_is_unknown(node: FakeNode) -> None:
+    (node.bin / "gpus.csv").write_text("NVIDIA-SMI has failed because it couldn't "
+                                       "communicate with the NVIDIA driver.\n")
+    got, evidence = one(node, "gpu_count")
+    assert got == UNKNOWN and "not the CSV asked for" in evidence
+
+
+# --------------------------------------------------------------------------- xid
+
+
+@pytest.mark.parametrize("xid", [48, 79, 94, 95])
+def test_an_xid_that_takes_a_gpu_out_fails(node: FakeNode, xid: int) -> None:
+    node.kernel_log(f"NVRM: Xid (PCI:0000:20:00): {xid}, pid=0, name=python, Ch 00000008")
+    got, evidence = one(node, "xid")
+    assert got == FAIL, evidence
+    assert f"Xid {xid} {probes.XIDS[xid]} on PCI:0000:20:00 at 2 s after boot" in evidence
+
+
+def test_other_xids_and_other_lines_pass(node: FakeNode) -> None:
+    node.kernel_log("NVRM: Xid (PCI:0000:20:00): 13, pid=4, Graphics Exception",
+                    "NVRM: Xid (PCI:0000:20:00): 790, pid=4, not Xid 79",
+                    "mlx5_core 0000:0c:00.0: Port module event: module 0, Cable plugged")
+    got, evidence = one(node, "xid")
+    assert got == PASS and "in 4 log lines" in evidence
+
+
+def test_an_unreadable_kernel_log_is_unknown(node: FakeNode) -> None:
+    (node.root / "dev" / "kmsg").unlink()
+    assert one(node, "xid") == (UNKNOWN, f"no {node.root / 'dev/kmsg'}")
+    (node.root / "dev" / "kmsg").mkdir()
+    got, evidence = one(node, "xid")
+    assert got == UNKNOWN and "Is a directory" in evidence
+
+
+def test_the_kernel_log_device_is_read_without_blocking(tmp_path: Path) -> None:
+    """/dev/kmsg itself, where this process may read it: every record, then the end
+    (EAGAIN), not a wait for the next one."""
+    if not os.access("/dev/kmsg", os.R_OK):
+        pytest.skip("/dev/kmsg is not readable here")
+    began = time.monotonic()
+    lines, why = probes.read_kernel_log(Path("/dev/kmsg"), time.monotonic() + 10)
+    assert lines is not None, why
+    assert time.monotonic() - began < 9
+
+
+# --------------------------------------------------------------------------- row remaps
+
+
+@pytest.mark.parametrize("pending, failure, says", [
+    ("Yes", "No", "remap pending"), ("No", "Yes", "remap failure"), ("1", "0", "remap pending")])
+def test_a_pending_or_failed_row_remap_fails(node: FakeNode, pending: str, failure: str,
+                                             says: str) -> None:
+    node.remap(pending, failure, gpu=3)
+    got, evidence = one(node, "row_remap")
+    assert got == FAIL and f"00000000:40:00.0: {says}" in evidence
+
+
+def test_a_gpu_without_a_row_remapper_is_unknown(node: FakeNode) -> None:
+    node.remap("[N/A]", "[N/A]", gpu=0)
+    got, evidence = one(node, "row_remap")
+    assert got == UNKNOWN and "[N/A]" in evidence
+
+
+# --------------------------------------------------------------------------- pcie, nvlink
+
+
+def test_a_narrower_pcie_link_fails(node: FakeNode) -> None:
+    node.pcie(width={5: 8})
+    got, evidence = one(node, "pcie")
+    assert got == FAIL and "GPU 5: Gen4 x8 (max Gen4 x16)" in evidence
+
+
+def test_an_unreadable_pcie_link_is_unknown(node: FakeNode) -> None:
+    (node.root / "sys/bus/pci/devices/0000:30:00.0/max_link_width").unlink()
+    assert one(node, "pcie")[0] == UNKNOWN
+
+
+def test_nvlink_links_down_fail(node: FakeNode) -> None:
+    node.nvlink(inactive={2: 3})
+    got, evidence = one(node, "nvlink")
+    assert got == FAIL and "GPU 2: 9/12" in evidence
+
+
+def test_nvlink_status_not_given_is_unknown(node: FakeNode) -> None:
+    (node.bin / "nvlink.txt").unlink()   # the stand-in then exits non-zero, as a failing tool
+    assert one(node, "nvlink")[0] == UNKNOWN
+
+
+# --------------------------------------------------------------------------- rdma
+
+
+def test_a_port_not_active_fails(node: FakeNode) -> None:
+    node.port("mlx5_6:1", state="1: DOWN")
+    got = found(node, "rdma")
+    assert got["rdma mlx5_6:1"][0] == FAIL and "port state 1: DOWN" in got["rdma mlx5_6:1"][1]
+    assert got["rdma mlx5_4:1"][0] == PASS
+
+
+def test_a_port_gone_fails(node: FakeNode) -> None:
+    shutil.rmtree(node.root / "sys/class/infiniband/mlx5_4")
+    got, evidence = found(node, "rdma")["rdma mlx5_4:1"]
+    assert got == FAIL and "no port 1 of mlx5_4" in evidence
+
+
+def _previous(counters: dict[str, int]) -> state.HealthState:
+    return state.HealthState(node="gpu-1", time=1.0, duration_s=0.1, interval_s=300,
+                             action=state.NONE, reason="", link_downed=counters)
+
+
+def test_a_link_down_counter_rising_since_the_last_run_is_flapping(node: FakeNode) -> None:
+    node.port("mlx5_4:1", link_downed=5)
+    ctx = context(node, previous=_previous({"mlx5_4:1": 2, "mlx5_6:1": 0}))
+    got = {r.name: r for r in check.run_probes(ctx)}
+    assert got["rdma mlx5_4:1"].state == FAIL
+    assert "link_downed rose from 2 to 5 since the last run" in got["rdma mlx5_4:1"].evidence
+    assert got["rdma mlx5_6:1"].state == PASS
+    assert ctx.counters == {"mlx5_4:1": 5, "mlx5_6:1": 0}
+
+
+def test_a_counter_that_held_or_was_reset_passes(node: FakeNode) -> None:
+    node.port("mlx5_4:1", link_downed=1)
+    got = found(node, "rdma", previous=_previous({"mlx5_4:1": 7, "mlx5_6:1": 0}))
+    assert got["rdma mlx5_4:1"][0] == PASS and "(was 7)" in got["rdma mlx5_4:1"][1]
+    assert got["rdma mlx5_6:1"][0] == PASS
+
+
+def test_an_active_port_whose_counter_cannot_be_read_is_unknown(node: FakeNode) -> None:
+    node.port("mlx5_4:1", link_downed=None)
+    got, evidence = found(node, "rdma")["rdma mlx5_4:1"]
+    assert got == UNKNOWN and "link_downed not read: missing" in evidence
+
+
+# --------------------------------------------------------------------------- history
+
+
+def _record(node: str, verdict: str, when: float, value: float = 90.0) -> store.Record:
+    return store.Record(node=node, check="osu_bw", variant="buffers=D-D nodes=2",
+                        size=4194304, figure="bandwidth", value=value, unit="GB/s",
+                        verdict=verdict, time=when, session=f"sweep-{when:.0f}",
+                        documented=100.0, floor=95.0)
+
+
+def _history(tmp_path: Path, *records: store.Record) -> Path:
+    path = tmp_path / "history.sqlite"
+    with store.History(path) as history:
+        history.add(records)
+    return path
+
+
+def history_finding(fake: FakeNode, db: Path, since: float = 0.0) -> tuple[str, str]:
+    ctx = context(fake)
+    ctx.history_db, ctx.history_since = db, since
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx)}["history"]
+
+
+def test_a_figure_failed_in_the_nodes_latest_run_fails(node: FakeNode, tmp_path: Path) -> None:
+    db = _history(tmp_path, _record("gpu-1", "pass", 1000.0, 99.0),
+                  _record("gpu-1", "fail", 2000.0, 80.0), _record("gpu-2", "pass", 2000.0))
+    got, evidence = history_finding(node, db)
+    assert got == FAIL, evidence
+    assert "osu_bw buffers=D-D nodes=2 4194304 B bandwidth 80 GB/s (floor 95)" in evidence
+
+
+def test_a_figure_that_failed_before_and_passes_now_passes(node: FakeNode,
+                                                           tmp_path: Path) -> None:
+    db = _history(tmp_path, _record("gpu-1", "fail", 1000.0, 80.0),
+                  _record("gpu-1", "pass", 2000.0, 99.0))
+    got, evidence = history_finding(node, db)
+    assert got == PASS and "1 figures, none failed" in evidence
+
+
+def test_no_history_or_none_of_this_node_is_unknown(node: FakeNode, tmp_path: Path) -> None:
+    assert history_finding(node, tmp_path / "none.sqlite")[0] == UNKNOWN
+    db = _history(tmp_path, _record("gpu-2", "fail", 2000.0))
+    got, evidence = history_finding(node, db)
+    assert got == UNKNOWN and "no result of gpu-1" in evidence
+    (tmp_path / "bad.sqlite").write_text("not a database")
+    got, evidence = history_finding(node, tmp_path / "bad.sqlite")
+    assert got == UNKNOWN and "not an ocibench history" in evidence
+
+
+def test_failures_older_than_a_persons_resume_are_not_held(node: FakeNode,
+                                                           tmp_path: Path) -> None:
+    db = _history(tmp_path, _record("gpu-1", "fail", 2000.0, 80.0))
+    got, evidence = history_finding(node, db, since=3000.0)
+    assert got == PASS and "1 failed before a person resumed the node" in evidence
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def test_probes_past_the_deadline_are_unknown(node: FakeNode) -> None:
+    node.hang()
+    results = check.run_probes(context(node, deadline_s=1.1))
+    # the listing took the whole second; nothing after it started a tool
+    late = [r for r in results if "deadline passed" in r.evidence]
+    assert late and all(r.state == UNKNOWN for r in late)
+    assert not [r for r in results if r.state == FAIL]
+
+
+def test_the_drain_reason_is_one_short_line_naming_probe_and_evidence() -> None:
+    failed = [state.ProbeResult("gpu_count", FAIL, "7x A100; the shape: 8x A100 [nvidia-smi]",
+                                0, 0),
+              state.ProbeResult("rdma mlx5_6:1", FAIL, "port state\n1: DOWN [read x]", 0, 0)]
+    assert check.drain_reason(failed) == ("ocibench: gpu_count (7x A100; the shape: 8x A100); "
+                                          "rdma mlx5_6:1 (port state 1: DOWN)")
+    long = [state.ProbeResult("xid", FAIL, "Xid 79 " * 100, 0, 0)]
+    reason = check.drain_reason(long)
+    assert len(reason) == 200 and reason.endswith("...") and reason.startswith("ocibench: xid (")
+
+
+def _options(fake: FakeNode, tmp_path: Path, **kw) -> check.Options:
+    return check.Options(shape=fake.shape, root=fake.root, node="gpu-1",
+                         state_path=tmp_path / "state.json", tool_timeout_s=1.0, **kw)
+
+
+def test_a_clean_run_writes_its_state_and_asks_slurm_nothing(node: FakeNode, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    outcome = check.check(_options(node, tmp_path, interval_s=300))
+    assert outcome.code == check.OK, outcome.lines
+    written = state.read(tmp_path / "state.json")
+    assert written is not None and written.action == state.NONE and written.interval_s == 300
+    assert written.link_downed == {"mlx5_4:1": 0, "mlx5_6:1": 0}
+    assert {p.name for p in written.probes} >= {"gpu_count", "xid", "rdma mlx5_4:1"}
+
+
+def test_only_unknowns_exit_3_and_drain_nothing(node: FakeNode, tmp_path: Path,
+                                                monkeypatch) -> None:
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    node.hang()
+    outcome = check.check(_options(node, tmp_path))
+    assert outcome.code == check.UNJUDGED and outcome.state.action == state.NONE
+    assert check.exit_code(outcome, prolog=True) == check.OK
+
+
+def test_a_failure_without_slurm_is_said_and_nothing_recorded_as_drained(
+        node: FakeNode, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    node.gpus(7)
+    outcome = check.check(_options(node, tmp_path))
+    assert outcome.code == check.SLURM
+    assert any("cannot ask Slurm about gpu-1: sinfo not found" in line
+               for line in outcome.lines), outcome.lines
+    written = state.read(tmp_path / "state.json")
+    assert written is not None and written.action == state.NONE
+    assert written.drained_reason == ""
+    # as a prolog, the failure still stops the job
+    assert check.exit_code(outcome, prolog=True) == check.FAILED
+
+
+def test_a_bad_state_file_is_one_warning_and_the_run_goes_on(node: FakeNode,
+                                                             tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text("{not json")
+    outcome = check.check(_options(node, tmp_path))
+    assert outcome.code == check.OK
+    assert outcome.lines[0].startswith(f"warning: {tmp_path / 'state.json'}: not JSON")
+    assert state.read(tmp_path / "state.json") is not None   # replaced by this run's
+
+
+def test_a_dry_run_keeps_the_counters_of_the_last_real_run(node: FakeNode,
+                                                           tmp_path: Path) -> None:
+    check.check(_options(node, tmp_path))
+    node.port("mlx5_4:1", link_downed=4)
+    check.check(_options(node, tmp_path, dry_run=True))   # fails: no Slurm; records
+    written = state.read(tmp_path / "state.json")
+    assert written is not None and written.link_downed["mlx5_4:1"] == 0
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_the_command_runs_on_a_fake_node(node: FakeNode, capsys) -> None:
+    code = cli.main(["healthcheck", "--shape", "BM.GPU4.8", "--root", str(node.root),
+                     "--node", "gpu-1"])
+    out = capsys.readouterr().out
+    # every probe passes but the history's: there is none here (unknown: exit 3)
+    assert code == 3, out
+    assert "healthcheck of gpu-1 against BM.GPU4.8" in out and "gpu_count: pass" in out
+    assert "history: unknown: no history at" in out
+    written = json.loads(Path(os.environ["OCIBENCH_HEALTH_STATE"]).read_text())
+    assert written["node"] == "gpu-1"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--root", "/nonexistent-root"], "--root /nonexistent-root: not a directory"),
+    (["--shape", "BM.Nothing"], "BM.Nothing"),
+])
+def test_bad_input_is_one_line_and_exit_2(node: FakeNode, capsys, argv, says) -> None:
+    code = cli.main(["healthcheck", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_deadline_past_slurms_limit_is_refused(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["healthcheck", "--deadline", "90"])
+    assert exit_.value.code == 2
+    assert "Slurm kills the program at 60 s" in capsys.readouterr().err
+
+
+def test_every_shape_with_gpus_has_a_vendor_row() -> None:
+    for name in shapes.known_shapes():
+        shape = shapes.load(name)
+        if shape.gpus:
+            assert probes.vendor_of(shape) is not None, name
