@@ -503,6 +503,30 @@ def test_ocibench_shape_selects_the_system(tmp_path):
     assert "Found 49 check(s)" in result.stdout   # 17 + 2 perftest checks x 16 HCA indices
 
 
+def test_the_partitions_carry_the_shapes_hardware(monkeypatch):
+    """ReFrame's own processor and devices records, from the shape (BM.GPU4.8: 2 x 32
+    cores without SMT, 8 A100 = compute capability 80), and the system found by
+    ReFrame's autodetection, through the shape this machine is."""
+    from ocibench.reframe import site
+
+    monkeypatch.setenv(shapes.SHAPE_ENV, "BM.GPU4.8")
+    config = site.build([])
+    assert config["autodetect_methods"] == ["py::ocibench.reframe.site.detected_system"]
+    assert site.detected_system() == "BM_GPU4_8"
+    system = next(s for s in config["systems"] if s["name"] == "BM_GPU4_8")
+    assert system["hostnames"] == ["^BM_GPU4_8$"]
+    for partition in system["partitions"]:
+        assert partition["processor"] == {"num_cpus": 64, "num_cpus_per_core": 1,
+                                          "num_sockets": 2, "num_cpus_per_socket": 32}
+        assert partition["devices"] == [{"type": "gpu", "arch": "sm_80", "num_devices": 8}]
+    cpu = next(s for s in config["systems"] if s["name"] == "BM_Optimized3_36")
+    assert all(p["devices"] == [] for p in cpu["partitions"])
+    # every other system's name is its only "host name": none matches another's
+    names = [s["name"] for s in config["systems"]]
+    for system in config["systems"]:
+        assert [n for n in names if re.match(system["hostnames"][0], n)] == [system["name"]]
+
+
 # --------------------------------------------------------------------------- real runs
 
 def _run_local(tmp: Path, names: list[str], *options: str, **env: str):
