@@ -10,8 +10,10 @@ UCX device to every rank::
     mpirun -n 2 -ppn 1 -hostfile hostlist.txt -genv UCX_NET_DEVICES=mlx5_2:1 IMB-MPI1 ...
 
 The two launchers here are ReFrame's own ``mpirun-openmpi`` and ``mpirun-intelmpi``
-(reframe/core/launchers/mpi.py: ``MpirunOpenMPILauncher``, ``MpirunIntelMPILauncher``:
-``mpirun -np N`` and ``env_vars`` as ``-x NAME=value`` / ``-genv NAME value``), with
+(reframe/core/launchers/mpi.py: ``MpirunOpenMPILauncher``, ``MpirunIntelMPILauncher``,
+added in reframe-hpc/reframe pull request 3464 together with the launchers' ``env_vars``,
+which these launchers used before: ``mpirun -np N`` and ``env_vars`` as
+``-x NAME=value`` / ``-genv NAME value``), with
 only what the seeds write differently: ``-n`` for ``-np``; the ranks per node (``-N`` /
 ``-ppn``) and the host file when the job spans more than one node (plus ``-x PATH -x
 LD_LIBRARY_PATH`` for Open MPI); and Intel MPI's ``-genv NAME=value``, as seed 004 sec
