@@ -71,7 +71,7 @@ from reframe.core.builtins import (
 from reframe.core.exceptions import PerformanceError
 from reframe.core.exceptions import SanityError as ReframeSanityError
 
-from ocibench import shapes
+from ocibench import benchmarks, shapes
 from ocibench.figures import evaluate, judge, nccl_path, outputs, references, ucx_proto
 from ocibench.figures.joblog import failure_line
 from ocibench.metrics import RunVerdict, could_not_judge
@@ -151,8 +151,12 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         raise NotImplementedError
 
     def figure_params(self) -> dict[str, Any]:
-        """The parameters as the shape files' figures and ocibench.benchmarks name them."""
-        raise NotImplementedError
+        """The parameters as the shape files' figures and ocibench.benchmarks name them:
+        the check's attributes named as its registry entry's variant parameters
+        (``CheckSpec.variant``: buffers, nodes, placement, ...), each the check has."""
+        names = benchmarks.spec(self.check_name).variant()
+        return {name: getattr(self, name) for name in names
+                if getattr(self, name, None) is not None}
 
     def run_params(self) -> dict[str, Any]:
         """figure_params plus what the parser needs to know of this run (sizes, ...)."""
@@ -408,6 +412,3 @@ class EveryGpuCheck(OcibenchCheck):
         self.gpus_per_node = self.node_gpus
         self.num_tasks = self.nodes * self.gpus_per_node
         self.num_tasks_per_node = self.gpus_per_node
-
-    def figure_params(self):
-        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node}

@@ -49,9 +49,6 @@ class imb_pingpong(_Imb):
         self.executable_opts = ["-msglog", MSGLOG, "PingPong"]
         self.export_ucx("mpi")
 
-    def figure_params(self):
-        return {"mpi": self.mpi, "nodes": self.nodes}
-
 
 @rfm.simple_test
 class imb_allreduce(_Imb):
@@ -69,6 +66,3 @@ class imb_allreduce(_Imb):
         self.executable = "IMB-MPI1"
         self.executable_opts = ["-msglog", MSGLOG, "-npmin", str(self.num_tasks), "allreduce"]
         self.export_ucx("mpi")
-
-    def figure_params(self):
-        return {"mpi": self.mpi, "nodes": self.nodes, "ranks_per_node": self.ranks_per_node}

@@ -60,6 +60,3 @@ class nvbandwidth(OcibenchCheck):
             f"{sys.executable} -m ocibench.node.pageable_copy --size {PAGEABLE_BYTES} "
             f"--h2d-gpu {where['pageable_host_to_device'][1]} "
             f"--d2h-gpu {where['pageable_device_to_host'][0]}"]
-
-    def figure_params(self):
-        return {"nodes": 1, "gpus_per_node": self.gpus_per_node}

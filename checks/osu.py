@@ -1,6 +1,7 @@
 """OSU Micro-Benchmarks: the command lines of seeds 000 (CUDA/NCCL) and 002 (host).
 
     osu_latency / osu_bw            buffers H-H | D-D, nodes 1 | 2
+    osu_bibw                        buffers H-H in 1 | 2 nodes, D-D in one node
     osu_latency_host_device /       buffers H-D | D-H in one node, placement same-numa |
       osu_bw_host_device              same-socket | other-socket (figures: osu_latency, osu_bw)
     osu_alltoall                    one node, one rank per core
@@ -15,14 +16,11 @@ from typing import Any
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, variable
 
+from ocibench import benchmarks
 from ocibench.placement import host_device_cores, pin_ranks
 
 from .base import EveryGpuCheck, OcibenchCheck, systems_for
 
-#: OMB options per benchmark, as the seeds give them (seed 000 sec 2-1/2-2, 002 sec 3-x).
-LATENCY_OPTS = ["-x", "1000", "-i", "10000", "-m", "1:1"]
-BW_OPTS = ["-x", "10", "-i", "10", "-m", "268435456:268435456"]
-PT2PT_OPTS = {"osu_latency": LATENCY_OPTS, "osu_bw": BW_OPTS}
 #: seed 000 sec 2-5/2-6: osu_xccl_allreduce at 1 GiB
 XCCL_BYTES = 1 << 30
 
@@ -55,7 +53,8 @@ class _OsuBase(OcibenchCheck):
 
 
 class _Pt2Pt(_OsuBase):
-    """osu_latency / osu_bw between two ranks."""
+    """An OMB point-to-point benchmark between two ranks, with the seed's options
+    (its registry entry's ``command``)."""
 
     #: OMB's warm-up and measured iterations (-x, -i); 0, the default: the seed's.  Fewer
     #: move less data for a functional run (the seed's osu_bw moves 256 MiB x 64 messages
@@ -72,8 +71,8 @@ class _Pt2Pt(_OsuBase):
         self.need_cores(2 if nodes == 1 else 1)
         self.num_tasks = 2
         self.num_tasks_per_node = 2 if nodes == 1 else 1
-        self.executable = self.check_name
-        options = list(PT2PT_OPTS[self.check_name])
+        executable, *options = benchmarks.spec(self.check_name).command
+        self.executable = executable
         if self.iterations > 0:
             options[options.index("-x") + 1] = options[options.index("-i") + 1] = \
                 str(self.iterations)
@@ -95,9 +94,6 @@ class _Pt2PtSameBuffers(_Pt2Pt):
 
     def configure(self, extras):
         self.pt2pt(extras, self.nodes, self.buffers)
-
-    def figure_params(self):
-        return {"buffers": self.buffers, "nodes": self.nodes}
 
 
 class _Pt2PtHostDevice(_Pt2Pt):
@@ -122,9 +118,6 @@ class _Pt2PtHostDevice(_Pt2Pt):
         self.executable = "numactl"
         self.executable_opts = ["-l", self.check_name] + self.executable_opts
 
-    def figure_params(self):
-        return {"buffers": self.buffers, "nodes": 1, "placement": self.placement}
-
 
 @rfm.simple_test
 class osu_latency(_Pt2PtSameBuffers):
@@ -136,6 +129,22 @@ class osu_latency(_Pt2PtSameBuffers):
 class osu_bw(_Pt2PtSameBuffers):
     check_name = "osu_bw"
     descr = "OMB osu_bw, 256 MiB, two ranks (seed 000 sec 2-2/2-4, seed 002 sec 3-3)"
+
+
+@rfm.simple_test
+class osu_bibw(_Pt2PtSameBuffers):
+    """Both ranks send at once: its MB/s counts both directions (``directions: 2`` in
+    its registry entry, so its physical limit is twice the link's).  No seed runs it:
+    osu_bw's seed options; D-D only in one node (two GPUs over NVLink)."""
+
+    check_name = "osu_bibw"
+    descr = "OMB osu_bibw, 256 MiB, two ranks, both directions at once"
+
+    @run_after("init")
+    def _one_node_d_d(self):
+        # A variant left out here is not a test case at all (ReFrame's own filter).
+        if self.buffers == "D-D" and self.nodes > 1:
+            self.valid_systems = []
 
 
 @rfm.simple_test
@@ -153,9 +162,6 @@ class osu_bw_host_device(_Pt2PtHostDevice):
 class _Collective(_OsuBase):
     ranks_per_node = variable(int, value=0)
     sizes = variable(str, value="")
-
-    def figure_params(self):
-        return {"nodes": self.nodes, "ranks_per_node": self.ranks_per_node}
 
     def run_params(self):
         return {**self.figure_params(), "sizes": self.sizes}
@@ -199,9 +205,9 @@ class osu_allreduce(_Collective):
         self.ranks_per_node = cores
         self.num_tasks = self.nodes * cores
         self.num_tasks_per_node = cores
-        self.sizes = "4:268435456"
-        self.executable = "osu_allreduce"
-        self.executable_opts = ["-x", "10", "-i", "10", "-m", self.sizes]
+        self.executable, *options = benchmarks.spec(self.check_name).command
+        self.executable_opts = options
+        self.sizes = options[options.index("-m") + 1]
         self.export_ucx("mpi")
 
 

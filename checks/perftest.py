@@ -71,8 +71,8 @@ class PerftestCheck(OcibenchCheck):
 
     hca = parameter(list(range(max_hcas())))
     device = variable(str, value="")
-    #: perftest options after -d DEVICE, as oci-hpc writes them.
-    options: list[str] = []
+    #: One client and one server node, as oci-hpc's check pairs them.
+    nodes = variable(int, value=2)
 
     valid_prog_environs = ["+perftest"]
     tags = {"ocibench", "perftest", "rdma"}
@@ -89,15 +89,14 @@ class PerftestCheck(OcibenchCheck):
                      f"{extras.get('shape')} has {len(hcas)} cluster-network HCA(s) "
                      f"(network.hcas); none at index {self.hca}")
         self.device = hcas[self.hca]
-        self.need_nodes(2)
+        self.need_nodes(self.nodes)
         self.num_tasks, self.num_tasks_per_node = 2, 1
         self.job.launcher = getlauncher("local")()
         self.executable = "true"   # the pair script below is the run
+        # oci-hpc's options (the registry entry's command), then the HCA and its port
+        options = list(benchmarks.spec(self.check_name).command[1:])
         self.prerun_cmds = pair_script(self.check_name,
-                                       self.options + ["-d", self.device, "-i", "1"])
-
-    def figure_params(self):
-        return {"nodes": 2}
+                                       options + ["-d", self.device, "-i", "1"])
 
     def run_params(self):
         return {**self.figure_params(), "device": self.device, "attempts": ATTEMPTS}
@@ -107,8 +106,6 @@ class PerftestCheck(OcibenchCheck):
 class ib_write_bw(PerftestCheck):
     check_name = "ib_write_bw"
     descr = "perftest ib_write_bw between 2 nodes per HCA, BW peak at 64 KiB, best of 3"
-    options = ["-F", "-q", str(benchmarks.spec("ib_write_bw").param("qps").default),
-               "-x", "3", "--report_gbits"]
 
     @performance_function("Gb/s")
     def bandwidth(self, key=None):
@@ -119,4 +116,3 @@ class ib_write_bw(PerftestCheck):
 class ib_write_lat(PerftestCheck):
     check_name = "ib_write_lat"
     descr = "perftest ib_write_lat between 2 nodes per HCA, t_avg at 8 B, best of 3"
-    options = ["-F", "-x", "3", "-s", "8", "-n", "10000"]

@@ -80,6 +80,3 @@ class stream(OcibenchCheck):
         text = self._read(NUMA_FILE).strip()
         if text.isdigit() and int(text) > 0:
             self._skip_other_nps(int(text))
-
-    def figure_params(self):
-        return {"nps": self.nps, "threads": self.threads}

@@ -34,6 +34,7 @@ HOST_SINGLE = [
     ("preflight", "omb"),  # the node against its shape, on every system
     ("osu_latency %buffers=H-H %nodes=1", "omb"),
     ("osu_bw %buffers=H-H %nodes=1", "omb"),
+    ("osu_bibw %buffers=H-H %nodes=1", "omb"),
     ("osu_alltoall", "omb"),
     ("stream %nps=1", "stream"),
     ("stream %nps=4", "stream"),
@@ -45,6 +46,7 @@ HOST_SINGLE = [
 HOST_MULTI = [
     ("osu_latency %buffers=H-H %nodes=2", "omb"),
     ("osu_bw %buffers=H-H %nodes=2", "omb"),
+    ("osu_bibw %buffers=H-H %nodes=2", "omb"),
     ("osu_allreduce", "omb"),
     ("imb_pingpong %mpi=openmpi %nodes=2", "imb-openmpi"),
     ("imb_pingpong %mpi=intel-mpi %nodes=2", "imb-intelmpi"),
@@ -54,6 +56,7 @@ HOST_MULTI = [
 GPU_SINGLE = [
     ("osu_latency %buffers=D-D %nodes=1", "omb"),
     ("osu_bw %buffers=D-D %nodes=1", "omb"),
+    ("osu_bibw %buffers=D-D %nodes=1", "omb"),   # D-D only in one node
     ("osu_latency_host_device %buffers=H-D %placement=same-numa", "omb"),
     ("osu_latency_host_device %buffers=H-D %placement=same-socket", "omb"),
     ("osu_latency_host_device %buffers=H-D %placement=other-socket", "omb"),
@@ -100,8 +103,8 @@ EXPECTED = {
     "local": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI + PERFTEST,
                     "default", "default"),
 }
-COUNTS = {"BM_GPU4_8": 70, "BM_GPU_A100-v2_8": 70, "BM_Optimized3_36": 49,
-          "BM_Standard_E5_192": 49, "loopback-cluster": 49, "local": 70}
+COUNTS = {"BM_GPU4_8": 73, "BM_GPU_A100-v2_8": 73, "BM_Optimized3_36": 51,
+          "BM_Standard_E5_192": 51, "loopback-cluster": 51, "local": 73}
 
 NO_INTEL = "has no Intel MPI in software.stack"
 
@@ -130,7 +133,7 @@ def expected_skips(system: str, gpus: int) -> dict[str, str]:
     elif gpus == 1:
         skips.update({name: "needs 2 GPU(s)" for name in (
             "osu_latency %buffers=D-D %nodes=1", "osu_bw %buffers=D-D %nodes=1",
-            "osu_xccl_allreduce %nodes=1", "nccl_all_reduce_perf %nodes=1")})
+            "osu_bibw %buffers=D-D %nodes=1", "osu_xccl_allreduce %nodes=1", "nccl_all_reduce_perf %nodes=1")})
     return {**skips, **{name: NO_INTEL for name in INTEL}}
 
 
@@ -210,7 +213,7 @@ def test_list_option_agrees_with_the_dry_run(dry_runs, tmp_path):
     listed = set(re.findall(r"^- (.+?) /[0-9a-f]{8} @BM_GPU4_8:(\w+)\+(\S+)$",
                             result.stdout, re.MULTILINE))
     assert listed == EXPECTED["BM_GPU4_8"]
-    assert "Concretized 70 test case(s)" in result.stdout
+    assert "Concretized 73 test case(s)" in result.stdout
 
 
 @pytest.mark.parametrize("system", list(EXPECTED))
@@ -276,6 +279,10 @@ def test_gpu_command_lines_are_the_seeds(dry_runs):
         "osu_bw_host_device %buffers=H-D %placement=other-socket":
             "mpirun -n 2 --map-by pe-list=32,25:ordered --report-bindings numactl -l "
             "osu_bw -x 10 -i 10 -m 268435456:268435456 -d cuda H D",
+        # no seed runs osu_bibw: osu_bw's seed options (its registry entry)
+        "osu_bibw %buffers=D-D %nodes=1":
+            "mpirun -n 2 --report-bindings osu_bibw -x 10 -i 10 -m 268435456:268435456 "
+            "-d cuda D D",
         "osu_bw %buffers=D-D %nodes=2":
             "mpirun -n 2 -N 1 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
             "-x UCX_NET_DEVICES=mlx5_6:1 -x UCX_PROTO_INFO=y "
@@ -314,6 +321,9 @@ def test_cpu_command_lines_are_the_seeds(dry_runs):
         "osu_bw %buffers=H-H %nodes=2":
             "mpirun -n 2 -N 1 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
             "-x UCX_NET_DEVICES=mlx5_2:1 osu_bw -x 10 -i 10 -m 268435456:268435456",
+        "osu_bibw %buffers=H-H %nodes=2":
+            "mpirun -n 2 -N 1 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
+            "-x UCX_NET_DEVICES=mlx5_2:1 osu_bibw -x 10 -i 10 -m 268435456:268435456",
         "osu_allreduce":
             "mpirun -n 144 -N 36 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
             "-x UCX_NET_DEVICES=mlx5_2:1 osu_allreduce -x 10 -i 10 -m 4:268435456",
@@ -500,7 +510,7 @@ def test_ocibench_shape_selects_the_system(tmp_path):
     result = reframe(["-l"], tmp_path, OCIBENCH_SHAPE="BM.Optimized3.36")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "selected system:   'BM_Optimized3_36'" in result.stdout
-    assert "Found 49 check(s)" in result.stdout   # 17 + 2 perftest checks x 16 HCA indices
+    assert "Found 51 check(s)" in result.stdout   # 19 + 2 perftest checks x 16 HCA indices
 
 
 def test_the_partitions_carry_the_shapes_hardware(monkeypatch):

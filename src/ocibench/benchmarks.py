@@ -1,5 +1,24 @@
-"""The checks and their run parameters: one registry for the output parsers, the
-references, the offline evaluator and the ReFrame checks.
+"""The benchmark registry: one entry per check, the one home of a benchmark.
+
+An entry (:class:`CheckSpec`) holds everything the layers above need to know of a
+benchmark, so that adding one is one entry here and one check class in checks/
+(docs/adding-a-benchmark.md).  Derived from it, never written a second time:
+
+* the shape schema's ``check`` enum (site/shapes/schema.json; tests/test_shape_schema.py
+  holds the two equal) and the shape rules' value keys (:mod:`ocibench.shapes.rules`);
+* the parser of each check (``parser`` names its family's parser in
+  :mod:`ocibench.figures.outputs`, which looks for ``title``);
+* the report's families (``family``, :mod:`ocibench.report.model`);
+* which runs' buffers are UCX memory types (``ucx_buffers``: the judge names a missed
+  figure's cause from UCX's protocol tables, :meth:`ocibench.figures.judge.Facts.for_run`);
+* the physical limit of a figure (``directions``: a limit is per direction, so a
+  bidirectional figure's is twice the link's, :func:`ocibench.figures.judge.physical_limit`);
+* the node's copy ceilings that bound a figure (``ceilings``,
+  :mod:`ocibench.figures.ceilings`);
+* the parameters a ReFrame check hands the judge (``figure_params`` in checks/base.py
+  reads the check's attributes named by :meth:`CheckSpec.variant`);
+* the seed's command line (``command``; checks/osu.py and checks/perftest.py run it
+  for the point-to-point checks, osu_allreduce and perftest).
 
 A check's parameters are of two kinds.  Some select the documented variant (buffers,
 nodes, placement, ranks_per_node, gpus_per_node, mpi, nps, threads) and are matched
@@ -12,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: STREAM's four kernels, as its report names them (stream.c's label[]): the value keys
@@ -92,6 +111,21 @@ def _nccl_size_text(text: Any) -> str:
     return str(text).strip()
 
 
+#: The parameters that select the documented variant (matched against a figure's
+#: ``params``); every other parameter gives the sizes or the device of the run.
+VARIANT_PARAMS = ("buffers", "nodes", "placement", "ranks_per_node", "gpus_per_node", "mpi",
+                  "nps", "threads")
+
+#: How a check's message sizes are given (CheckSpec.size_range), each read by
+#: :func:`expected_sizes`: OMB's ``-m MIN:MAX`` (sizes double from MIN), IMB's
+#: ``-msglog MINLOG:MAXLOG`` (0, then powers of two), nccl-tests' ``-b/-e/-f/-i``,
+#: perftest's one ``-s``, or none (STREAM, nvbandwidth: values keyed by name).
+SIZE_RANGES = ("omb", "msglog", "nccl", "single", "none")
+
+#: The parser families of :mod:`ocibench.figures.outputs` (CheckSpec.parser).
+PARSERS = ("omb", "nccl-tests", "imb", "stream", "perftest", "nvbandwidth")
+
+
 @dataclass(frozen=True)
 class Param:
     """One run parameter; ``default`` None means "not set" unless a rule requires it."""
@@ -126,12 +160,39 @@ class Param:
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """A check family: what it runs, its parameters, its size range and primary metric."""
+    """One benchmark: what it runs, how its output is read and judged, its parameters."""
 
     name: str
     summary: str
     metric: str
     params: tuple[Param, ...]
+    #: The report's family: one plot and one part of a shape's page.
+    family: str = ""
+    #: The parser family that reads its output (:data:`PARSERS`).
+    parser: str = ""
+    #: The line the parser looks for, as the benchmark prints it: OMB's title for host
+    #: buffers ("# OSU MPI Latency Test"; a -d cuda run prints "# OSU MPI-CUDA ..."),
+    #: IMB's benchmark name ("# Benchmarking PingPong"), perftest's title.
+    title: str = ""
+    #: How its message sizes are given (:data:`SIZE_RANGES`).
+    size_range: str = "none"
+    #: The names its values are keyed by, where not message sizes (STREAM's kernels,
+    #: nvbandwidth's ceilings, nccl-tests' busbw columns), and what one of them is.
+    keys: tuple[str, ...] = ()
+    key_name: str = ""
+    #: Whether its ``buffers`` letters are UCX memory types (H host, D cuda): MPI's own
+    #: point-to-point messages, whose UCX protocol tables name a missed figure's cause.
+    ucx_buffers: bool = False
+    #: 1, or 2 where the value counts both directions at once (osu_bibw): a physical
+    #: limit is per direction, so a bidirectional value's is twice the link's.
+    directions: int = 1
+    #: (buffers, nodes) -> the node's copy ceilings (:data:`NVBANDWIDTH_KEYS`) that bound
+    #: the value, the one OMB's buffers get first (ocibench.figures.ceilings).
+    ceilings: Mapping[tuple[str, int], tuple[str, ...]] = field(default_factory=dict)
+    #: The seed's command line: the executable and its options (a GPU run adds OMB's
+    #: ``-d cuda X Y``).  Empty where the check builds it from the node (STREAM's
+    #: threads, nvbandwidth's testcases, the collectives' rank counts).
+    command: tuple[str, ...] = ()
     #: For values keyed by name (nccl-tests' busbw columns at the last size and their
     #: average over every size): the size range is part of the variant.  A figure then
     #: documents the run over exactly the sizes its own size parameters give (those it
@@ -144,9 +205,25 @@ class CheckSpec:
     #: :mod:`ocibench.figures.nccl_path`); None for MPI's own benchmarks (UCX's tables say it).
     collective: str | None = None
 
+    def __post_init__(self) -> None:
+        # A new entry's slip is named when the registry is imported, not at a run.
+        if self.parser not in PARSERS:
+            raise ValueError(f"{self.name}: parser {self.parser!r} is not one of {PARSERS}")
+        if self.size_range not in SIZE_RANGES:
+            raise ValueError(f"{self.name}: size_range {self.size_range!r} is not one of "
+                             f"{SIZE_RANGES}")
+        if self.directions not in (1, 2):
+            raise ValueError(f"{self.name}: directions is 1 or 2, not {self.directions!r}")
+        if not self.family:
+            raise ValueError(f"{self.name}: no family (the report's part it is shown in)")
+
     @property
     def metrics(self) -> tuple[str, ...]:
         return (self.metric, *self.extra_metrics)
+
+    def variant(self) -> tuple[str, ...]:
+        """The parameters that select the documented variant, in the registry's order."""
+        return tuple(p.name for p in self.params if p.name in VARIANT_PARAMS)
 
     def param(self, name: str) -> Param:
         for param in self.params:
@@ -211,19 +288,69 @@ def _perftest_params(size: int, extra: tuple[Param, ...]) -> tuple[Param, ...]:
 _MSGLOG = Param("msglog", "IMB -msglog MINLOG:MAXLOG; sizes 0 and 2^MINLOG..2^MAXLOG",
                 _range_text, default="3:28", kind="MINLOG:MAXLOG")
 
+#: The families of the report (CheckSpec.family).
+_PT2PT_FAMILY = "OSU point-to-point"
+_OSU_COLLECTIVES = "OSU collectives"
+_IMB_FAMILY = "Intel MPI Benchmarks"
+_PERFTEST_FAMILY = "perftest (RDMA)"
+
+#: The node's copy ceilings that bound an OMB bandwidth in one node.  Two GPUs of a
+#: node: UCX's cuda_ipc is a copy-engine copy between them (read or write, whichever
+#: the node does faster); host<->GPU: the pageable copy first, as OMB's host buffers
+#: are pageable unless a single-copy path or pinning helps.
+_COPY_CEILINGS = {
+    ("D-D", 1): ("device_to_device_read", "device_to_device_write"),
+    ("H-D", 1): ("pageable_host_to_device", "host_to_device"),
+    ("D-H", 1): ("pageable_device_to_host", "device_to_host"),
+}
+#: OMB's point-to-point options as the seeds give them (seed 000 sec 2-1/2-2, seed 002
+#: sec 3-2/3-3): 1 B latency, 256 MiB bandwidth.
+_OMB_LATENCY_OPTS = ("-x", "1000", "-i", "10000", "-m", "1:1")
+_OMB_BW_OPTS = ("-x", "10", "-i", "10", "-m", "268435456:268435456")
+
+
+def _omb_pt2pt(name: str, metric: str, title: str, sizes: str, options: tuple[str, ...],
+               directions: int = 1,
+               ceilings: Mapping[tuple[str, int], tuple[str, ...]] | None = None,
+               ) -> CheckSpec:
+    """An OMB point-to-point benchmark between two ranks (c/mpi/pt2pt/standard)."""
+    return CheckSpec(
+        name, f"OMB {name} {' '.join(options[-2:])} [-d cuda X Y]", metric,
+        (_BUFFERS, _nodes(2, (1, 2)), _PLACEMENT, _omb_sizes(sizes)),
+        family=_PT2PT_FAMILY, parser="omb", title=title, size_range="omb",
+        ucx_buffers=True, directions=directions, ceilings=ceilings or {},
+        command=(name, *options))
+
+
 CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
-    CheckSpec("osu_latency", "OMB osu_latency -m 1:1 [-d cuda X Y]", "latency",
-              (_BUFFERS, _nodes(2, (1, 2)), _PLACEMENT, _omb_sizes("1:1"))),
-    CheckSpec("osu_bw", "OMB osu_bw -m 268435456:268435456 [-d cuda X Y]", "bandwidth",
-              (_BUFFERS, _nodes(2, (1, 2)), _PLACEMENT, _omb_sizes("268435456:268435456"))),
+    _omb_pt2pt("osu_latency", "latency", "# OSU MPI Latency Test", "1:1", _OMB_LATENCY_OPTS),
+    _omb_pt2pt("osu_bw", "bandwidth", "# OSU MPI Bandwidth Test", "268435456:268435456",
+               _OMB_BW_OPTS, ceilings=_COPY_CEILINGS),
+    # Both ranks send a window of messages to each other at once (OMB's
+    # c/mpi/pt2pt/standard/osu_bibw.c): its MB/s counts both directions.  No seed runs
+    # it, so no shape documents a figure; the check runs osu_bw's seed options (H-H on 1
+    # and 2 nodes, D-D in one node: checks/osu.py), and a hand run of any buffers is read.
+    _omb_pt2pt("osu_bibw", "bandwidth", "# OSU MPI Bi-Directional Bandwidth Test",
+               "268435456:268435456", _OMB_BW_OPTS, directions=2, ceilings=_COPY_CEILINGS),
     CheckSpec("osu_alltoall", "OMB osu_alltoall -m 1:67108864", "latency",
-              (_nodes(1), _ranks_per_node(36), _omb_sizes("1:67108864"))),
+              (_nodes(1), _ranks_per_node(36), _omb_sizes("1:67108864")),
+              family=_OSU_COLLECTIVES, parser="omb",
+              title="# OSU MPI All-to-All Personalized Exchange Latency Test",
+              size_range="omb",
+              # its -m scales to the node's memory (checks/osu.py largest_size)
+              command=("osu_alltoall", "-x", "10", "-i", "10", "-m", "1:67108864")),
     CheckSpec("osu_allreduce", "OMB osu_allreduce -m 4:268435456", "latency",
-              (_nodes(4), _ranks_per_node(36), _omb_sizes("4:268435456"))),
+              (_nodes(4), _ranks_per_node(36), _omb_sizes("4:268435456")),
+              family=_OSU_COLLECTIVES, parser="omb", title="# OSU MPI Allreduce Latency Test",
+              size_range="omb",
+              command=("osu_allreduce", "-x", "10", "-i", "10", "-m", "4:268435456")),
     CheckSpec("osu_xccl_allreduce", "OMB osu_xccl_allreduce -m 1073741824:1073741824 -d cuda",
               "latency",
               (_nodes(1, (1, 2)), _gpus_per_node(8), _omb_sizes("1073741824:1073741824")),
-              collective="nccl"),
+              collective="nccl", family=_OSU_COLLECTIVES, parser="omb",
+              title="# OSU NCCL Allreduce Latency Test", size_range="omb",
+              command=("osu_xccl_allreduce", "-x", "10", "-i", "10",
+                       "-m", "1073741824:1073741824")),
     CheckSpec("nccl_all_reduce_perf", "nccl-tests all_reduce_perf -b 10G -e 10G -g 1 "
               "(busbw at the last size, out of place and in place; avg: '# Avg bus bandwidth')",
               "busbw",
@@ -235,31 +362,48 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                      _positive_int, default=1),
                Param("step", "-i, bytes added per size when factor is 1", _nccl_size_text,
                      default="1M", kind="SIZE")),
-              sizes_in_variant=True, collective="nccl"),
+              sizes_in_variant=True, collective="nccl", family="nccl-tests",
+              parser="nccl-tests", size_range="nccl", keys=NCCL_COLUMNS,
+              key_name="nccl-tests busbw column",
+              command=("all_reduce_perf", "-b", "10G", "-e", "10G", "-t", "1", "-g", "1")),
     CheckSpec("imb_pingpong", "IMB-MPI1 -msglog 3:28 PingPong (one rank per node)", "latency",
-              (_MPI, _nodes(2), _MSGLOG), extra_metrics=("bandwidth",)),
+              (_MPI, _nodes(2), _MSGLOG), extra_metrics=("bandwidth",),
+              family=_IMB_FAMILY, parser="imb", title="PingPong", size_range="msglog",
+              command=("IMB-MPI1", "-msglog", "3:28", "PingPong")),
     CheckSpec("imb_allreduce", "IMB-MPI1 -msglog 3:28 -npmin N allreduce", "latency",
-              (_MPI, _nodes(4), _ranks_per_node(36), _MSGLOG)),
+              (_MPI, _nodes(4), _ranks_per_node(36), _MSGLOG),
+              family=_IMB_FAMILY, parser="imb", title="Allreduce", size_range="msglog",
+              command=("IMB-MPI1", "-msglog", "3:28", "-npmin", "144", "allreduce")),
     # OCI's floors judge the columns its health check reads: BW peak (parts[2] of the
     # 65536-byte row) and t_avg (awk '{print $6}' of the 8-byte row).
     CheckSpec("ib_write_bw", "perftest ib_write_bw -F -q 2 -x 3 --report_gbits -d DEVICE "
               "(BW peak, Gb/s)", "bandwidth",
               _perftest_params(65536, (Param("qps", "-q, queue pairs", _positive_int,
-                                             default=2),))),
+                                             default=2),)),
+              family=_PERFTEST_FAMILY, parser="perftest", title="RDMA_Write BW Test",
+              size_range="single",
+              # oci-hpc's options; -d DEVICE -i PORT follow (checks/perftest.py)
+              command=("ib_write_bw", "-F", "-q", "2", "-x", "3", "--report_gbits")),
     CheckSpec("ib_write_lat", "perftest ib_write_lat -F -x 3 -s 8 -n 10000 -d DEVICE (t_avg)",
               "latency",
               _perftest_params(8, (Param("iterations", "-n, exchanges", _positive_int,
-                                         default=10000),))),
+                                         default=10000),)),
+              family=_PERFTEST_FAMILY, parser="perftest", title="RDMA_Write Latency Test",
+              size_range="single",
+              command=("ib_write_lat", "-F", "-x", "3", "-s", "8", "-n", "10000")),
     # This node's copy ceilings, keyed by name (ocibench.figures.outputs.NVBANDWIDTH_CEILINGS),
     # in MB/s as OMB prints its bandwidths.
     CheckSpec("nvbandwidth", "nvbandwidth -t <copy-engine testcases> (its default buffer "
               "size) and python3 -m ocibench.node.pageable_copy (GB/s of copies, read as MB/s)",
               "bandwidth",
-              (_nodes(1, (1,)), _gpus_per_node(8))),
+              (_nodes(1, (1,)), _gpus_per_node(8)),
+              family="GPU copy ceilings (nvbandwidth)", parser="nvbandwidth",
+              keys=NVBANDWIDTH_KEYS, key_name="nvbandwidth ceiling"),
     CheckSpec("stream", "STREAM with OMP_NUM_THREADS=threads on a node in NPS nps mode",
               "bandwidth",
               (Param("nps", "NUMA nodes per socket (BIOS)", _positive_int, (1, 2, 4), 1),
-               Param("threads", "OMP_NUM_THREADS", _positive_int, default=96))),
+               Param("threads", "OMP_NUM_THREADS", _positive_int, default=96)),
+              family="STREAM", parser="stream", keys=STREAM_KERNELS, key_name="STREAM kernel"),
 )}
 
 #: Above this many message sizes a range is surely a typo (and would be slow to list).
@@ -301,22 +445,24 @@ def expected_sizes(check: str, params: Mapping[str, Any]) -> list[int]:
     The sizes are counted before any list is built: a range of a million sizes
     (``msglog=3:1000000``) is refused at once instead of filling the memory.
     """
-    names = {p.name: p for p in spec(check).params}
+    check_spec = spec(check)
+    names = {p.name: p for p in check_spec.params}
 
     def get(name: str) -> Any:
         return names[name].value(check, params.get(name, names[name].default))
 
-    if "sizes" in names:
+    kind = check_spec.size_range
+    if kind == "omb":
         first, last = _int_range(get("sizes"))
         _at_most(check, "sizes", _doublings(first, last))
         return _series(first, last, lambda s: s * 2 if s else 1)
-    if "msglog" in names:
+    if kind == "msglog":
         first, last = _int_range(get("msglog"))
         _at_most(check, "msglog", last - first + 2)   # 0, then 2^first .. 2^last
         return [0] + [2**k for k in range(first, last + 1)]
-    if "size" in names:   # perftest: one size per run
+    if kind == "single":   # perftest: one size per run
         return [get("size")]
-    if "end" in names:
+    if kind == "nccl":
         return _nccl_sizes(check, get)
     return []
 

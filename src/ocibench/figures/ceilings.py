@@ -15,15 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ocibench import metrics
+from ocibench import benchmarks, metrics
 
-#: (check, buffers, nodes) -> the ceilings (ocibench.figures.outputs.NVBANDWIDTH_KEYS) that
-#: bound it, the one OMB's buffers get first.  Two GPUs of a node: UCX's cuda_ipc is a
-#: copy-engine copy between them (read or write, whichever the node does faster).
+#: (check, buffers, nodes) -> the ceilings (ocibench.benchmarks.NVBANDWIDTH_KEYS) that
+#: bound it, the one OMB's buffers get first: each registry entry's ``ceilings``.
 BOUNDS: dict[tuple[str, str, int], tuple[str, ...]] = {
-    ("osu_bw", "D-D", 1): ("device_to_device_read", "device_to_device_write"),
-    ("osu_bw", "H-D", 1): ("pageable_host_to_device", "host_to_device"),
-    ("osu_bw", "D-H", 1): ("pageable_device_to_host", "device_to_host"),
+    (name, buffers, nodes): keys
+    for name, spec in benchmarks.CHECKS.items()
+    for (buffers, nodes), keys in spec.ceilings.items()
 }
 #: How the report names each ceiling.
 NAMES = {
@@ -39,14 +38,18 @@ NAMES = {
 @dataclass(frozen=True)
 class Ceiling:
     key: str
-    gbs: float          # the ceiling, GB/s
+    gbs: float          # the ceiling, GB/s (of both directions for a bidirectional check)
     fraction: float     # the measured value / the ceiling
+    directions: int = 1  # 2: the ceiling of both directions, twice the one-way copy
 
     def text(self) -> str:
-        return f"{100 * self.fraction:.1f} % of {NAMES[self.key]} {self.gbs:.1f} GB/s"
+        both = f"{self.directions} x " if self.directions > 1 else ""
+        return (f"{100 * self.fraction:.1f} % of {both}{NAMES[self.key]} "
+                f"{self.gbs / self.directions:.1f} GB/s")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ceiling": self.key, "gbs": self.gbs, "fraction": self.fraction}
+        return {"ceiling": self.key, "gbs": self.gbs, "fraction": self.fraction,
+                "directions": self.directions}
 
 
 def bounding(check: str, params: Mapping[str, Any]) -> tuple[str, ...]:
@@ -56,14 +59,19 @@ def bounding(check: str, params: Mapping[str, Any]) -> tuple[str, ...]:
 def of(check: str, params: Mapping[str, Any], measured: float | None, unit: str,
        node: Mapping[str, float]) -> list[Ceiling]:
     """The value as a fraction of each ceiling that bounds it; ``node``: the node's
-    ceilings in MB/s (the nvbandwidth check's values)."""
+    ceilings in MB/s (the nvbandwidth check's values).  A ceiling is a copy in one
+    direction: a value of both directions at once (osu_bibw) is measured against twice
+    it, as its physical limit is (ocibench.figures.judge.physical_limit)."""
     gbs = metrics.to_gbs(measured, unit) if metrics.is_number(measured) else None
     if gbs is None:
         return []
+    spec = benchmarks.CHECKS.get(check)
+    directions = spec.directions if spec else 1
     found = []
     for key in bounding(check, params):
         ceiling = node.get(key)
         if metrics.is_number(ceiling) and ceiling > 0:
-            ceiling_gbs = metrics.to_gbs(ceiling, metrics.default_unit("bandwidth"))
-            found.append(Ceiling(key, ceiling_gbs, gbs / ceiling_gbs))
+            ceiling_gbs = directions * metrics.to_gbs(ceiling,
+                                                      metrics.default_unit("bandwidth"))
+            found.append(Ceiling(key, ceiling_gbs, gbs / ceiling_gbs, directions))
     return found

@@ -25,7 +25,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ocibench import capabilities, metrics, shapes
+from ocibench import benchmarks, capabilities, metrics, shapes
 from ocibench.figures import policy, references, ucx_proto
 from ocibench.metrics import Verdict
 
@@ -60,7 +60,9 @@ class Row:
     floor: float | None = None      # OCI's acceptance floor, in ``unit``
     floor_source: str | None = None
     floor_verdict: Verdict | None = None
-    limit: str | None = None        # key of the shape's links, or "memory"
+    #: The key of the shape's links, or "memory"; for a check whose values count both
+    #: directions "2 x nvlink_gbs", and limit_gbs is then twice the link's.
+    limit: str | None = None
     limit_gbs: float | None = None
     limit_fraction: float | None = None   # measured / physical limit
     #: Why the value cannot be a measurement, when step 1 failed it.
@@ -180,8 +182,37 @@ def limit_gbs(shape: shapes.Shape, limit: str | None) -> float | None:
     return float(value) if metrics.is_number(value) and value > 0 else None
 
 
+def physical_limit(shape: shapes.Shape, figure: Mapping[str, Any]) -> tuple[float | None, str]:
+    """The physical limit of a figure's values in GB/s, and how to name it.
+
+    A shape's links and memory are rates per direction.  A benchmark that counts both
+    directions at once (osu_bibw: ``directions: 2`` in its registry entry) moves up to
+    twice that: judged against the link alone, every healthy run of it would be
+    "impossible"."""
+    limit = figure.get("limit")
+    per_direction = limit_gbs(shape, limit)
+    spec = benchmarks.CHECKS.get(str(figure.get("check")))
+    directions = spec.directions if spec else 1
+    if per_direction is None or directions == 1:
+        return per_direction, f"{per_direction:g} GB/s of {limit}" if per_direction else ""
+    return (per_direction * directions,
+            f"{per_direction * directions:g} GB/s of {limit} in both directions "
+            f"({directions} x {per_direction:g})")
+
+
+def limit_label(figure: Mapping[str, Any]) -> str | None:
+    """How a row names its figure's limit: "nvlink_gbs", or "2 x nvlink_gbs" for a
+    check whose values count both directions."""
+    limit = figure.get("limit")
+    spec = benchmarks.CHECKS.get(str(figure.get("check")))
+    if limit is None or spec is None or spec.directions == 1:
+        return limit
+    return f"{spec.directions} x {limit}"
+
+
 def implausible(metric: str, key: int | str, measured: float | None, unit: str,
-                limit: str | None = None, physical_gbs: float | None = None) -> str | None:
+                limit: str | None = None, physical_gbs: float | None = None,
+                limit_text: str | None = None) -> str | None:
     """Why ``measured`` cannot be a real measurement, or None when it can be."""
     if not metrics.is_number(measured):
         return f"{measured!r} is not a finite number"
@@ -197,8 +228,9 @@ def implausible(metric: str, key: int | str, measured: float | None, unit: str,
     if gbs is None:
         return None
     if physical_gbs is not None and gbs > physical_gbs * LIMIT_MARGIN:
-        return (f"{gbs:.2f} GB/s is above the physical limit {physical_gbs:g} GB/s of "
-                f"{limit} (x{LIMIT_MARGIN} margin): impossible, the run measured "
+        named = limit_text or f"{physical_gbs:g} GB/s of {limit}"
+        return (f"{gbs:.2f} GB/s is above the physical limit {named} "
+                f"(x{LIMIT_MARGIN} margin): impossible, the run measured "
                 "something else")
     if gbs > ABSURD_GBS:
         return f"{gbs:.2f} GB/s is above what any node moves ({ABSURD_GBS:g} GB/s)"
@@ -241,11 +273,12 @@ class Facts:
                    present=capabilities.reported_present(dict(report)))
 
     def for_run(self, check: str, params: Mapping[str, Any]) -> Facts:
-        """These facts with the run's buffers and nodes: the point-to-point checks'
-        buffers ("D-H": cuda, host), as UCX names their memory types."""
+        """These facts with the run's buffers and nodes: the buffers of the checks
+        whose registry entry says they are UCX memories ("D-H": cuda, host)."""
         buffers = str(params.get("buffers") or "")
+        spec = benchmarks.CHECKS.get(check)
         memories = tuple(ucx_proto.MEMORY[b] for b in buffers.split("-")
-                         if b in ucx_proto.MEMORY) if check in ("osu_latency", "osu_bw") else ()
+                         if b in ucx_proto.MEMORY) if spec and spec.ucx_buffers else ()
         nodes = params.get("nodes")
         return replace(self, memories=memories,
                        nodes=nodes if isinstance(nodes, int) else None)
@@ -331,8 +364,8 @@ def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
     if metrics.is_number(measured) and unit != figure["unit"]:
         value = metrics.convert(measured, unit, figure["unit"])
     unit = figure["unit"]
-    physical = limit_gbs(shape, figure.get("limit"))
-    why = implausible(metric, key, value, unit, figure.get("limit"), physical)
+    physical, named = physical_limit(shape, figure)
+    why = implausible(metric, key, value, unit, figure.get("limit"), physical, named)
     tolerance = None if reference is None else (
         Verdict.FAIL if why else policy.verdict(metric, reference, value))
     floor_verdict = None
@@ -352,7 +385,7 @@ def judge(shape: shapes.Shape, figures: list[references.Figure], metric: str,
         figure=figure["id"], tolerance=tolerance,
         floor=floor, floor_source=(figure.get("floor") or {}).get("source"),
         floor_verdict=floor_verdict,
-        limit=figure.get("limit"), limit_gbs=physical,
+        limit=limit_label(figure), limit_gbs=physical,
         limit_fraction=gbs / physical if gbs is not None and physical else None,
         implausible=why,
         requires=requires,
@@ -403,7 +436,7 @@ def reframe_reference(shape: shapes.Shape, check: str, params: Mapping[str, Any]
             raise ValueError(f"ReFrame target {target!r}: name a system:partition, not a wildcard")
     variables: dict[str, tuple] = {}
     for figure in references.matching(shape, check, params):
-        physical = limit_gbs(shape, figure.get("limit"))
+        physical, _ = physical_limit(shape, figure)
         floors = (figure.get("floor") or {}).get("values") or {}
         for key in references.figure_keys(figure):
             reference = (figure.get("values") or {}).get(key)

@@ -183,11 +183,12 @@ def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
     parameters.
     """
     params = benchmarks.resolve(check, params)
-    if check == "nccl_all_reduce_perf" and text.lstrip().startswith("{"):
+    family = benchmarks.CHECKS[check].parser
+    if family == "nccl-tests" and text.lstrip().startswith("{"):
         return _nccl_json(check, text, params)
     lines = output_lines(text)
     _no_crash("\n".join(lines))
-    return _PARSERS[check](check, lines, params)
+    return _PARSERS[family](check, lines, params)
 
 
 def first_crash(text: str) -> re.Match | None:
@@ -249,16 +250,20 @@ def _expect_count(check: str, what: str, expected: int, seen: int) -> None:
 
 # --- OSU Micro-Benchmarks ---------------------------------------------------------
 
-#: OMB's title line, per check: "# OSU <API><ACCEL> <name> v7.5".  <ACCEL> is what
-#: -d asked for: "-CUDA" with -d cuda, nothing without -d (c/util/osu_util_mpi.c,
+#: OMB's title line: "# OSU <API><ACCEL> <name> v7.5".  The registry gives it without
+#: <ACCEL> ("# OSU MPI Latency Test", benchmarks.CheckSpec.title); <ACCEL> is what -d
+#: asked for: "-CUDA" with -d cuda, nothing without -d (c/util/osu_util_mpi.c,
 #: print_preamble / print_version_message: printf(benchmark_header, "-CUDA") or "").
-_OMB_TITLES = {
-    "osu_latency": ("MPI", "Latency Test"),
-    "osu_bw": ("MPI", "Bandwidth Test"),
-    "osu_alltoall": ("MPI", "All-to-All Personalized Exchange Latency Test"),
-    "osu_allreduce": ("MPI", "Allreduce Latency Test"),
-    "osu_xccl_allreduce": ("NCCL", "Allreduce Latency Test"),
-}
+_OMB_TITLE = re.compile(r"^# OSU (\w+) (.+)$")
+
+
+def _omb_api_name(check: str) -> tuple[str, str]:
+    """(API, name) of a check's OMB title: ("MPI", "Latency Test")."""
+    found = _OMB_TITLE.match(benchmarks.CHECKS[check].title)
+    if not found:   # the registry's entry is wrong: a defect of ours, said as one
+        raise ValueError(f"{check}: the registry's title is not '# OSU <API> <name>'")
+    return found.group(1), found.group(2)
+
 _ROW = re.compile(r"^\d+\s+\S+")
 #: OMB 7.4 and older print the buffers of a -d run under the title (7.5 does not):
 #: "# Send Buffer on DEVICE (D) and Receive Buffer on HOST (H)".
@@ -272,7 +277,7 @@ _OMB_CAPS = (re.compile(r"Limiting max message size to: (\d+)"),
 
 def _omb_title(check: str, lines: list[str]) -> str:
     """OMB's title line of the one run in ``lines``, whatever its accelerator."""
-    api, name = _OMB_TITLES[check]
+    api, name = _omb_api_name(check)
     title = re.compile(rf"# OSU {api}(?:-[A-Z]+(?: MANAGED)?)? {re.escape(name)}\b")
     found = [line for line in lines if title.match(line)]
     if not found:
@@ -289,7 +294,7 @@ def _omb_buffers(check: str, title: str, lines: list[str], params: dict[str, Any
     """The title (and OMB 7.4's buffer line) must show the buffers the run claims:
     -CUDA for D-D, H-D, D-H and NCCL; none for host buffers.  A host-buffer output
     judged as a D-D figure would otherwise pass as a device measurement."""
-    api, name = _OMB_TITLES[check]
+    api, name = _omb_api_name(check)
     buffers = params.get("buffers", "D-D" if api == "NCCL" else "H-H")
     shown = next((m for m in map(_OMB_BUFFERS.match, lines) if m), None)
     if shown and "-".join(shown.groups()) != buffers:
@@ -329,10 +334,14 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     title = _omb_title(check, lines)
     _omb_buffers(check, title, lines, params)
     body = lines[lines.index(title) + 1:]
+    # A pasted session may run another benchmark after this one (EESSI's posts print
+    # osu_bibw, then osu_latency): this run's table ends at the next OMB title.
+    body = body[:next((i for i, line in enumerate(body) if line.startswith("# OSU ")),
+                      len(body))]
     header = next((i for i, line in enumerate(body) if line.startswith("# Size")), None)
     if header is None:
         raise SanityError(f"output truncated: missing the '# Size' header of {check}")
-    if check == "osu_xccl_allreduce":
+    if benchmarks.CHECKS[check].collective == "nccl":
         # OMB's NCCL benchmarks print "#Using NCCL" once per rank, before the title.
         ranks = sum(1 for line in lines if line == "#Using NCCL")
         _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
@@ -572,7 +581,6 @@ def _nccl_json_row(check: str, record: dict[str, Any]) -> _NcclRow:
 
 # --- Intel MPI Benchmarks ---------------------------------------------------------
 
-_IMB_BENCHMARK = {"imb_pingpong": "PingPong", "imb_allreduce": "Allreduce"}
 _IMB_PROCESSES = re.compile(r"^#\s*#processes\s*=\s*(\d+)")
 _IMB_FINALIZE = "# All processes entering MPI_Finalize"
 #: The banner every run prints first: "#    Intel(R) MPI Benchmarks 2021.3, MPI-1 part"
@@ -581,7 +589,7 @@ _IMB_BANNER = re.compile(r"^#\s*Intel\s?\(R\) MPI Benchmarks\b")
 
 
 def _imb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
-    name = _IMB_BENCHMARK[check]
+    name = benchmarks.CHECKS[check].title   # "# Benchmarking <name>"
     banners = sum(1 for line in lines if _IMB_BANNER.match(line))
     finals = sum(1 for line in lines if line.startswith(_IMB_FINALIZE))
     tables = _imb_tables(check, lines, name)
@@ -692,8 +700,8 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
 
 # --- perftest (ib_write_bw, ib_write_lat) ------------------------------------------
 
-#: The title ctx_print_test_info prints (perftest src/perftest_parameters.c).
-_PERFTEST_TITLES = {"ib_write_bw": "RDMA_Write BW Test", "ib_write_lat": "RDMA_Write Latency Test"}
+#: Each check's title (benchmarks.CheckSpec.title) is the line ctx_print_test_info
+#: prints (perftest src/perftest_parameters.c): "RDMA_Write BW Test".
 #: The results header (RESULT_FMT, RESULT_FMT_G, RESULT_FMT_LAT, RESULT_FMT_LAT_DUR in
 #: src/perftest_parameters.h): "#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec]
 #: MsgRate[Mpps]" (with --report_gbits), the same in MB/sec (4.x) or MiB/sec (since
@@ -721,7 +729,7 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
     error = next((line for line in lines if _PERFTEST_ERRORS.match(line)), None)
     if error:
         raise SanityError(f"{check} failed: {error!r}")
-    title = _PERFTEST_TITLES[check]
+    title = benchmarks.CHECKS[check].title
     starts = [i for i, line in enumerate(lines) if line == title]
     if not starts:
         other = next((line for line in lines if _PERFTEST_OTHER_TITLE.match(line)), None)
@@ -909,13 +917,13 @@ def _pageable(check: str, lines: list[str], testcase: str, copy: tuple[int, int]
                       "(python3 -m ocibench.node.pageable_copy)")
 
 
+#: The parser of each family (benchmarks.PARSERS); a check's entry names its family.
 _PARSERS = {
-    **{check: _omb for check in _OMB_TITLES},
-    "nccl_all_reduce_perf": _nccl,
-    "imb_pingpong": _imb,
-    "imb_allreduce": _imb,
+    "omb": _omb,
+    "nccl-tests": _nccl,
+    "imb": _imb,
     "stream": _stream,
-    "ib_write_bw": _perftest,
-    "ib_write_lat": _perftest,
+    "perftest": _perftest,
     "nvbandwidth": _nvbandwidth,
 }
+assert tuple(_PARSERS) == benchmarks.PARSERS

@@ -28,7 +28,7 @@ from ocibench.figures import judge, outputs, references, ucx_proto
 from ocibench.metrics import RunVerdict
 from ocibench.node import preflight
 from ocibench.reframe import runreport
-from ocibench.report.model import FAMILIES, Result, Row
+from ocibench.report.model import Result, Row
 
 PROVENANCE_FILE = "provenance.json"
 #: What the preflight check keeps (checks/preflight.py): the node's capabilities, which
@@ -155,8 +155,9 @@ def _read_provenance(path: Path) -> dict[str, Any]:
 
 
 def _known_check(path: Path, check: Any) -> str:
-    if not isinstance(check, str) or check not in FAMILIES:
-        raise InputError(f"{path}: unknown check {check!r}; known: {', '.join(FAMILIES)}")
+    if not isinstance(check, str) or check not in benchmarks.CHECKS:
+        raise InputError(f"{path}: unknown check {check!r}; "
+                         f"known: {', '.join(benchmarks.CHECKS)}")
     return check
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ocibench import benchmarks
 from ocibench.figures import ceilings as node_ceilings
 from ocibench.figures.judge import Row
 from ocibench.metrics import RUN_VERDICTS, VERDICTS, RunVerdict
@@ -16,21 +17,10 @@ from ocibench.metrics import RUN_VERDICTS, VERDICTS, RunVerdict
 __all__ = ["FAMILIES", "VERDICTS", "Result", "Row", "size_text", "status_counts",
            "verdict_counts"]
 
-#: check name -> benchmark family; a family is one plot and one part of a shape's page.
-FAMILIES: dict[str, str] = {
-    "osu_latency": "OSU point-to-point",
-    "osu_bw": "OSU point-to-point",
-    "osu_alltoall": "OSU collectives",
-    "osu_allreduce": "OSU collectives",
-    "osu_xccl_allreduce": "OSU collectives",
-    "imb_pingpong": "Intel MPI Benchmarks",
-    "imb_allreduce": "Intel MPI Benchmarks",
-    "nccl_all_reduce_perf": "nccl-tests",
-    "stream": "STREAM",
-    "ib_write_bw": "perftest (RDMA)",
-    "ib_write_lat": "perftest (RDMA)",
-    "nvbandwidth": "GPU copy ceilings (nvbandwidth)",
-}
+#: check name -> benchmark family (each registry entry's ``family``); a family is one
+#: plot and one part of a shape's page.
+FAMILIES: dict[str, str] = {name: spec.family for name, spec in benchmarks.CHECKS.items()}
+
 
 @dataclass
 class Result:

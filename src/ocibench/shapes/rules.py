@@ -372,23 +372,20 @@ def _param_problems(check: str, spec: benchmarks.CheckSpec,
 
 def _keys(check: str, spec: benchmarks.CheckSpec, params: dict[str, Any]) -> set[str] | str:
     """The value keys this check prints for these params, or a problem."""
-    if check == "stream":
-        return set(benchmarks.STREAM_KERNELS)
-    if check == "nvbandwidth":
-        return set(benchmarks.NVBANDWIDTH_KEYS)
+    if spec.keys and not spec.sizes_in_variant:   # keyed by name alone (STREAM's kernels)
+        return set(spec.keys)
     sizes = benchmarks.expected_sizes(check, params)
     if spec.sizes_in_variant:
         # The size range is the figure's own (its begin/end/...): the columns at its last
         # size, and the average over its sizes when there are several.
-        return set(benchmarks.NCCL_COLUMNS) | ({"avg"} if len(sizes) > 1 else set())
+        return set(spec.keys) | ({"avg"} if len(sizes) > 1 else set())
     return {str(s) for s in sizes}
 
 
 def _what_keys(check: str, spec: benchmarks.CheckSpec, keys: set[str]) -> str:
-    if check == "stream":
-        return f"a STREAM kernel ({', '.join(benchmarks.STREAM_KERNELS)})"
-    if check == "nvbandwidth":
-        return f"an nvbandwidth ceiling ({', '.join(benchmarks.NVBANDWIDTH_KEYS)})"
+    if spec.keys and not spec.sizes_in_variant:
+        article = "an" if spec.key_name[:1] in "aeiou" else "a"
+        return f"{article} {spec.key_name} ({', '.join(spec.keys)})"
     if spec.sizes_in_variant:
         return f"a {check} column ({', '.join(sorted(keys))})"
     sizes = sorted(int(k) for k in keys)

@@ -1,0 +1,246 @@
+"""The benchmark registry (ocibench.benchmarks) is the one home of a benchmark.
+
+Every list that once named the checks by hand (the parsers' titles, the report's
+families, the judge's UCX point-to-point checks, the ceilings' bounds, the checks'
+``figure_params``) is derived from it: each test below compares a consumer with the
+registry, and one scans the sources for a literal list of check names, so that a second,
+hand-written list fails here the day it reappears.  The schema's ``check`` enum is held
+equal to the registry by tests/test_shape_schema.py.
+
+And the proof that a benchmark is one entry and one check class: ``osu_bibw``, whose
+values count both directions (``directions: 2``): judged against twice the per-direction
+limit, never against the link alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ocibench import benchmarks, paths, shapes
+from ocibench.figures import ceilings, judge, outputs
+from ocibench.figures.evaluate import evaluate
+from ocibench.metrics import RunVerdict, Verdict
+from ocibench.report import model
+
+CORPUS = Path(__file__).parent / "data" / "corpus"
+INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text())["entries"]
+SOURCES = [paths.REPO_ROOT / "src", paths.REPO_ROOT / "checks"]
+REGISTRY = paths.REPO_ROOT / "src" / "ocibench" / "benchmarks.py"
+
+
+# --- no second list ---------------------------------------------------------------------
+
+def check_name_lists(source: str, names: set[str]) -> list[tuple[int, list[str]]]:
+    """(line, names) of each literal tuple, list, set or dict (its keys, or the first
+    part of its tuple keys) whose strings are all check names, two or more: a
+    hand-written list of checks.  A collection that
+    also holds other strings (ReFrame's environment names, of which two are also checks'
+    names) is not one."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            elements = node.elts
+        elif isinstance(node, ast.Dict):   # its keys; of a tuple key, the first part
+            elements = [key.elts[0] if isinstance(key, ast.Tuple) and key.elts else key
+                        for key in node.keys if key is not None]
+        else:
+            continue
+        strings = [e.value for e in elements
+                   if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if len(strings) >= 2 and all(s in names for s in strings):
+            found.append((node.lineno, strings))
+    return found
+
+
+def test_the_scan_finds_a_hand_written_list():
+    """The scan below can fail: it finds the lists this registry replaced."""
+    names = set(benchmarks.CHECKS)
+    for source in ('FAMILIES = {"osu_latency": "OSU", "osu_bw": "OSU"}',
+                   'memories = () if check not in ("osu_latency", "osu_bw") else m',
+                   'BOUNDS = {("osu_bw", "D-D", 1): ("a",), ("osu_bw", "H-D", 1): ("b",)}',
+                   'PT2PT = ["osu_latency", "osu_bw"]'):
+        assert check_name_lists(source, names), source
+    assert not check_name_lists('ENV = {"omb": 1, "stream": 2, "nvbandwidth": 3}', names)
+
+
+def test_no_hand_written_list_of_checks_outside_the_registry():
+    names = set(benchmarks.CHECKS)
+    found = []
+    for root in SOURCES:
+        for path in sorted(root.rglob("*.py")):
+            if path == REGISTRY:
+                continue
+            for line, strings in check_name_lists(path.read_text(), names):
+                found.append(f"{path.relative_to(paths.REPO_ROOT)}:{line}: {strings}")
+    assert not found, ("a list of checks written by hand; derive it from "
+                       "ocibench.benchmarks.CHECKS:\n" + "\n".join(found))
+
+
+# --- each former list, derived ----------------------------------------------------------
+
+def test_every_check_has_its_parser_and_title():
+    for name, spec in benchmarks.CHECKS.items():
+        assert spec.parser in outputs._PARSERS, name
+        if spec.parser in ("omb", "perftest", "imb"):
+            assert spec.title, f"{name}: the parser looks for its title"
+
+
+@pytest.mark.parametrize("name", [n for n, s in benchmarks.CHECKS.items() if s.parser == "omb"])
+def test_each_omb_title_is_what_its_parser_looks_for(name):
+    """An output that prints another OMB check's title is refused as not this one."""
+    title = benchmarks.CHECKS[name].title
+    for other, spec in benchmarks.CHECKS.items():
+        if spec.parser != "omb" or other == name:
+            continue
+        text = f"{title} v7.5\n# Size  Value\n1  1.0\n"
+        with pytest.raises(outputs.Unjudged, match=f"not {other} output"):
+            outputs.parse(other, text, {})
+
+
+def test_report_families_are_the_registrys():
+    assert model.FAMILIES == {name: spec.family for name, spec in benchmarks.CHECKS.items()}
+
+
+def test_ceiling_bounds_are_the_registrys():
+    derived = {(name, buffers, nodes): keys for name, spec in benchmarks.CHECKS.items()
+               for (buffers, nodes), keys in spec.ceilings.items()}
+    assert ceilings.BOUNDS == derived
+    assert ("osu_bibw", "D-D", 1) in ceilings.BOUNDS
+
+
+@pytest.mark.parametrize("name", list(benchmarks.CHECKS))
+def test_the_judge_reads_ucx_memories_exactly_for_the_registrys_checks(name):
+    facts = judge.Facts().for_run(name, {"buffers": "D-H", "nodes": 1})
+    assert bool(facts.memories) is benchmarks.CHECKS[name].ucx_buffers
+    if benchmarks.CHECKS[name].ucx_buffers:
+        assert facts.memories == ("cuda", "host")
+
+
+def test_no_check_class_writes_its_own_figure_params():
+    """checks/base.py derives figure_params from the registry's variant parameters."""
+    found = []
+    for path in sorted((paths.REPO_ROOT / "checks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == "figure_params":
+                found.append(f"{path.name}:{node.lineno}")
+    assert [where.split(":")[0] for where in found] == ["base.py"], found
+
+
+def test_every_registry_entry_has_a_check_class_and_every_class_an_entry():
+    """A benchmark is one entry and one class: neither without the other."""
+    classes = set()
+    for path in sorted((paths.REPO_ROOT / "checks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and any(isinstance(t, ast.Name) and t.id == "check_name"
+                            for t in node.targets)):
+                classes.add(node.value.value)
+    assert classes == set(benchmarks.CHECKS)
+
+
+def test_a_bad_registry_entry_is_named_at_import():
+    spec = benchmarks.CHECKS["osu_bw"]
+    with pytest.raises(ValueError, match="osu_x: directions is 1 or 2, not 4"):
+        benchmarks.CheckSpec("osu_x", spec.summary, spec.metric, spec.params,
+                             family=spec.family, parser="omb", directions=4)
+    with pytest.raises(ValueError, match="osu_x: parser 'omg'"):
+        benchmarks.CheckSpec("osu_x", spec.summary, spec.metric, spec.params,
+                             family=spec.family, parser="omg")
+
+
+# --- osu_bibw: both directions at once --------------------------------------------------
+
+BIBW = """# OSU MPI-CUDA Bi-Directional Bandwidth Test v7.5
+# Datatype: MPI_CHAR.
+# Size      Bandwidth (MB/s)
+268435456            {value:.2f}
+"""
+D_D = {"buffers": "D-D", "nodes": 1}
+
+
+@pytest.fixture(scope="module")
+def gpu_with_bibw() -> shapes.Shape:
+    """BM.GPU4.8 (NVLink 3: 300 GB/s per direction) with a test figure for osu_bibw D-D
+    limited by nvlink_gbs, as a shape would document one (no seed does)."""
+    gpu = shapes.load("BM.GPU4.8")
+    data = copy.deepcopy(gpu.data)
+    data["figures"].append({
+        "id": "osu_bibw_d_d_test", "check": "osu_bibw", "params": dict(D_D),
+        "metric": "bandwidth", "unit": "MB/s", "source": {"doc": "a test figure"},
+        "values": {268435456: 560000.0}, "limit": "nvlink_gbs"})
+    return shapes.Shape(gpu.name, data, gpu.path)
+
+
+def test_a_healthy_bidirectional_run_near_twice_the_link_passes(gpu_with_bibw):
+    """570 GB/s both ways on a 300 GB/s-per-direction NVLink: 95 % of what both
+    directions carry, and 190 % of one: judged against the link alone, it would fail."""
+    result = evaluate("osu_bibw", BIBW.format(value=570000.0), gpu_with_bibw, D_D)
+    row = result.rows[0]
+    assert result.verdict is RunVerdict.PASS, result.reason
+    assert row.implausible is None and (row.limit, row.limit_gbs) == ("2 x nvlink_gbs", 600)
+    assert row.limit_fraction == pytest.approx(0.95)
+
+
+def test_a_bidirectional_run_above_twice_the_link_is_impossible(gpu_with_bibw):
+    result = evaluate("osu_bibw", BIBW.format(value=660000.0), gpu_with_bibw, D_D)
+    row = result.rows[0]
+    assert result.verdict is RunVerdict.FAIL and row.verdict is Verdict.FAIL
+    assert "above the physical limit 600 GB/s of nvlink_gbs in both directions " \
+           "(2 x 300)" in row.implausible
+
+
+def test_the_same_value_as_one_direction_is_impossible(gpu_with_bibw):
+    """The trap the registry's ``directions`` closes: 570 GB/s in one direction."""
+    data = copy.deepcopy(gpu_with_bibw.data)
+    figure = next(f for f in data["figures"] if f["id"] == "osu_bw_d_d")
+    figure["values"] = {268435456: 560000.0}
+    shape = shapes.Shape(gpu_with_bibw.name, data, gpu_with_bibw.path)
+    text = BIBW.format(value=570000.0).replace("Bi-Directional Bandwidth", "Bandwidth")
+    result = evaluate("osu_bw", text, shape, D_D)
+    assert "above the physical limit 300 GB/s of nvlink_gbs" in (result.reason or "")
+
+
+def test_the_live_checks_reference_caps_at_twice_the_link(gpu_with_bibw):
+    reference = judge.reframe_reference(gpu_with_bibw, "osu_bibw", D_D, ["s:p"])["s:p"]
+    value, _, upper, unit = reference["bandwidth_268435456"]
+    assert (value, unit) == (560000.0, "MB/s")
+    assert value * (1 + upper) == pytest.approx(600_000 * judge.LIMIT_MARGIN)
+
+
+def test_a_bidirectional_value_is_a_fraction_of_twice_the_copy_ceiling():
+    """nvbandwidth measures one direction: 2 x 250 GB/s bounds osu_bibw's D-D."""
+    node = {"device_to_device_read": 250_000.0, "device_to_device_write": 200_000.0}
+    found = ceilings.of("osu_bibw", D_D, 450_000.0, "MB/s", node)
+    assert [(c.key, round(c.fraction, 3)) for c in found] == [
+        ("device_to_device_read", 0.9), ("device_to_device_write", 1.125)]
+    assert found[0].text() == "90.0 % of 2 x GPU->GPU read 250.0 GB/s"
+    one_way = ceilings.of("osu_bw", D_D, 225_000.0, "MB/s", node)
+    assert round(one_way[0].fraction, 3) == 0.9
+
+
+def test_local_records_an_osu_bibw_run():
+    result = evaluate("osu_bibw", BIBW.format(value=40000.0), "local", D_D)
+    assert result.verdict is RunVerdict.RECORDED, result.reason
+
+
+PT2PT_BW = [e for e in INDEX if e["check"] in ("osu_bw", "osu_bibw") and "figures" in e["expect"]]
+
+
+@pytest.mark.parametrize("entry", PT2PT_BW, ids=[e["file"] for e in PT2PT_BW])
+def test_published_bandwidths_are_never_read_as_the_other_direction_count(entry):
+    """A published osu_bibw output read as osu_bw (or the other way) is left unjudged:
+    the bidirectional figure would otherwise pass as twice a one-way rate."""
+    other = "osu_bw" if entry["check"] == "osu_bibw" else "osu_bibw"
+    text = (CORPUS / entry["file"]).read_bytes().decode()
+    result = evaluate(other, text, "local", entry.get("params") or {})
+    assert result.verdict is RunVerdict.UNJUDGED, (entry["file"], result.verdict)
+    assert f"not {other} output" in result.reason
+
+
+def test_osu_bibw_has_published_outputs():
+    assert len([e for e in INDEX if e["check"] == "osu_bibw"]) >= 5
