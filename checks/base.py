@@ -13,7 +13,8 @@ the same way:
 * Sanity is :func:`ocibench.figures.evaluate.evaluate` (the same code that judges hand-run
   outputs offline) of the job's stderr and stdout, plus the job's exit code; a failed job (a
   module tree that is unsafe or a modulefile that does not load, mpirun that cannot
-  start, a crash) is reported with the line that says why (:func:`failure_line`).
+  start, a crash) is reported with the line that says why
+  (:func:`ocibench.figures.joblog.failure_line`).
 * Sanity also refuses a value that cannot be a measurement (zero, above the physical
   limit of its link or memory): :func:`ocibench.figures.judge.judge` says so, as it does offline;
   and a run whose NCCL traffic took a wrong path (:mod:`ocibench.figures.nccl_path`).
@@ -27,14 +28,33 @@ the same way:
   judgement (none on a shape that documents nothing: the value is recorded, judged
   only for plausibility).
 
-Subclasses set ``check_name`` (the figure naming of the shape files), ``valid_systems``
-and ``valid_prog_environs`` (by feature), and implement :meth:`OcibenchCheck.configure`.
+The contract of a check, by phase (stated as the EESSI test suite states its mixin's,
+eessi/testsuite/eessi_mixin.py: what a subclass sets, and by when):
+
+Before init (class body, or a parameter)
+    ``check_name`` (the figure naming of the shape files and ocibench.benchmarks),
+    ``valid_prog_environs`` (by environment feature: ``+omb``, ``+imb +openmpi``, ...)
+    and ``descr``; its parameters (``buffers``, ``nodes``, ...).
+Before setup (class body, or a ``run_after("init")`` hook)
+    ``valid_systems``, from :func:`systems_for` (nodes and GPU, with ``local`` named
+    where it must SKIP rather than vanish).
+At setup (the base calls it, after the partition and environment are chosen)
+    :meth:`OcibenchCheck.configure`: ``executable``, ``executable_opts``,
+    ``num_tasks`` and ``num_tasks_per_node``, then :meth:`OcibenchCheck.export_ucx`
+    and other ``export``-s; a run the partition cannot hold is skipped there
+    (``need_nodes``, ``need_gpus``, ``need_cores``, ``skip_if``).  Set
+    ``gpu_messages`` there when the messages go through UCX from GPU memory.
+Any time
+    :meth:`OcibenchCheck.figure_params` (the parameters as the shape's figures name
+    them) and :meth:`OcibenchCheck.run_params` (what the parser needs besides).
+
+The base does the rest: the provenance line, the one exit-code check before sanity
+(:meth:`OcibenchCheck._ocibench_exit_code`), sanity and performance.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Any
 
@@ -53,185 +73,23 @@ from reframe.core.exceptions import SanityError as ReframeSanityError
 
 from ocibench import benchmarks, shapes
 from ocibench.figures import evaluate, judge, nccl_path, outputs, references, ucx_proto
+from ocibench.figures.joblog import failure_line
 from ocibench.metrics import RunVerdict, could_not_judge
 from ocibench.reframe.launchers import INTELMPI
 
 PROVENANCE_FILE = "provenance.json"
 
-#: Lines of a failed job's output that say why it failed, most telling first, after
-#: our own "ocibench:" lines, Lmod's error and a crash (see failure_line).
-_FAILURE_LINES = (
-    # UCX_NET_DEVICES names a device the node lacks (a wrong mlx5_N:1 in a shape file)
-    re.compile(r".*network device '[^']+' is not available.*"),
-    re.compile(r".*(?:command not found|No such file or directory).*"),
-    re.compile(r".*(?:not enough slots|There are not enough slots).*"),
-)
-#: Looked for in stderr only: STREAM's stdout says "Solution Validates: avg error less
-#: than 1.000000e-13", which is no error.
-_ERROR_LINE = re.compile(r"(?i).*error.*")
+def systems_for(nodes: int, gpu: bool = False) -> list[str]:
+    """``valid_systems`` of a run on ``nodes`` nodes, with GPUs or not.
 
-_LMOD_ERROR = "Lmod has detected the following error:"
-#: How Lua reports a modulefile it cannot run, once Lmod's wrapped lines are joined:
-#: '<file>: [string "<its first line>..."]:<line>: <why>'.
-_LMOD_LUA = re.compile(r'(\S+): \[string ".*?"\]:(\d+): (.*)')
-
-
-def failure_line(stderr: str, stdout: str = "") -> str | None:
-    """The line of a failed job's output that best says why it failed.
-
-    In order: an ``ocibench:`` line (our own checks in the job script), Lmod's error
-    (with the modulefile and line it names), a crash (the shell's or mpirun's line
-    naming the signal), the specific errors above, then any stderr line with "error".
-    """
-    err = [line.strip() for line in stderr.splitlines() if line.strip()]
-    out = [line.strip() for line in stdout.splitlines() if line.strip()]
-    ours = next((line for line in err + out if line.startswith("ocibench: ")), None)
-    if ours:
-        return ours
-    lmod = lmod_error(err)
-    if lmod:
-        return lmod
-    for lines in (err, out):
-        crash = outputs.first_crash("\n".join(lines))
-        if crash:
-            return "benchmark crashed: " + _paragraph(lines, crash.string, crash.start())
-    for pattern in _FAILURE_LINES:
-        found = next((line for line in err + out if pattern.search(line)), None)
-        if found:
-            return found
-    found = next((line for line in err if _ERROR_LINE.search(line)), None)
-    return found or (err or out or [None])[-1]
-
-
-def _paragraph(lines: list[str], text: str, offset: int) -> str:
-    """The line holding ``offset`` of ``text`` (the lines joined), with the lines that
-    continue its sentence: mpirun wraps 'noticed that process ... exited on' / 'signal
-    11 (Segmentation fault).' over two."""
-    index = text.count("\n", 0, offset)
-    found = lines[index]
-    for more in lines[index + 1:index + 3]:
-        if found.endswith((".", ")")) or not found.startswith(("mpirun", "prterun")):
-            break
-        found = f"{found} {more}"
-    return found
-
-
-def lmod_error(lines: list[str]) -> str | None:
-    """Lmod's error in one line, naming the modulefile and line where it names them.
-
-    Lmod wraps its message to the terminal width and lists the module it was loading
-    below it ("While processing the following module(s): ... Module Filename")."""
-    start = next((i for i, line in enumerate(lines) if line.startswith(_LMOD_ERROR)), None)
-    if start is None:
-        return None
-    block, files = [], []
-    rest = iter(lines[start:])
-    for line in rest:
-        if line.startswith(("Please check", "While processing")):
-            break
-        block.append(line)
-    for line in rest:   # the table of "While processing the following module(s):"
-        if line.startswith(_LMOD_ERROR):
-            break
-        if line.split()[-1].startswith("/"):
-            files.append(line.split()[-1])
-    message = " ".join(" ".join(block)[len(_LMOD_ERROR):].split())
-    lua = _LMOD_LUA.search(message)
-    if lua:
-        return (f"{_LMOD_ERROR[:-1]} in modulefile {lua.group(1)} line {lua.group(2)}: "
-                f"{lua.group(3)}")
-    where = f" (modulefile {files[0]})" if files else ""
-    return f"{_LMOD_ERROR} {message}{where}"
-
-
-def host_device_cores(extras: dict[str, Any], buffers: str,
-                      placement: str) -> tuple[list[int] | None, str]:
-    """The two cores of an H-D or D-H run in one node (seed 000 sec 2-1/2-2).
-
-    The device rank (rank 1 for H-D, rank 0 for D-H) uses GPU ``local rank % GPUs`` (as
-    OMB chooses it) and sits on the second core of that GPU's NUMA node; the host rank
-    sits on the first core of the same NUMA node (same-numa), on the first core of the
-    first other NUMA node of the same socket (same-socket), or on the first core of the
-    other socket (other-socket).  On BM.GPU4.8 (GPUs 0-1 on NUMA 3 = cores 24-31,
-    socket 0 = NUMA 0-3, socket 1 from core 32) this gives the seed's pe-lists:
-    H-D 24,25 / 0,25 / 32,25 and D-H 25,24 / 25,0 / 25,32.
-
-    Returns (cores in rank order, "") or (None, why the topology cannot offer it).
-    """
-    numa = {n["id"]: n for n in extras["numa_nodes"]}
-    device_rank = 1 if buffers == "H-D" else 0
-    gpu = device_rank % extras["gpus"]
-    node_id = extras["gpu_numa"][gpu]
-    node = numa[node_id]
-    cores = list(range(node["cores"][0], node["cores"][1] + 1))
-    device_core = cores[1] if len(cores) > 1 else cores[0]
-    if placement == "same-numa":
-        if len(cores) < 2:
-            return None, f"NUMA node {node_id} of GPU {gpu} has a single core"
-        host_core = cores[0]
-    elif placement == "same-socket":
-        others = [i for i in sorted(numa) if i != node_id and numa[i]["socket"] == node["socket"]]
-        if not others:
-            return None, (f"socket {node['socket']} has a single NUMA node ({node_id}, "
-                          f"GPU {gpu}'s): no other NUMA node on the same socket")
-        host_core = numa[others[0]]["cores"][0]
-    elif placement == "other-socket":
-        others = [i for i in sorted(numa) if numa[i]["socket"] != node["socket"]]
-        if not others:
-            return None, "the node has a single socket"
-        host_core = min(numa[i]["cores"][0] for i in others)
-    else:
-        raise ValueError(f"unknown placement {placement!r}")
-    order = [device_core, host_core] if device_rank == 0 else [host_core, device_core]
-    return order, ""
-
-
-#: The file an Open MPI 4.x job names each rank's core in (see pin_ranks).
-RANKFILE = "ocibench_rankfile"
-#: Shell variable that carries the pinning options when the MPI is chosen in the job.
-PLACEMENT_VAR = "OCIBENCH_PLACEMENT"
-
-
-def pin_ranks(cores: list[int], openmpi: str) -> tuple[list[str], list[str]]:
-    """mpirun options that put rank i on ``cores[i]``, and the job lines they need.
-
-    Open MPI 5.x (PRRTE) takes the seeds' ``--map-by pe-list=24,25:ordered``.  Open MPI
-    4.x (ORTE) does not know pe-list ("The mapping request contains an unrecognized
-    modifier", then "Bad parameter"), and its ``--cpu-list 25,24 --bind-to
-    cpu-list:ordered`` binds in ascending core order whatever the list says (tried with
-    4.1.4: rank 0 went to the lower core), so 4.x gets a rankfile of OS core ids
-    (``rmaps_rank_file_physical``, as the shape file and numactl count them).
-
-    ``openmpi`` is the shape's ``software.stack.openmpi``.  A version there (5.0.8)
-    gives that major's options on the mpirun line, and the job fails, naming both
-    versions, if its mpirun is another major.  Without one (``any``) the job asks its
-    own mpirun (``mpirun --version``) and picks; another major than 4 or 5 fails
-    saying which are needed.
-    """
-    pe_list = f"--map-by pe-list={','.join(map(str, cores))}:ordered"
-    lines = "\\n".join(f"rank {rank}=localhost slot={core}" for rank, core in enumerate(cores))
-    forms = {  # major -> (options, the job line that prepares them)
-        "5": (pe_list, ":"),
-        "4": (f"--rankfile {RANKFILE} --mca rmaps_rank_file_physical 1",
-              f"printf '{lines}\\n' > {RANKFILE}"),
-    }
-    probe = ("ocibench_ompi=$(mpirun --version 2>&1 | "
-             "sed -n 's/^.*(Open MPI) \\([0-9][0-9]*\\)\\..*$/\\1/p' | head -n 1)")
-    major = openmpi.split(".")[0]
-    if major.isdigit():   # the shape names its Open MPI: that major's options, checked
-        options = forms[major][0].split() if major in forms else []
-        branches = {major: forms[major][1]} if major in forms else {}
-        need = (f"is written for Open MPI {major}.x (software.stack.openmpi: {openmpi})"
-                if major in forms else
-                f"needs Open MPI 4.x or 5.x, not {openmpi} (software.stack.openmpi)")
-    else:                 # chosen in the job by its own mpirun
-        options = [f"${PLACEMENT_VAR}"]
-        branches = {m: f'{setup}; {PLACEMENT_VAR}="{opts}"' for m, (opts, setup) in forms.items()}
-        need = "needs Open MPI 4.x (rankfile) or 5.x (--map-by pe-list)"
-    fail = (f'echo "ocibench: the host<->GPU placement {need}; this job\'s mpirun is '
-            f'Open MPI ${{ocibench_ompi:-(none found)}}" >&2; exit 1')
-    cases = "".join(f"{m}) {line} ;; " for m, line in branches.items())
-    return options, [probe, f'case "$ocibench_ompi" in {cases}*) {fail} ;; esac']
+    The partition features pick the partitions (``multinode`` for more than one node,
+    ``gpu`` for GPU buffers).  ``local`` (this machine) is named besides where those
+    features could leave it out -- more than one node, or a GPU it may lack -- so that
+    the case is listed there and SKIPS with the reason (one machine, no GPU), never
+    vanishes from the run."""
+    where = "+multinode" if nodes > 1 else "-multinode"
+    features = f"+gpu {where}" if gpu else where
+    return [features, "local"] if nodes > 1 or gpu else [features]
 
 
 #: UCX prints the protocol and transports it selects (src/ucp/proto/proto_debug.c):
@@ -279,7 +137,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
     #: the job then runs with UCX_PROTO_INFO=y (UCX_PROTO_INFO above).
     gpu_messages = variable(bool, value=False)
 
-    valid_systems = ["-multinode"]
+    valid_systems = systems_for(1)
     exclusive_access = True
     time_limit = "30m"
     keep_files = [PROVENANCE_FILE]
@@ -315,6 +173,22 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
     def extras(self) -> dict[str, Any]:
         return self.current_partition.extras
 
+    # The node's hardware, as ReFrame's partition records it (processor, devices: filled
+    # from the shape file by ocibench.reframe.site).
+
+    @property
+    def node_cores(self) -> int:
+        """Physical cores of a node."""
+        return self.current_partition.processor.num_cores or 0
+
+    @property
+    def node_sockets(self) -> int:
+        return self.current_partition.processor.num_sockets or 1
+
+    @property
+    def node_gpus(self) -> int:
+        return sum(d.num_devices or 0 for d in self.current_partition.select_devices("gpu"))
+
     def need_nodes(self, nodes: int) -> None:
         have = self.extras.get("nodes", 1)
         where = self.current_partition.fullname
@@ -325,7 +199,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
                                    "(shape file cluster.nodes, sinfo, or the host file)")
 
     def need_gpus(self, gpus: int) -> None:
-        have = self.extras.get("gpus", 0)
+        have = self.node_gpus
         shape = self.extras.get("shape")
         if have == 0 and shape == "local":
             self.skip_if(True, f"needs {gpus} GPU(s); no GPU on this machine "
@@ -333,7 +207,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         self.skip_if(have < gpus, f"needs {gpus} GPU(s) per node; {shape} has {have}")
 
     def need_cores(self, cores: int) -> None:
-        have = self.extras.get("cores", 0)
+        have = self.node_cores
         self.skip_if(have < cores, f"needs {cores} cores per node; "
                                    f"{self.extras.get('shape')} has {have}")
 
@@ -341,8 +215,28 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         """Pass a variable to every rank on the mpirun line (-x / -genv)."""
         self.job.launcher.env_vars[name] = value
 
-    def ucx_device(self, purpose: str = "mpi") -> str | None:
-        return (self.extras.get("ucx_net_devices") or {}).get(purpose)
+    #: Whether the seed's command line names the UCX device even in one node (seed 000
+    #: sec 2-5, osu_xccl_allreduce); see export_ucx.
+    ucx_device_in_one_node = False
+
+    def export_ucx(self, purpose: str = "mpi") -> None:
+        """``UCX_NET_DEVICES`` on mpirun's line: the shape's device for ``purpose``
+        (``network.ucx_net_devices``: ``mpi``, ``nccl``; a purpose the shape names no
+        device for takes ``mpi``'s, the NIC every UCX message of the run then uses).
+
+        One rule: exported when the job's ranks span nodes, as the seeds do (seed 002
+        sec 3, 004 sec 1, 003 sec 3-2).  Only messages between nodes take the network;
+        inside one node UCX uses shared memory and the GPUs' own links, and naming a
+        device there only adds a way to fail ("network device ... is not available").
+        A check whose seed names it in one node too keeps the seed's line
+        (``ucx_device_in_one_node``).  Call it once ``num_tasks`` and
+        ``num_tasks_per_node`` are set; it adds to mpirun's line where it is called."""
+        devices = self.extras.get("ucx_net_devices") or {}
+        device = devices.get(purpose) or devices.get("mpi")
+        per_node = self.num_tasks_per_node or self.num_tasks
+        spans = bool(per_node) and self.num_tasks > per_node
+        if device and (spans or self.ucx_device_in_one_node):
+            self.export("UCX_NET_DEVICES", device)
 
     def _record_ucx_protocols(self) -> None:
         """UCX_PROTO_INFO=y in the job's environment, and last on mpirun's line when
@@ -370,18 +264,18 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
 
     @run_before("sanity")
     def _ocibench_exit_code(self):
-        # Before ReFrame's own exit-code assertion (general/trap_job_errors), which
-        # says only "job exited with exit code 1": name the line that says why.
+        """The one check of the job's exit code: before ReFrame's own assertion
+        (general/trap_job_errors), which says only "job exited with exit code 1", and
+        before the output is read; it names the line that says why.  An exit code
+        ReFrame could not learn (None) is no success either."""
         code = self.job.exitcode
-        if not self.is_dry_run() and code not in (0, None):
+        if not self.is_dry_run() and code != 0:
             raise ReframeSanityError(f"job exit code {code}: {self._why_failed()}")
 
     @sanity_function
     def assert_sane(self):
-        """Exit code 0 and an output that ocibench.figures.outputs.parse accepts."""
-        code = self.job.exitcode
-        if code != 0:
-            raise ReframeSanityError(f"job exit code {code}: {self._why_failed()}")
+        """An output that ocibench.figures.outputs.parse accepts (the exit code was
+        checked before: _ocibench_exit_code)."""
         self.measurement()   # the parse's own refusal, as the performance stage sees it
         result = evaluate.evaluate(self.check_name, self._output(), self._shape(),
                                    self.run_params())
@@ -504,8 +398,7 @@ class EveryGpuCheck(OcibenchCheck):
     def _gpu_systems(self):
         # `local` is listed by name: it has no `gpu` feature when its machine has no
         # GPU, and the check must then SKIP with that reason rather than vanish.
-        where = "+multinode" if self.nodes > 1 else "-multinode"
-        self.valid_systems = [f"+gpu {where}", "local"]
+        self.valid_systems = systems_for(self.nodes, gpu=True)
 
     def one_rank_per_gpu(self, extras: dict[str, Any]) -> None:
         # NCCL's log names the transport of every channel: the path the figure took
@@ -516,6 +409,6 @@ class EveryGpuCheck(OcibenchCheck):
         # In one node a collective needs two GPUs to be one; across nodes one each.
         self.need_gpus(2 if self.nodes == 1 else 1)
         self.gpu_messages = True
-        self.gpus_per_node = extras["gpus"]
+        self.gpus_per_node = self.node_gpus
         self.num_tasks = self.nodes * self.gpus_per_node
         self.num_tasks_per_node = self.gpus_per_node

@@ -16,7 +16,7 @@ from __future__ import annotations
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, variable
 
-from .base import OcibenchCheck
+from .base import OcibenchCheck, systems_for
 
 MSGLOG = "3:28"
 
@@ -28,13 +28,7 @@ class _Imb(OcibenchCheck):
     @run_after("init")
     def _environs(self):
         self.valid_prog_environs = [f"+imb +{self.mpi}"]
-        where = "+multinode" if self.nodes > 1 else "-multinode"
-        self.valid_systems = [where] if self.nodes == 1 else [where, "local"]
-
-    def export_device(self):
-        device = self.ucx_device("mpi")
-        if device and self.nodes > 1:
-            self.export("UCX_NET_DEVICES", device)
+        self.valid_systems = systems_for(self.nodes)
 
     def run_params(self):
         return {**self.figure_params(), "msglog": MSGLOG}
@@ -53,7 +47,7 @@ class imb_pingpong(_Imb):
         self.num_tasks_per_node = 2 if self.nodes == 1 else 1
         self.executable = "IMB-MPI1"
         self.executable_opts = ["-msglog", MSGLOG, "PingPong"]
-        self.export_device()
+        self.export_ucx("mpi")
 
 
 @rfm.simple_test
@@ -66,9 +60,9 @@ class imb_allreduce(_Imb):
     def configure(self, extras):
         self.need_nodes(self.nodes)
         self.need_cores(2)
-        self.ranks_per_node = extras["cores"]
+        self.ranks_per_node = self.node_cores
         self.num_tasks = self.nodes * self.ranks_per_node
         self.num_tasks_per_node = self.ranks_per_node
         self.executable = "IMB-MPI1"
         self.executable_opts = ["-msglog", MSGLOG, "-npmin", str(self.num_tasks), "allreduce"]
-        self.export_device()
+        self.export_ucx("mpi")

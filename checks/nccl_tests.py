@@ -42,10 +42,8 @@ class nccl_all_reduce_perf(EveryGpuCheck):
             if name in ("begin", "end") or name in self.sizes:
                 options += [_OPTION[name], str(value)]
         self.executable_opts = options + ["-t", "1", "-g", "1"]
+        self.export_ucx("nccl")
         if self.nodes > 1:
-            device = self.ucx_device("nccl") or self.ucx_device("mpi")
-            if device:
-                self.export("UCX_NET_DEVICES", device)
             self.export("NCCL_IGNORE_CPU_AFFINITY", "1")
 
     def run_params(self):

@@ -27,7 +27,7 @@ from reframe.core.builtins import variable
 
 from ocibench.figures import outputs
 
-from .base import OcibenchCheck
+from .base import OcibenchCheck, systems_for
 
 #: bytes per pageable copy: OMB's osu_bw message in the checks (-m 268435456).
 PAGEABLE_BYTES = 256 * 2**20
@@ -37,7 +37,7 @@ PAGEABLE_BYTES = 256 * 2**20
 class nvbandwidth(OcibenchCheck):
     check_name = "nvbandwidth"
     descr = "nvbandwidth copy-engine ceilings and the pageable-host copy rate"
-    valid_systems = ["+gpu -multinode", "local"]
+    valid_systems = systems_for(1, gpu=True)
     valid_prog_environs = ["+nvbandwidth"]
     tags = {"ocibench", "gpu", "nvbandwidth"}
     nodes = variable(int, value=1)
@@ -45,7 +45,7 @@ class nvbandwidth(OcibenchCheck):
 
     def configure(self, extras):
         self.need_gpus(1)
-        self.gpus_per_node = extras["gpus"]
+        self.gpus_per_node = self.node_gpus
         # one process on the node, no MPI
         self.job.launcher = getlauncher("local")()
         self.num_tasks = self.num_tasks_per_node = 1

@@ -17,8 +17,9 @@ import reframe as rfm
 from reframe.core.builtins import parameter, run_after, variable
 
 from ocibench import benchmarks
+from ocibench.placement import host_device_cores, pin_ranks
 
-from .base import EveryGpuCheck, OcibenchCheck, host_device_cores, pin_ranks
+from .base import EveryGpuCheck, OcibenchCheck, systems_for
 
 #: seed 000 sec 2-5/2-6: osu_xccl_allreduce at 1 GiB
 XCCL_BYTES = 1 << 30
@@ -76,11 +77,8 @@ class _Pt2Pt(_OsuBase):
             options[options.index("-x") + 1] = options[options.index("-i") + 1] = \
                 str(self.iterations)
         self.executable_opts = options + _cuda_opts(buffers)
-        if nodes > 1:
-            device = self.ucx_device("mpi")
-            if device:
-                self.export("UCX_NET_DEVICES", device)
-        elif buffers != "H-H":
+        self.export_ucx("mpi")
+        if nodes == 1 and buffers != "H-H":
             self.job.launcher.options = ["--report-bindings"]
 
 
@@ -90,9 +88,7 @@ class _Pt2PtSameBuffers(_Pt2Pt):
 
     @run_after("init")
     def _systems(self):
-        gpu = "+gpu " if self.buffers == "D-D" else ""
-        where = "+multinode" if self.nodes > 1 else "-multinode"
-        self.valid_systems = [f"{gpu}{where}".strip(), "local"]
+        self.valid_systems = systems_for(self.nodes, gpu=self.buffers == "D-D")
         if self.buffers == "D-D":
             self.tags = self.tags | {"gpu"}
 
@@ -104,7 +100,7 @@ class _Pt2PtHostDevice(_Pt2Pt):
     buffers = parameter(["H-D", "D-H"])
     placement = parameter(["same-numa", "same-socket", "other-socket"])
     nodes = variable(int, value=1)
-    valid_systems = ["+gpu -multinode", "local"]
+    valid_systems = systems_for(1, gpu=True)
     tags = {"ocibench", "omb", "gpu"}
 
     def configure(self, extras):
@@ -114,7 +110,7 @@ class _Pt2PtHostDevice(_Pt2Pt):
                                     f"{extras['shape']}: {why}")
         # seed 000 sec 2-1: mpirun -n 2 --map-by pe-list=24,25:ordered --report-bindings
         #                   numactl -l osu_latency ... -d cuda H D
-        # (Open MPI 5.x; 4.x gets a rankfile: base.pin_ranks)
+        # (Open MPI 5.x; 4.x gets a rankfile: ocibench.placement.pin_ranks)
         openmpi = str(self.current_environ.extras.get("mpi_version") or "any")
         options, prepare = pin_ranks(cores, openmpi)
         self.job.launcher.options = options + ["--report-bindings"]
@@ -178,11 +174,11 @@ class osu_alltoall(_Collective):
     check_name = "osu_alltoall"
     descr = "OMB osu_alltoall, one node, one rank per core, 1 B .. 64 MiB"
     nodes = variable(int, value=1)
-    valid_systems = ["-multinode"]
+    valid_systems = systems_for(1)
 
     def configure(self, extras):
         self.need_cores(2)
-        cores = extras["cores"]
+        cores = self.node_cores
         self.ranks_per_node = cores
         self.num_tasks = self.num_tasks_per_node = cores
         # Every rank holds a send and a receive buffer of size x ranks.
@@ -200,21 +196,19 @@ class osu_allreduce(_Collective):
     check_name = "osu_allreduce"
     descr = "OMB osu_allreduce, 4 nodes, one rank per core, 4 B .. 256 MiB"
     nodes = variable(int, value=4)
-    valid_systems = ["+multinode", "local"]
+    valid_systems = systems_for(4)
     tags = {"ocibench", "omb", "multinode"}
 
     def configure(self, extras):
         self.need_nodes(self.nodes)
-        cores = extras["cores"]
+        cores = self.node_cores
         self.ranks_per_node = cores
         self.num_tasks = self.nodes * cores
         self.num_tasks_per_node = cores
         self.executable, *options = benchmarks.spec(self.check_name).command
         self.executable_opts = options
         self.sizes = options[options.index("-m") + 1]
-        device = self.ucx_device("mpi")
-        if device:
-            self.export("UCX_NET_DEVICES", device)
+        self.export_ucx("mpi")
 
 
 @rfm.simple_test
@@ -227,6 +221,7 @@ class osu_xccl_allreduce(EveryGpuCheck):
     descr = "OMB osu_xccl_allreduce (NCCL), 1 GiB, every GPU of the node(s)"
     valid_prog_environs = ["+omb"]
     tags = {"ocibench", "omb", "gpu", "nccl"}
+    ucx_device_in_one_node = True   # the seed's one-node line names it (above)
 
     def configure(self, extras):
         self.one_rank_per_gpu(extras)
@@ -238,6 +233,4 @@ class osu_xccl_allreduce(EveryGpuCheck):
         # size changes nothing else, on either version.
         self.executable_opts = ["-x", "10", "-i", "10", "-m", f"{XCCL_BYTES}:{XCCL_BYTES}",
                                 "-M", str(XCCL_BYTES), "-d", "cuda", "D", "D"]
-        device = self.ucx_device("mpi")
-        if device:
-            self.export("UCX_NET_DEVICES", device)
+        self.export_ucx("mpi")

@@ -31,7 +31,7 @@ from reframe.core.builtins import parameter, performance_function, run_after, va
 from ocibench import benchmarks, shapes
 from ocibench.reframe.launchers import HOSTFILE_VAR
 
-from .base import OcibenchCheck
+from .base import OcibenchCheck, systems_for
 
 #: Attempts per HCA; the best counts (oci-hpc: `for i in range(3)`).
 ATTEMPTS = 3
@@ -81,7 +81,7 @@ class PerftestCheck(OcibenchCheck):
     def _two_node_systems(self):
         # `local` by name: without the multinode feature it must still list the case
         # and SKIP with the reason (no RDMA device here), never drop it silently.
-        self.valid_systems = ["+multinode", "local"]
+        self.valid_systems = systems_for(2)
 
     def configure(self, extras):
         hcas = extras.get("rdma_hcas") or []

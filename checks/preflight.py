@@ -20,9 +20,10 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
+from ocibench.figures.joblog import failure_line
 from ocibench.metrics import could_not_judge
 
-from .base import PROVENANCE_FILE, SweepNodes, failure_line
+from .base import PROVENANCE_FILE, SweepNodes, systems_for
 
 PREFLIGHT_FILE = "preflight.json"
 
@@ -30,7 +31,7 @@ PREFLIGHT_FILE = "preflight.json"
 @rfm.simple_test
 class preflight(rfm.RunOnlyRegressionTest, SweepNodes):
     descr = "this node against its shape file (ocibench preflight)"
-    valid_systems = ["-multinode"]
+    valid_systems = systems_for(1)
     valid_prog_environs = ["omb"]
     shape = variable(str, value="")
     time_limit = "10m"

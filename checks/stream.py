@@ -22,7 +22,7 @@ import reframe as rfm
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import parameter, run_before, variable
 
-from .base import OcibenchCheck
+from .base import OcibenchCheck, systems_for
 
 NUMA_FILE = "ocibench_numa_nodes.txt"
 NUMA_GLOB = "/sys/devices/system/node/node[0-9]*"
@@ -41,12 +41,12 @@ class stream(OcibenchCheck):
     descr = "STREAM Copy/Scale/Add/Triad, one thread per 2 cores, OMP_PROC_BIND=spread"
     nps = parameter([1, 4])
     threads = variable(int, value=0)
-    valid_systems = ["-multinode"]
+    valid_systems = systems_for(1)
     valid_prog_environs = ["+stream"]
     tags = {"ocibench", "stream"}
 
     def _skip_other_nps(self, numa_nodes: int) -> None:
-        sockets = self.extras["sockets"]
+        sockets = self.node_sockets
         actual = nps_of(numa_nodes, sockets)
         self.skip_if(actual != self.nps,
                      f"the node runs NPS{actual} ({numa_nodes} NUMA nodes on {sockets} "
@@ -59,10 +59,11 @@ class stream(OcibenchCheck):
             self._skip_other_nps(len(glob.glob(NUMA_GLOB)) or 1)
         # The shape's documented thread count (E5.192: 96, E6.256: 32), else one thread
         # per 2 cores; the places spread the threads evenly: 0:96:2, 0:32:8.
-        self.threads = extras.get("stream_threads") or max(1, extras["cores"] // 2)
-        stride = max(1, extras["cores"] // self.threads)
+        cores = self.node_cores
+        self.threads = extras.get("stream_threads") or max(1, cores // 2)
+        stride = max(1, cores // self.threads)
         self.num_tasks = self.num_tasks_per_node = 1
-        self.num_cpus_per_task = extras["cores"]
+        self.num_cpus_per_task = cores
         self.job.launcher = getlauncher("local")()
         self.executable = EXECUTABLE
         self.env_vars = {

@@ -16,9 +16,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-die() { echo "install: $*" >&2; exit 1; }
-# This checkout's ocibench (the project is never pip-installed: src/ocibench/requirements.py).
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# die, and this checkout's ocibench on PYTHONPATH
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source scripts/lib.sh
 
 # Module files and installed prefixes: readable by every user, writable by the owner
 # only (packages.yaml sets the same for the install tree).

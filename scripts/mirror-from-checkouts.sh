@@ -39,9 +39,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-die() { echo "mirror-from-checkouts: $*" >&2; exit 1; }
-# This checkout's ocibench (the project is never pip-installed: src/ocibench/requirements.py).
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# die, and this checkout's ocibench on PYTHONPATH
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source scripts/lib.sh
 
 shape=""
 args=()

@@ -13,19 +13,17 @@ test is skipped, naming the directory it looked in, until that tree exists.
 from __future__ import annotations
 
 import html
-import importlib
-import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from ocibench import paths, shapes
+from ocibench import paths, placement, shapes
+from ocibench.figures.joblog import failure_line
 
 CONFIG = paths.SITE_DIR / "reframe_config.py"
 
@@ -370,42 +368,11 @@ def test_alltoall_sizes_scale_to_memory(dry_runs):
         "mpirun -n 64 osu_alltoall -x 10 -i 10 -m 1:67108864"
 
 
-def _checks_base():
-    """checks.base, imported as the package ReFrame loads (no sys.path change)."""
-    if "checks" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "checks", paths.CHECKS_DIR / "__init__.py",
-            submodule_search_locations=[str(paths.CHECKS_DIR)])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["checks"] = module
-        spec.loader.exec_module(module)
-    return importlib.import_module("checks.base")
-
-
-def test_placements_a_small_topology_cannot_offer():
-    """One socket, one NUMA node, one GPU (a workstation): same-numa only."""
-    base = _checks_base()
-    extras = {"numa_nodes": [{"id": 0, "socket": 0, "cores": [0, 7]}],
-              "gpus": 1, "gpu_numa": [0]}
-    assert base.host_device_cores(extras, "H-D", "same-numa") == ([0, 1], "")
-    assert base.host_device_cores(extras, "D-H", "same-numa") == ([1, 0], "")
-    cores, why = base.host_device_cores(extras, "H-D", "same-socket")
-    assert cores is None and "single NUMA node" in why
-    cores, why = base.host_device_cores(extras, "D-H", "other-socket")
-    assert cores is None and why == "the node has a single socket"
-    single_core = {**extras, "numa_nodes": [{"id": 0, "socket": 0, "cores": [0, 0]},
-                                            {"id": 1, "socket": 1, "cores": [1, 1]}]}
-    cores, why = base.host_device_cores(single_core, "H-D", "same-numa")
-    assert cores is None and "single core" in why
-    assert base.host_device_cores(single_core, "H-D", "other-socket") == ([1, 0], "")
-
-
 def test_failure_line_names_the_cause():
-    base = _checks_base()
     lmod = ('Lmod has detected the following error: The following module(s) are unknown:\n'
             '"omb"\n\nPlease check the spelling or version number.\n')
-    assert base.failure_line(lmod).endswith('module(s) are unknown: "omb"')
-    assert base.failure_line("x\nocibench: no Lmod module tree for shape local\n") == \
+    assert failure_line(lmod).endswith('module(s) are unknown: "omb"')
+    assert failure_line("x\nocibench: no Lmod module tree for shape local\n") == \
         "ocibench: no Lmod module tree for shape local"
 
 
@@ -422,17 +389,16 @@ BROKEN_LUA = 'whatis("omb")\nsetenv("OMB_HOME", "/opt/omb"\nprepend_path("PATH",
 def test_failure_line_names_the_modulefile_and_line_lmod_prints(tmp_path, lmod_init):
     """Lmod wraps its message to the terminal and names the file in a table below; the
     reason joins them: the modulefile and the line Lua stopped at."""
-    base = _checks_base()
     deep = tmp_path / ("shared-storage-" * 4) / "modules" / "BM.GPU4.8" / "Core"
     (deep / "omb").mkdir(parents=True)
     (deep / "omb" / "7.5.lua").write_text(BROKEN_LUA)
     done = _lmod_load(lmod_init, deep, "omb")
     assert done.returncode != 0
-    assert base.failure_line(done.stderr) == (
+    assert failure_line(done.stderr) == (
         f"Lmod has detected the following error in modulefile {deep}/omb/7.5.lua line 3: "
         "')' expected (to close '(' at line 2) near 'prepend_path'")
     (deep / "omb" / "7.5.lua").write_text('LmodError("omb is retired here")\n')
-    assert base.failure_line(_lmod_load(lmod_init, deep, "omb").stderr) == (
+    assert failure_line(_lmod_load(lmod_init, deep, "omb").stderr) == (
         "Lmod has detected the following error: omb is retired here "
         f"(modulefile {deep}/omb/7.5.lua)")
 
@@ -449,14 +415,13 @@ Solution Validates: avg error less than 1.000000e-13 on all three arrays
 
 def test_failure_line_prefers_the_crash_to_an_error_word():
     """A crashed STREAM's stdout says "avg error less than": the crash is the reason."""
-    base = _checks_base()
     stderr = "/stage/rfm_job.sh: line 21: 4242 Segmentation fault (core dumped) stream_c.exe\n"
-    assert base.failure_line(stderr, STREAM_OUT) == (
+    assert failure_line(stderr, STREAM_OUT) == (
         "benchmark crashed: /stage/rfm_job.sh: line 21: 4242 Segmentation fault "
         "(core dumped) stream_c.exe")
     mpirun = ("-" * 74 + "\nmpirun noticed that process rank 1 with PID 0 on node gpu-a "
               "exited on\nsignal 11 (Segmentation fault).\n" + "-" * 74 + "\n")
-    assert base.failure_line(mpirun) == (
+    assert failure_line(mpirun) == (
         "benchmark crashed: mpirun noticed that process rank 1 with PID 0 on node gpu-a "
         "exited on signal 11 (Segmentation fault).")
 
@@ -470,18 +435,17 @@ def _open_mpi_major(mpirun: str) -> str:
 
 
 def test_host_device_pinning_on_this_open_mpi(tmp_path, mpirun):
-    """base.pin_ranks with the real mpirun: rank 0 on core 1, rank 1 on core 0 (the
+    """placement.pin_ranks with the real mpirun: rank 0 on core 1, rank 1 on core 0 (the
     order matters: D-H puts the device rank first), chosen in the job or named by the
     shape; a shape naming the other major fails, saying which version is needed."""
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs 2 cores")
-    base = _checks_base()
     major = _open_mpi_major(mpirun)
     other = "4.1.6" if major == "5" else "5.0.8"
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     rank_cpus = "echo rank $OMPI_COMM_WORLD_RANK cpus $(taskset -pc $$ | cut -d: -f2)"
     for version in ("any", f"{major}.0.0", other):
-        options, prepare = base.pin_ranks([1, 0], version)
+        options, prepare = placement.pin_ranks([1, 0], version)
         script = "\n".join(["trap 'exit 1' ERR", *prepare,
                             f"mpirun -n 2 {' '.join(options)} sh -c '{rank_cpus}'"])
         work = tmp_path / version
@@ -547,6 +511,30 @@ def test_ocibench_shape_selects_the_system(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "selected system:   'BM_Optimized3_36'" in result.stdout
     assert "Found 51 check(s)" in result.stdout   # 19 + 2 perftest checks x 16 HCA indices
+
+
+def test_the_partitions_carry_the_shapes_hardware(monkeypatch):
+    """ReFrame's own processor and devices records, from the shape (BM.GPU4.8: 2 x 32
+    cores without SMT, 8 A100 = compute capability 80), and the system found by
+    ReFrame's autodetection, through the shape this machine is."""
+    from ocibench.reframe import site
+
+    monkeypatch.setenv(shapes.SHAPE_ENV, "BM.GPU4.8")
+    config = site.build([])
+    assert config["autodetect_methods"] == ["py::ocibench.reframe.site.detected_system"]
+    assert site.detected_system() == "BM_GPU4_8"
+    system = next(s for s in config["systems"] if s["name"] == "BM_GPU4_8")
+    assert system["hostnames"] == ["^BM_GPU4_8$"]
+    for partition in system["partitions"]:
+        assert partition["processor"] == {"num_cpus": 64, "num_cpus_per_core": 1,
+                                          "num_sockets": 2, "num_cpus_per_socket": 32}
+        assert partition["devices"] == [{"type": "gpu", "arch": "sm_80", "num_devices": 8}]
+    cpu = next(s for s in config["systems"] if s["name"] == "BM_Optimized3_36")
+    assert all(p["devices"] == [] for p in cpu["partitions"])
+    # every other system's name is its only "host name": none matches another's
+    names = [s["name"] for s in config["systems"]]
+    for system in config["systems"]:
+        assert [n for n in names if re.match(system["hostnames"][0], n)] == [system["name"]]
 
 
 # --------------------------------------------------------------------------- real runs

@@ -404,6 +404,24 @@ def test_asking_for_the_broken_system_names_its_fault(broken_site: Path) -> None
         reframe_site.build(["--system", "BM_Optimized3_36"])
 
 
+def test_a_broken_shape_of_this_machine_stops_autodetection_naming_its_fault(
+        broken_site: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """ReFrame's autodetection (ocibench.reframe.site.detected_system) on a machine whose
+    shape file is broken: it says why and fails; --system still names the others."""
+    from ocibench.reframe import site as reframe_site
+
+    monkeypatch.setenv(shapes.SHAPE_ENV, "BM.Optimized3.36")
+    config = reframe_site.build([])
+    assert "local" in [s["name"] for s in config["systems"]]
+    capsys.readouterr()
+    with pytest.raises(shapes.ShapeError):
+        reframe_site.detected_system()
+    err = capsys.readouterr().err
+    assert err.startswith("ocibench: this machine's shape BM.Optimized3.36 cannot be used: "
+                          "BM.Optimized3.36.yaml: cpu.cores: 'thirty-six' is not an integer")
+    assert err.endswith(" (--system names another)\n") and err.count("\n") == 1
+
+
 def test_reframe_lists_the_other_systems_checks(broken_site: Path, tmp_path: Path) -> None:
     exe = shutil.which("reframe")
     if not exe:

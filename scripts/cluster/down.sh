@@ -8,7 +8,7 @@ set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-[[ $(id -u) -eq 0 ]] || cluster_die "not root: cannot tear down namespaces"
+[[ $(id -u) -eq 0 ]] || die "not root: cannot tear down namespaces"
 cluster_take_lock
 
 namespaces() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${CLUSTER_NS_PREFIX}(head|node[0-9]+)$"; }
@@ -41,7 +41,7 @@ if [[ -n ${pids// /} ]]; then
   # shellcheck disable=SC2086
   left=$(alive $pids)
   if [[ -n $left ]]; then
-    cluster_log "killing what did not stop: $left"
+    say "killing what did not stop: $left"
     # shellcheck disable=SC2086
     kill -KILL $left 2>/dev/null || true
   fi
@@ -52,11 +52,11 @@ for ns in $(namespaces); do
   late=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
   # shellcheck disable=SC2086
   [[ -n ${late// /} ]] && kill -KILL $late 2>/dev/null
-  ip netns del "$ns" 2>/dev/null || cluster_log "could not delete namespace $ns"
+  ip netns del "$ns" 2>/dev/null || say "could not delete namespace $ns"
 done
 
 case $CLUSTER_DIR in
-  / | /tmp | /root | /home | "") cluster_die "refusing to remove OCIBENCH_CLUSTER_DIR=$CLUSTER_DIR" ;;
+  / | /tmp | /root | /home | "") die "refusing to remove OCIBENCH_CLUSTER_DIR=$CLUSTER_DIR" ;;
 esac
 # Keep the logs (the next up.sh starts afresh); everything else goes.
 if [[ -d $CLUSTER_DIR ]]; then
@@ -64,5 +64,5 @@ if [[ -d $CLUSTER_DIR ]]; then
 fi
 
 left=$(namespaces)
-[[ -z $left ]] || cluster_die "namespaces left: $left"
-cluster_log "down (logs kept in $CLUSTER_DIR/log)"
+[[ -z $left ]] || die "namespaces left: $left"
+say "down (logs kept in $CLUSTER_DIR/log)"

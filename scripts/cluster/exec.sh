@@ -6,8 +6,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
-(($#)) || cluster_die "usage: exec.sh COMMAND [ARG...]"
+(($#)) || die "usage: exec.sh COMMAND [ARG...]"
 if ! cluster_is_up || [[ ! -f $CLUSTER_ENV ]]; then
-  cluster_die "no cluster is up (start it with scripts/cluster/up.sh)"
+  die "no cluster is up (start it with scripts/cluster/up.sh)"
 fi
 cluster_head "$@"

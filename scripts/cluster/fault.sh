@@ -30,7 +30,7 @@ FAULTS=$CLUSTER_DIR/faults
 
 node_index() {  # node_index NODE -> i, or a one-line error
   if ! [[ $1 =~ ^node([1-9][0-9]*)$ ]] || ((BASH_REMATCH[1] > CLUSTER_NODES)); then
-    cluster_die "no node '$1' in this cluster (node1..node$CLUSTER_NODES)"
+    die "no node '$1' in this cluster (node1..node$CLUSTER_NODES)"
   fi
   echo "${BASH_REMATCH[1]}"
 }
@@ -49,7 +49,7 @@ slurmd_pid() {  # the running slurmd of NODE, or nothing
 wait_state() {  # wait_state NODE ERE SECONDS: until sinfo's %t for NODE matches
   local node=$1 want=$2 deadline=$((SECONDS + $3)) state
   while state=$(cluster_node_state "$node"); ! [[ $state =~ $want ]]; do
-    ((SECONDS < deadline)) || cluster_die "$node is '$state' after ${3}s, waited for /$want/"
+    ((SECONDS < deadline)) || die "$node is '$state' after ${3}s, waited for /$want/"
     sleep 1
   done
 }
@@ -66,8 +66,8 @@ has_netem() {
 slow_link() {
   local node=$1 rate=${2:-20mbit} delay=${3:-2ms} i dev qdisc detail
   i=$(node_index "$node")
-  [[ $rate =~ ^[0-9]+(bit|kbit|mbit|gbit)$ ]] || cluster_die "rate '$rate': give e.g. 20mbit"
-  [[ $delay =~ ^[0-9]+(us|ms)$ ]] || cluster_die "delay '$delay': give e.g. 2ms"
+  [[ $rate =~ ^[0-9]+(bit|kbit|mbit|gbit)$ ]] || die "rate '$rate': give e.g. 20mbit"
+  [[ $delay =~ ^[0-9]+(us|ms)$ ]] || die "delay '$delay': give e.g. 2ms"
   dev=$(cluster_shape_field "s.ucx_net_devices['mpi']")
   if has_netem; then
     qdisc=(netem rate "$rate" delay "$delay")
@@ -80,29 +80,29 @@ slow_link() {
   tc -n "$(cluster_node_ns "$i")" qdisc replace dev "$dev" root "${qdisc[@]}"
   tc -n "$CLUSTER_HEAD_NS" qdisc replace dev "ocbport$i" root "${qdisc[@]}"
   echo "$detail on $dev and ocbport$i" >"$FAULTS/$node.slow-link"
-  cluster_log "$node: link slowed: $detail"
+  say "$node: link slowed: $detail"
 }
 
 broken_modules() {
   local node=$1 pid tree
   node_index "$node" >/dev/null
   pid=$(slurmd_pid "$node")
-  [[ -n $pid ]] || cluster_die "$node: slurmd is not running (clear its faults first)"
+  [[ -n $pid ]] || die "$node: slurmd is not running (clear its faults first)"
   tree=$(module_tree)
-  [[ -d $tree ]] || cluster_die "the module tree $tree does not exist"
+  [[ -d $tree ]] || die "the module tree $tree does not exist"
   mkdir -p "$FAULTS/empty"
   chmod 755 "$FAULTS/empty"
   nsenter --mount --target "$pid" -- mount --bind "$FAULTS/empty" "$tree"
   echo "$tree hidden by an empty directory in slurmd $pid's mount namespace" \
     >"$FAULTS/$node.broken-modules"
-  cluster_log "$node: module tree hidden ($tree is empty there)"
+  say "$node: module tree hidden ($tree is empty there)"
 }
 
 down() {
   local node=$1 wait=${2:-} pid
   node_index "$node" >/dev/null
   pid=$(slurmd_pid "$node")
-  [[ -n $pid ]] || cluster_die "$node: slurmd is not running"
+  [[ -n $pid ]] || die "$node: slurmd is not running"
   # An empty tree mounted in the old slurmd's namespace goes with it.
   rm -f "$FAULTS/$node.broken-modules"
   kill -TERM "$pid"
@@ -112,13 +112,13 @@ down() {
   done
   if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
   echo "slurmd stopped (was pid $pid)" >"$FAULTS/$node.down"
-  cluster_log "$node: slurmd stopped"
+  say "$node: slurmd stopped"
   if [[ $wait == --wait ]]; then
     # slurmctld pings every SlurmdTimeout/3 and marks the node down when it has not
     # answered for SlurmdTimeout (20 s, up.sh).
     # A drained node stays drained: Slurm marks it not responding (drain*) instead.
     wait_state "$node" '^(down|drain\*$)' 120
-    cluster_log "$node: $(cluster_node_state "$node") ($(cluster_head sinfo -h -n "$node" -o %E))"
+    say "$node: $(cluster_node_state "$node") ($(cluster_head sinfo -h -n "$node" -o %E))"
   fi
 }
 
@@ -130,14 +130,14 @@ clear_node() {
     tc -n "$(cluster_node_ns "$i")" qdisc del dev "$dev" root 2>/dev/null || true
     tc -n "$CLUSTER_HEAD_NS" qdisc del dev "ocbport$i" root 2>/dev/null || true
     rm -f "$FAULTS/$node.slow-link"
-    cluster_log "$node: link restored"
+    say "$node: link restored"
   fi
   if [[ -f $FAULTS/$node.broken-modules ]]; then
     pid=$(slurmd_pid "$node")
     tree=$(module_tree)
     [[ -n $pid ]] && nsenter --mount --target "$pid" -- umount "$tree"
     rm -f "$FAULTS/$node.broken-modules"
-    cluster_log "$node: module tree visible again"
+    say "$node: module tree visible again"
   fi
   if [[ -f $FAULTS/$node.down ]] || [[ -z $(slurmd_pid "$node") ]]; then
     [[ -z $(slurmd_pid "$node") ]] && cluster_start_slurmd "$i"
@@ -145,15 +145,15 @@ clear_node() {
     # Answering again: no '*' (not responding) and not down; a drain stays a drain.
     wait_state "$node" '^[a-z]+$' "$CLUSTER_WAIT_S"
     wait_state "$node" '^(idle|alloc|mix|drain|drng|drained|comp)$' "$CLUSTER_WAIT_S"
-    cluster_log "$node: slurmd answers ($(cluster_node_state "$node"))"
+    say "$node: slurmd answers ($(cluster_node_state "$node"))"
   fi
 }
 
 (($#)) || usage
 if ! cluster_is_up || [[ ! -f $CLUSTER_ENV ]]; then
-  cluster_die "no cluster is up (scripts/cluster/up.sh)"
+  die "no cluster is up (scripts/cluster/up.sh)"
 fi
-[[ $(id -u) -eq 0 ]] || cluster_die "not root: cannot change the cluster's nodes"
+[[ $(id -u) -eq 0 ]] || die "not root: cannot change the cluster's nodes"
 mkdir -p "$FAULTS"
 cmd=$1
 shift

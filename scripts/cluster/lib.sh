@@ -25,13 +25,11 @@
 # own run, or trust a caller that holds it for a whole session (the tests) and says so
 # with OCIBENCH_CLUSTER_LOCK_HELD=1.  Another session's cluster is never torn down.
 
-CLUSTER_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# This checkout's ocibench for every python3 the cluster's scripts, tests and jobs
-# start (the project is never pip-installed: scripts/test.sh does the same), once.
-case ":${PYTHONPATH:-}:" in
-  *":$CLUSTER_REPO/src:"*) ;;
-  *) export PYTHONPATH="$CLUSTER_REPO/src${PYTHONPATH:+:$PYTHONPATH}" ;;
-esac
+# say, die, and this checkout's ocibench for every python3 the cluster's scripts, tests
+# and jobs start (scripts/lib.sh); every line says "cluster: ...".
+SAY_AS=cluster
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 CLUSTER_SHAPE=loopback-cluster
 CLUSTER_NODES=${OCIBENCH_CLUSTER_NODES:-9}
 CLUSTER_DIR=${OCIBENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/ocibench-cluster}
@@ -52,20 +50,17 @@ CLUSTER_HOSTS=$CLUSTER_DIR/etc/hosts
 CLUSTER_LOCK=${OCIBENCH_CLUSTER_LOCK:-/run/lock/ocibench-cluster.lock}
 CLUSTER_LOCK_WAIT_S=${OCIBENCH_CLUSTER_LOCK_WAIT_S:-10}
 
-cluster_die() { echo "cluster: error: $*" >&2; exit 1; }
-cluster_log() { echo "cluster: $*" >&2; }
-
 # Validate the knobs: bad input is a clear error, not a half-built cluster.
 if ! [[ $CLUSTER_NODES =~ ^[0-9]+$ ]] || ! ((CLUSTER_NODES >= 1 && CLUSTER_NODES <= 32)); then
-  cluster_die "OCIBENCH_CLUSTER_NODES must be 1..32, got '$CLUSTER_NODES'"
+  die "OCIBENCH_CLUSTER_NODES must be 1..32, got '$CLUSTER_NODES'"
 fi
 if ! [[ $CLUSTER_NET =~ ^(10|172\.(1[6-9]|2[0-9]|3[01])|192\.168)\.[0-9]+(\.[0-9]+)?$ ]] ||
   ! [[ $(tr -cd . <<<"$CLUSTER_NET") == .. ]]; then
-  cluster_die "OCIBENCH_CLUSTER_NET must be three octets of a private range (e.g. 10.233.0), got '$CLUSTER_NET'"
+  die "OCIBENCH_CLUSTER_NET must be three octets of a private range (e.g. 10.233.0), got '$CLUSTER_NET'"
 fi
-[[ $CLUSTER_WAIT_S =~ ^[0-9]+$ ]] || cluster_die "OCIBENCH_CLUSTER_WAIT_S must be seconds, got '$CLUSTER_WAIT_S'"
-[[ $CLUSTER_LOCK_WAIT_S =~ ^[0-9]+$ ]] || cluster_die "OCIBENCH_CLUSTER_LOCK_WAIT_S must be seconds, got '$CLUSTER_LOCK_WAIT_S'"
-[[ $CLUSTER_DIR == /* ]] || cluster_die "OCIBENCH_CLUSTER_DIR must be an absolute path, got '$CLUSTER_DIR'"
+[[ $CLUSTER_WAIT_S =~ ^[0-9]+$ ]] || die "OCIBENCH_CLUSTER_WAIT_S must be seconds, got '$CLUSTER_WAIT_S'"
+[[ $CLUSTER_LOCK_WAIT_S =~ ^[0-9]+$ ]] || die "OCIBENCH_CLUSTER_LOCK_WAIT_S must be seconds, got '$CLUSTER_LOCK_WAIT_S'"
+[[ $CLUSTER_DIR == /* ]] || die "OCIBENCH_CLUSTER_DIR must be an absolute path, got '$CLUSTER_DIR'"
 
 # The shape file is the single source of truth for what a node looks like.
 cluster_shape_field() {  # cluster_shape_field <python expression on shape `s`>
@@ -105,9 +100,9 @@ cluster_head() {
 # caller holds it.  Fails, naming the holder, after OCIBENCH_CLUSTER_LOCK_WAIT_S.
 cluster_take_lock() {
   [[ ${OCIBENCH_CLUSTER_LOCK_HELD:-} == 1 ]] && return 0
-  exec 9>>"$CLUSTER_LOCK" || cluster_die "cannot open the lock $CLUSTER_LOCK"
+  exec 9>>"$CLUSTER_LOCK" || die "cannot open the lock $CLUSTER_LOCK"
   flock -w "$CLUSTER_LOCK_WAIT_S" 9 ||
-    cluster_die "another loopback-cluster session holds $CLUSTER_LOCK ($(head -c 200 "$CLUSTER_LOCK" 2>/dev/null)); waited ${CLUSTER_LOCK_WAIT_S}s"
+    die "another loopback-cluster session holds $CLUSTER_LOCK ($(head -c 200 "$CLUSTER_LOCK" 2>/dev/null)); waited ${CLUSTER_LOCK_WAIT_S}s"
   echo "pid $$: $0" >"$CLUSTER_LOCK"
 }
 

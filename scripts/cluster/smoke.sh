@@ -24,13 +24,13 @@ while getopts "N:p:d:f:t:h" opt; do
   esac
 done
 for v in nodes ppn minutes; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || cluster_die "-${v:0:1} must be a positive number, got '${!v}'"
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "-${v:0:1} must be a positive number, got '${!v}'"
 done
-((nodes <= CLUSTER_NODES)) || cluster_die "-N $nodes: the cluster has $CLUSTER_NODES nodes"
+((nodes <= CLUSTER_NODES)) || die "-N $nodes: the cluster has $CLUSTER_NODES nodes"
 if ! cluster_is_up || [[ ! -f $CLUSTER_ENV ]]; then
-  cluster_die "no cluster is up (scripts/cluster/up.sh)"
+  die "no cluster is up (scripts/cluster/up.sh)"
 fi
-command -v mpicc >/dev/null || cluster_die "mpicc not found (Debian: libopenmpi-dev)"
+command -v mpicc >/dev/null || die "mpicc not found (Debian: libopenmpi-dev)"
 [[ -n $dev ]] || dev=$(cluster_shape_field "s.ucx_net_devices['mpi']")
 
 work=$CLUSTER_DIR/smoke/$$
@@ -57,14 +57,14 @@ set +e
 jobid=$(cluster_head sbatch --parsable -N "$nodes" --ntasks-per-node="$ppn" --exclusive \
   --time="$minutes" -o "$work/out.txt" -e "$work/out.txt" -D "$work" "$work/job.sh")
 rc=$?
-[[ $rc -eq 0 && -n $jobid ]] || cluster_die "sbatch failed (exit $rc)"
-cluster_log "submitted job $jobid (${nodes} nodes x ${ppn} ranks, time limit ${minutes} min)"
+[[ $rc -eq 0 && -n $jobid ]] || die "sbatch failed (exit $rc)"
+say "submitted job $jobid (${nodes} nodes x ${ppn} ranks, time limit ${minutes} min)"
 deadline=$((SECONDS + limit_s))
 while state=$(cluster_head squeue -h -j "$jobid" -o %T 2>/dev/null) && [[ -n $state ]]; do
   if ((SECONDS >= deadline)); then
     reason=$(cluster_head squeue -h -j "$jobid" -o %r 2>/dev/null)
     cluster_head scancel "$jobid" || true
-    cluster_die "job $jobid still $state after ${limit_s}s (reason: $reason): cancelled"
+    die "job $jobid still $state after ${limit_s}s (reason: $reason): cancelled"
   fi
   sleep 1
 done

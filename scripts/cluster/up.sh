@@ -29,19 +29,19 @@ if [[ ${1:-} == --check ]]; then
   [[ -z $why ]] && { echo "ok"; exit 0; }
   echo "$why"; exit 1
 fi
-[[ $# -eq 0 ]] || cluster_die "unknown argument '$1' (usage: up.sh [--check])"
+[[ $# -eq 0 ]] || die "unknown argument '$1' (usage: up.sh [--check])"
 why=$(cluster_missing)
-[[ -z $why ]] || cluster_die "$why"
+[[ -z $why ]] || die "$why"
 cluster_take_lock
-cluster_is_up && cluster_die "a cluster is already up (namespace $CLUSTER_HEAD_NS); run scripts/cluster/down.sh first"
+cluster_is_up && die "a cluster is already up (namespace $CLUSTER_HEAD_NS); run scripts/cluster/down.sh first"
 
 # Whatever fails below leaves nothing running.
-trap 'rc=$?; if ((rc)); then cluster_log "start failed: tearing down"; OCIBENCH_CLUSTER_LOCK_HELD=1 bash "$(dirname "$0")/down.sh" >&2 || true; fi' EXIT
+trap 'rc=$?; if ((rc)); then say "start failed: tearing down"; OCIBENCH_CLUSTER_LOCK_HELD=1 bash "$(dirname "$0")/down.sh" >&2 || true; fi' EXIT
 
 DEV=$(cluster_shape_field "s.ucx_net_devices['mpi']")
 CPUS=$(cluster_shape_field "s.cores")
 MEM_MB=$(cluster_shape_field "int(s.data['memory']['size_gib'] * 1024)")
-[[ $DEV =~ ^[a-zA-Z0-9_.-]{1,15}$ ]] || cluster_die "$CLUSTER_SHAPE.yaml: ucx_net_devices.mpi '$DEV' is no interface name"
+[[ $DEV =~ ^[a-zA-Z0-9_.-]{1,15}$ ]] || die "$CLUSTER_SHAPE.yaml: ucx_net_devices.mpi '$DEV' is no interface name"
 
 # ---- state directory ----------------------------------------------------------------
 rm -rf "$CLUSTER_DIR"
@@ -63,7 +63,7 @@ chmod 400 "$CLUSTER_DIR/munge/munge.key"
 munged --force --key-file="$CLUSTER_DIR/munge/munge.key" --socket="$CLUSTER_MUNGE_SOCKET" \
   --pid-file="$CLUSTER_DIR/munge/munged.pid" --log-file="$CLUSTER_DIR/log/munged.log" \
   --seed-file="$CLUSTER_DIR/munge/munged.seed" 9>&- \
-  || cluster_die "munged did not start; see $CLUSTER_DIR/log/munged.log"
+  || die "munged did not start; see $CLUSTER_DIR/log/munged.log"
 
 # ---- network: head namespace with a bridge, one veth per node --------------------------
 hosts="127.0.0.1 localhost
@@ -144,9 +144,9 @@ echo $! >"$CLUSTER_DIR/run/slurmctld.launcher.pid"
 
 deadline=$((SECONDS + CLUSTER_WAIT_S))
 until cluster_head scontrol ping 2>/dev/null | grep -q 'is UP'; do
-  ((SECONDS < deadline)) || cluster_die "slurmctld did not answer in ${CLUSTER_WAIT_S}s; see $CLUSTER_DIR/log/slurmctld.log"
+  ((SECONDS < deadline)) || die "slurmctld did not answer in ${CLUSTER_WAIT_S}s; see $CLUSTER_DIR/log/slurmctld.log"
   kill -0 "$(cat "$CLUSTER_DIR/run/slurmctld.launcher.pid")" 2>/dev/null ||
-    cluster_die "slurmctld exited; see $CLUSTER_DIR/log/slurmctld.log: $(tail -n 3 "$CLUSTER_DIR/log/slurmctld.log" 2>/dev/null)"
+    die "slurmctld exited; see $CLUSTER_DIR/log/slurmctld.log: $(tail -n 3 "$CLUSTER_DIR/log/slurmctld.log" 2>/dev/null)"
   sleep 0.5
 done
 
@@ -158,14 +158,14 @@ while :; do
   notidle=$(awk '$2 != "idle"' <<<"$states")
   [[ -n $states && -z $notidle ]] && break
   if ((SECONDS >= deadline)); then
-    cluster_die "nodes not idle after ${CLUSTER_WAIT_S}s: $(tr '\n' ' ' <<<"$notidle"); see $CLUSTER_DIR/log/slurmd.<node>.log"
+    die "nodes not idle after ${CLUSTER_WAIT_S}s: $(tr '\n' ' ' <<<"$notidle"); see $CLUSTER_DIR/log/slurmd.<node>.log"
   fi
   for ((i = 1; i <= CLUSTER_NODES; i++)); do
     node=$(cluster_node $i)
     kill -0 "$(cat "$CLUSTER_DIR/run/slurmd.$node.launcher.pid")" 2>/dev/null ||
-      cluster_die "slurmd of $node exited: $(tail -n 3 "$CLUSTER_DIR/log/slurmd.$node.log" 2>/dev/null)"
+      die "slurmd of $node exited: $(tail -n 3 "$CLUSTER_DIR/log/slurmd.$node.log" 2>/dev/null)"
   done
   sleep 0.5
 done
 trap - EXIT
-cluster_log "up: $CLUSTER_NODES nodes idle in $((SECONDS - start))s (state in $CLUSTER_DIR; commands: scripts/cluster/exec.sh sinfo)"
+say "up: $CLUSTER_NODES nodes idle in $((SECONDS - start))s (state in $CLUSTER_DIR; commands: scripts/cluster/exec.sh sinfo)"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU machine's carry (docs/device-runs.md): `make bundle` of the `local` shape for
 # its Python, plus the Debian packages its image lacks, split into the two git-ignored
-# folders that reach it in two calls, `gpu-path.sh stash` (.carry-big/) and then
-# `gpu-path.sh start` (.carry/).  gpu-path.sh joins the halves and checks them against
+# folders that reach it in two calls, `stash.sh` (.carry-big/) and then `start.sh`
+# (.carry/).  start.sh joins the halves and checks them against
 # SHA256SUMS, whose digest .carry/bundle.sha256 keeps.
 #
 #   scripts/device/make-carry.sh PKG=SOURCE[@VERSION] ...   scripts/bundle.sh's sources
@@ -20,7 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-die() { echo "make-carry: $*" >&2; exit 1; }
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+source scripts/lib.sh   # die
 mkdir -p .carry .carry-big
 for d in .carry .carry-big; do
   git check-ignore -q "$d" || die "$d/ must be git-ignored (it holds fetched code and binaries)"
@@ -30,7 +31,7 @@ mkdir -p .carry-big/bundle .carry-big/debs
 
 # The image: Python 3.12 (CPython, manylinux x86_64) without clingo and ReFrame; the
 # wheels are the closure of what the node needs (pyproject.toml: the node group) but
-# ReFrame's analytics (polars), which gpu-path.sh's checks do without (--no-deps).
+# ReFrame's analytics (polars), which the device pipeline's checks do without (--no-deps).
 OCIBENCH_SHAPE=local OCIBENCH_BUNDLE=$PWD/.carry/bundle \
 OCIBENCH_BUNDLE_PARTS="spack sources wheels os" OCIBENCH_PYTHON_EXTRAS=node \
 OCIBENCH_BUNDLE_PIP_EXCLUDE="polars polars-runtime-32" \
@@ -42,7 +43,7 @@ OCIBENCH_BUNDLE_PIP_ARGS="--only-binary=:all: --python-version 3.12 --implementa
 # unchecked= (Open MPI, UCX) installs without checksums only from an authenticated list.
 sha256sum .carry/bundle/SHA256SUMS | cut -d' ' -f1 >.carry/bundle.sha256
 
-# Debian packages for gpu-path.sh to unpack (dpkg -x) where the image lacks them.
+# Debian packages for start.sh to unpack (dpkg -x) where the image lacks them.
 (cd .carry-big/debs && { apt-get download libtool 2>&1 | grep -v unsandboxed || true; })
 ls .carry-big/debs/libtool_*.deb >/dev/null 2>&1 || die "apt-get download libtool failed"
 for deb in ${OCIBENCH_DEVICE_DEBS:-}; do cp "$deb" .carry-big/debs/; done

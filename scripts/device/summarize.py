@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Both sets of GPU figures of a gpu-path.sh run side by side (docs/device-runs.md).
+"""Both sets of GPU figures of a device pipeline run side by side (docs/device-runs.md).
 
-    summarize.py RESULTS_DIR        # results/ of scripts/device/gpu-path.sh
+    summarize.py RESULTS_DIR        # results/ of scripts/device/pipeline.sh
 
 RESULTS_DIR holds reframe-N/ (ours: ``reframe -c checks/ -r -t gpu`` through the module
 tree; its JSON run report names each test case and its output directory) and hand-N/
@@ -190,7 +190,7 @@ def summarize(results: Path) -> dict:
                 if row[f"{who}_median"]:
                     row[f"{who}_fraction"] = row[f"{who}_median"] / limit
         rows.append(row)
-    # the node's copy ceilings (nvbandwidth, ocibench.node.pageable_copy: gpu-path.sh), which
+    # the node's copy ceilings (nvbandwidth, ocibench.node.pageable_copy: pipeline.sh), which
     # the MPI figures are held against besides the links' limits
     ceiling = results / "copy-ceiling.txt"
     copies = ceiling.read_text().splitlines() if ceiling.is_file() else []

@@ -20,6 +20,7 @@ COMMANDS = {
     "history": "history",
     "healthcheck": "healthcheck",
     "metrics": "metrics",
+    "placement": "placement",
 }
 
 

@@ -31,7 +31,7 @@ import time
 #: OMB's osu_bw message in the checks (-m 268435456): the rate at that size.
 SIZE = 268435456
 COPIES, WARMUP = 20, 3
-#: The GPUs of OMB's host<->device runs (checks/base.py host_device_cores): the device
+#: The GPUs of OMB's host<->device runs (ocibench.placement.host_device_cores): the device
 #: rank of H-D is rank 1 on GPU 1, that of D-H rank 0 on GPU 0.
 H2D_GPU, D2H_GPU = 1, 0
 

@@ -9,11 +9,16 @@ UCX device to every rank::
     # Intel MPI
     mpirun -n 2 -ppn 1 -hostfile hostlist.txt -genv UCX_NET_DEVICES=mlx5_2:1 IMB-MPI1 ...
 
-ReFrame's stock ``mpirun`` launchers emit only ``-np N``.  The two launchers here add
-what the seeds add, derived from the job: the ranks per node (``-N`` / ``-ppn``) and the
-host file when the job spans more than one node, and ``env_vars`` as ``-x NAME=value``
-(Open MPI) or ``-genv NAME=value`` (Intel MPI, as seed 004 sec 2-4 writes it).  A job
-inside one node gets a plain ``mpirun -n N``, as in the seeds' single-node runs.
+The two launchers here are ReFrame's own ``mpirun-openmpi`` and ``mpirun-intelmpi``
+(reframe/core/launchers/mpi.py: ``MpirunOpenMPILauncher``, ``MpirunIntelMPILauncher``,
+added in reframe-hpc/reframe pull request 3464 together with the launchers' ``env_vars``,
+which these launchers used before: ``mpirun -np N`` and ``env_vars`` as
+``-x NAME=value`` / ``-genv NAME value``), with
+only what the seeds write differently: ``-n`` for ``-np``; the ranks per node (``-N`` /
+``-ppn``) and the host file when the job spans more than one node (plus ``-x PATH -x
+LD_LIBRARY_PATH`` for Open MPI); and Intel MPI's ``-genv NAME=value``, as seed 004 sec
+2-4 writes it.  A job inside one node gets a plain ``mpirun -n N``, as in the seeds'
+single-node runs.
 
 The host file is ``$OCIBENCH_HOSTFILE``, which the partition's ``prepare_cmds`` export
 (see :mod:`ocibench.reframe.site`): under Slurm it is written from the allocation
@@ -26,7 +31,7 @@ Importing this module registers the launchers; ``site/reframe_config.py`` import
 from __future__ import annotations
 
 from reframe.core.backends import register_launcher
-from reframe.core.launchers import JobLauncher
+from reframe.core.launchers.mpi import MpirunIntelMPILauncher, MpirunOpenMPILauncher
 
 #: The launchers' registered names, as the configuration refers to them.
 OPENMPI = "ocibench-mpirun"
@@ -51,30 +56,36 @@ def job_nodes(job) -> int:
     return -(-job.num_tasks // per_node)
 
 
+def _split(cmd: list[str], job) -> tuple[list[str], list[str]]:
+    """ReFrame's line as (``mpirun -n N``, what follows: its env_vars options)."""
+    head = ["mpirun", "-np", str(job.num_tasks)]
+    if cmd[:3] != head:   # ReFrame changed its line: say so rather than write a wrong one
+        raise ValueError(f"ReFrame's mpirun launcher wrote {cmd[:3]}, not {head}")
+    return ["mpirun", "-n", str(job.num_tasks)], cmd[3:]
+
+
 @register_launcher(OPENMPI)
-class OcibenchMpirun(JobLauncher):
+class OcibenchMpirun(MpirunOpenMPILauncher):
     """Open MPI: ``mpirun -n N [-N ppn -hostfile H -x PATH -x LD_LIBRARY_PATH] [-x K=V]``."""
 
     def command(self, job):
-        cmd = ["mpirun", "-n", str(job.num_tasks)]
+        head, env = _split(super().command(job), job)
         if job_nodes(job) > 1:
-            cmd += ["-N", str(job.num_tasks_per_node), "-hostfile", _HOSTFILE]
+            head += ["-N", str(job.num_tasks_per_node), "-hostfile", _HOSTFILE]
             for name in FORWARDED:
                 if name not in self.env_vars:
-                    cmd += ["-x", name]
-        for name, value in self.env_vars.items():
-            cmd += ["-x", f"{name}={value}"]
-        return cmd
+                    head += ["-x", name]
+        return head + env
 
 
 @register_launcher(INTELMPI)
-class OcibenchMpirunIntel(JobLauncher):
+class OcibenchMpirunIntel(MpirunIntelMPILauncher):
     """Intel MPI: ``mpirun -n N [-ppn ppn -hostfile H] [-genv K=V]`` (seed 004 sec 2-4)."""
 
     def command(self, job):
-        cmd = ["mpirun", "-n", str(job.num_tasks)]
+        head, _ = _split(super().command(job), job)
         if job_nodes(job) > 1:
-            cmd += ["-ppn", str(job.num_tasks_per_node), "-hostfile", _HOSTFILE]
-        for name, value in self.env_vars.items():
-            cmd += ["-genv", f"{name}={value}"]
-        return cmd
+            head += ["-ppn", str(job.num_tasks_per_node), "-hostfile", _HOSTFILE]
+        # the seed's -genv NAME=value where ReFrame writes -genv NAME value
+        return head + [a for name, value in self.env_vars.items()
+                       for a in ("-genv", f"{name}={value}")]

@@ -7,11 +7,11 @@ this module.
 Systems
     One per shape file (:func:`ocibench.shapes.known_shapes`), ``local`` included.
     ReFrame system names cannot hold dots, so a shape's system is its name with ``.``
-    replaced by ``_`` (``BM.GPU4.8`` -> ``BM_GPU4_8``, :func:`system_name`).  The
-    shape :func:`ocibench.shapes.detect` finds is listed first with hostnames
-    ``['.*']``; every other system has a host name pattern that never matches, so
-    ReFrame picks the detected shape unless ``--system`` names another.  Partitions
-    are chosen by features, never by host name.  A shape file that does not validate
+    replaced by ``_`` (``BM.GPU4.8`` -> ``BM_GPU4_8``, :func:`system_name`).  ReFrame
+    finds the system through ``autodetect_methods``: :func:`detected_system` gives the
+    system of the shape :func:`ocibench.shapes.detect` finds, and each system's only
+    "host name" is its own name; ``--system`` names another.  Partitions are chosen
+    by features, never by host name.  A shape file that does not validate
     leaves out its own system only, with a warning on stderr naming the file and the
     fault (:func:`load_shapes`); the shape files are read from
     :func:`ocibench.shapes.shapes_dir` (``$OCIBENCH_SHAPES_DIR``).
@@ -29,21 +29,28 @@ Features (partition)
     ``cpu``; ``gpu``, ``cuda``, ``nccl`` when the shape has GPUs; ``rdma`` when its
     network has RDMA; ``slurm`` under Slurm; ``multinode`` on ``multi``.
 
+Processor and devices (partition)
+    ReFrame's own records of the hardware, from the shape: ``processor`` (CPUs,
+    CPUs per core, sockets) and ``devices`` (``[{type: gpu, arch, num_devices}]``, the
+    arch as the vendor's row of :mod:`ocibench.accelerators` spells it: ``sm_80``).
+    Checks read them from ``current_partition``.
+
 Extras (partition)
-    The topology facts the checks scale to: ``shape``, ``cores`` (physical cores of a
-    node), ``sockets``, ``numa_nodes`` (``[{id, socket, cores: [first, last]}]``),
-    ``gpus`` (count per node), ``gpu_numa`` (NUMA node of GPU *i*), ``memory_gib``,
+    What ReFrame's partition has no field for: ``shape``; the node's layout as the
+    placements read it (:attr:`ocibench.shapes.Shape.topology`: ``numa_nodes``
+    (``[{id, socket, cores: [first, last]}]``), ``gpus`` (count per node),
+    ``gpu_numa`` (NUMA node of GPU *i*)); ``memory_gib``,
     ``nodes`` (nodes a job may span in this partition), ``ucx_net_devices``
     (``{mpi, nccl}``), ``scheduler``, ``rdma_hcas`` (the RDMA devices the perftest checks
     run on: ``network.hcas``; on ``local`` those of /sys/class/infiniband),
     ``stream_threads`` (the OMP_NUM_THREADS of the shape's STREAM figures, if any) and
     ``nccl_sizes`` (nodes -> the nccl-tests size options of the shape's published run).
 
-Environments (features)
+Environments (features; :data:`ENVIRONMENTS`)
     ``omb`` (+omb +openmpi), ``nccl-tests`` (+nccl-tests +openmpi), ``imb-openmpi``
     (+imb +openmpi), ``imb-intelmpi`` (+imb +intel-mpi), ``stream`` (+stream),
     ``perftest`` (+perftest; unavailable, with the reason, where the shape has no RDMA
-    device or no perftest in its stack).  Each
+    device or no perftest in its stack), ``nvbandwidth`` (+nvbandwidth).  Each
     audits the shape's Lmod tree (:func:`ocibench.paths.module_root`) and
     ``$MODULEPATH`` (:mod:`ocibench.node.module_audit`), ``module use``-s the tree and
     loads the modules the tutorials load (``module load openmpi omb``; on GPU shapes
@@ -74,14 +81,16 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ocibench import paths, shapes
+from ocibench import accelerators, paths, shapes
 from ocibench.reframe.launchers import HOSTFILE_VAR, INTELMPI, OPENMPI
 from ocibench.reframe.slurm import SQUEUE
 
@@ -97,9 +106,6 @@ DEFAULT_SLURM_NODES = 4
 #: Seconds ``sinfo`` may take at configuration time.
 SINFO_TIMEOUT_S = 5
 
-#: A host name pattern that never matches (host names are never empty).
-NEVER = "^$"
-
 #: The module names of the shape's Lmod tree (Spack's lmod projections).
 MPI_MODULE = {"openmpi": "openmpi", "intel-mpi": "intel-mpi"}  # modules.yaml projections
 GPU_MODULES = ["cuda", "nccl"]
@@ -107,16 +113,31 @@ GPU_MODULES = ["cuda", "nccl"]
 #: ``software.stack`` keys that mean the shape's stack has Intel MPI.
 INTEL_MPI_STACK_KEYS = ("intel-oneapi-mpi", "intel-mpi")
 
-#: Environments: name -> (features, MPI flavour, benchmark module, needs GPU modules).
-ENVIRONMENTS = {
-    "omb": (["omb", "openmpi"], "openmpi", "omb", True),
-    "nccl-tests": (["nccl-tests", "openmpi"], "openmpi", "nccl-tests", True),
-    "imb-openmpi": (["imb", "openmpi"], "openmpi", "imb", False),
-    "imb-intelmpi": (["imb", "intel-mpi"], "intel-mpi", "imb", False),
-    "stream": (["stream"], None, "stream", False),
-    "perftest": (["perftest"], None, "perftest", False),
-    "nvbandwidth": (["nvbandwidth"], None, "nvbandwidth", True),
-}
+@dataclass(frozen=True)
+class Environment:
+    """One programming environment: the modules a benchmark's checks load."""
+
+    name: str
+    #: What checks select it by (``valid_prog_environs = ["+omb"]``).
+    features: tuple[str, ...]
+    #: The benchmark's module (modules.yaml projections).
+    module: str
+    #: The MPI it runs with (its module is loaded first), or None.
+    mpi: str | None = None
+    #: Whether it loads the GPU modules first, on a shape with GPUs.
+    gpu: bool = False
+
+
+ENVIRONMENTS: tuple[Environment, ...] = (
+    Environment("omb", ("omb", "openmpi"), module="omb", mpi="openmpi", gpu=True),
+    Environment("nccl-tests", ("nccl-tests", "openmpi"), module="nccl-tests", mpi="openmpi",
+                gpu=True),
+    Environment("imb-openmpi", ("imb", "openmpi"), module="imb", mpi="openmpi"),
+    Environment("imb-intelmpi", ("imb", "intel-mpi"), module="imb", mpi="intel-mpi"),
+    Environment("stream", ("stream",), module="stream"),
+    Environment("perftest", ("perftest",), module="perftest"),
+    Environment("nvbandwidth", ("nvbandwidth",), module="nvbandwidth", gpu=True),
+)
 
 #: The size parameters of nccl-tests (ocibench.benchmarks), as a shape's figures give them.
 NCCL_SIZE_PARAMS = ("begin", "end", "factor", "step")
@@ -210,15 +231,9 @@ def has_intel_mpi(shape: shapes.Shape) -> bool:
 
 
 def partition_extras(shape: shapes.Shape, nodes: int) -> dict[str, Any]:
-    gpus = shape.gpus or {}
-    devices = sorted(gpus.get("devices") or [], key=lambda d: d["index"])
     return {
         "shape": shape.name,
-        "cores": shape.cores,
-        "sockets": int(shape.cpu["sockets"]),
-        "numa_nodes": [dict(n) for n in shape.cpu["numa_nodes"]],
-        "gpus": shape.gpu_count,
-        "gpu_numa": [d["numa_node"] for d in devices],
+        **shape.topology,   # numa_nodes, gpus, gpu_numa (ocibench.placement reads them)
         "memory_gib": float(shape.data["memory"].get("size_gib") or 0),
         "nodes": nodes,
         "ucx_net_devices": dict(shape.ucx_net_devices),
@@ -293,11 +308,21 @@ def _processor(shape: shapes.Shape) -> dict[str, Any]:
     }
 
 
+def gpu_arch(shape: shapes.Shape) -> tuple[accelerators.Accelerator, str]:
+    """The vendor row and the architecture of a shape's GPUs: the one place this layer
+    reads them from a shape file.  (Shape files of this schema name NVIDIA's compute
+    capability, ``gpus.cuda_arch``; where they name ``gpus.{vendor, arch}`` this is
+    ``accelerators.of(shape.gpus), str(shape.gpus["arch"])``.)"""
+    return accelerators.VENDORS["nvidia"], str(shape.gpus["cuda_arch"])
+
+
 def _devices(shape: shapes.Shape) -> list[dict[str, Any]]:
+    """ReFrame's ``devices`` of a partition: the node's GPUs, as the vendor spells
+    their architecture (``sm_80``)."""
     if not shape.gpu_count:
         return []
-    return [{"type": "gpu", "arch": f"sm_{shape.gpus['cuda_arch']}",
-             "num_devices": shape.gpu_count}]
+    vendor, arch = gpu_arch(shape)
+    return [{"type": "gpu", "arch": vendor.device_arch(arch), "num_devices": shape.gpu_count}]
 
 
 def _prepare_cmds(init: Path | None) -> list[str]:
@@ -310,7 +335,7 @@ def _prepare_cmds(init: Path | None) -> list[str]:
 def _partitions(shape: shapes.Shape, detected: bool, init: Path | None) -> list[dict]:
     common = {
         "launcher": OPENMPI,
-        "environs": list(ENVIRONMENTS),
+        "environs": [env.name for env in ENVIRONMENTS],
         "processor": _processor(shape),
         "devices": _devices(shape),
     }
@@ -372,26 +397,27 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
         use = module_use_cmds(root, dirs)
     stack = shape.data["software"].get("stack") or {}
     envs = []
-    for name, (features, mpi, bench, gpu) in ENVIRONMENTS.items():
+    for env in ENVIRONMENTS:
+        mpi = env.mpi
         extras: dict[str, Any] = {"mpi": mpi or "none",
                                   "launcher": INTELMPI if mpi == "intel-mpi" else OPENMPI}
         if mpi == "openmpi":   # the checks write options that differ by major version
             extras["mpi_version"] = str(stack.get("openmpi") or "any")
-        modules = (GPU_MODULES if gpu and shape.gpu_count else []) + \
-            ([MPI_MODULE[mpi]] if mpi else []) + [bench]
+        modules = (GPU_MODULES if env.gpu and shape.gpu_count else []) + \
+            ([MPI_MODULE[mpi]] if mpi else []) + [env.module]
         prepare = list(use)
         if mpi == "intel-mpi" and not has_intel_mpi(shape):
             extras["unavailable"] = (
                 f"{shape.name} has no Intel MPI in software.stack of "
                 f"site/shapes/{shape.name}.yaml (add intel-oneapi-mpi to build it)")
             modules, prepare = [], []
-        if name == "perftest" and perftest_unavailable(shape):
+        if env.name == "perftest" and perftest_unavailable(shape):
             extras["unavailable"] = perftest_unavailable(shape)
             modules, prepare = [], []
         envs.append({
-            "name": name,
+            "name": env.name,
             "target_systems": [system_name(shape.name)],
-            "features": features,
+            "features": list(env.features),
             "modules": modules,
             "prepare_cmds": prepare,
             "extras": extras,
@@ -416,7 +442,8 @@ def _system(shape: shapes.Shape, detected: bool, lmod_ok: bool,
     return {
         "name": system_name(shape.name),
         "descr": f"{shape.name}: {shape.data['summary']}",
-        "hostnames": [".*"] if detected else [NEVER],
+        # what detected_system returns for it (autodetect_methods), nothing else
+        "hostnames": [f"^{re.escape(system_name(shape.name))}$"],
         "modules_system": "lmod" if lmod_ok else "nomod",
         "env_vars": env_vars,
         **_sched_options(shape),
@@ -426,8 +453,31 @@ def _system(shape: shapes.Shape, detected: bool, lmod_ok: bool,
 
 # --------------------------------------------------------------------------- checks
 
+#: What build() found: this machine's shape and, where its file is broken, why.
+#: ReFrame calls detected_system after loading the configuration, in the same
+#: process; detecting again could mean asking the OCI metadata service again.
+_found: dict[str, str | None] = {}
+
+
+def detected_system() -> str:
+    """ReFrame's autodetection method (the configuration's ``autodetect_methods``):
+    the system of the shape this machine is.  ReFrame calls it only when no
+    ``--system`` is given.  Where that shape's file is broken it says why on stderr and
+    raises; ReFrame then reports that autodetection failed."""
+    if "shape" not in _found:
+        build([])
+    detected, broken = str(_found["shape"]), _found.get("broken")
+    if broken:
+        print(f"ocibench: this machine's shape {detected} cannot be used: {broken} "
+              "(--system names another)", file=sys.stderr)
+        raise shapes.ShapeError(broken)
+    return system_name(detected)
+
+
 def _requested_system(argv: list[str]) -> str | None:
-    """The --system that this ReFrame invocation asks for, if any."""
+    """The --system that this ReFrame invocation asks for, if any: read only to word
+    the error for a system that does not exist or is left out (ReFrame's own names
+    neither the known systems nor the shape file's fault)."""
     for i, arg in enumerate(argv):
         if arg == "--system" and i + 1 < len(argv):
             return argv[i + 1]
@@ -484,14 +534,11 @@ def build(argv: list[str] | None = None) -> dict[str, Any]:
     except shapes.ShapeError as err:
         raise ConfigError(f"ocibench: {err}") from None
     loaded, broken = load_shapes()
+    _found.update(shape=detected, broken=broken.get(system_name(detected)))
     argv = sys.argv[1:] if argv is None else argv
     order = ([detected] if detected in loaded else []) + \
         [n for n in sorted(loaded) if n != detected]
     _check_requested([system_name(n) for n in order], broken, argv)
-    if detected not in loaded and not _requested_system(argv):
-        # No system would match this host: say why instead of ReFrame's "no system".
-        raise ConfigError(f"ocibench: this machine's shape {detected} cannot be used: "
-                          f"{broken[system_name(detected)]} (--system names another)")
 
     lmod_cmd, init = find_lmod()
     lmod_ok = bool(lmod_cmd and init)
@@ -509,6 +556,8 @@ def build(argv: list[str] | None = None) -> dict[str, Any]:
     for name in order:
         envs += _environments(loaded[name], lmod_ok)
     return {
+        # ReFrame picks the system whose name detected_system returns (hostnames above)
+        "autodetect_methods": [f"py::{__name__}.detected_system"],
         "systems": [_system(loaded[n], n == detected, lmod_ok, init) for n in order],
         "environments": envs,
         "general": [{

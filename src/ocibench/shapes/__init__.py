@@ -156,6 +156,15 @@ class Shape:
     def figures(self) -> list[dict[str, Any]]:
         return self.data["figures"]
 
+    @property
+    def topology(self) -> dict[str, Any]:
+        """A node's layout as the placements read it (ocibench.placement): its NUMA
+        nodes, its GPU count and the NUMA node of GPU *i*."""
+        devices = sorted((self.gpus or {}).get("devices") or [], key=lambda d: d["index"])
+        return {"numa_nodes": [dict(n) for n in self.cpu["numa_nodes"]],
+                "gpus": self.gpu_count,
+                "gpu_numa": [d["numa_node"] for d in devices]}
+
     @cached_property
     def numa_cores(self) -> dict[int, list[int]]:
         """NUMA node id -> the cores on it."""

@@ -51,7 +51,7 @@ MAX_DRAIN_FRACTION = 0.25
 #: matched before any pattern below.
 COULD_NOT_JUDGE = metrics.COULD_NOT_JUDGE
 
-#: Failure lines (checks/base.py failure_line, reframe_slurm) -> action, first match.
+#: Failure lines (ocibench.figures.joblog.failure_line, reframe_slurm) -> action, first match.
 _PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), action) for pattern, action in (
         (r"Lmod has detected|module\(s\) are unknown|unsafe module tree", Action.FIX_SOFTWARE),

@@ -1,16 +1,6 @@
 #!/usr/bin/env bash
-# The GPU path end to end on an air-gapped GPU machine (docs/device-runs.md):
-#
-#   gpu-path.sh start            join the bundle's halves, unpack what the image lacks, and
-#                                start the pipeline detached
-#   gpu-path.sh collect SECONDS  wait up to SECONDS for the pipeline, then put its logs and
-#                                results under $OUT (or print where they are)
-#   gpu-path.sh status           one line: the step the pipeline is in
-#   gpu-path.sh stash            keep the checkout's .carry-big/ (the bundle's largest files,
-#                                Debian packages) in $STASH for the next call's `start`
-#   gpu-path.sh pipeline         (what `start` runs detached; steps below)
-#
-# The pipeline, with the `local` shape, in a private copy of the checkout:
+# The GPU path end to end, with the `local` shape, in a private copy of the checkout
+# (start.sh runs it detached; docs/device-runs.md):
 #   1. make setup (scripts/setup.sh) from the bundle (OCIBENCH_BUNDLE): its SHA256SUMS,
 #      Spack, the source mirror, the develop sources (OMB 7.4, nccl-tests)
 #   2. site scope: the versions the bundle has sources of (its unchecked Open MPI and
@@ -25,186 +15,69 @@
 #   6. ROUNDS x (reframe -c checks/ -r -t gpu, then the seeds' command lines by hand)
 #   7. scripts/device/summarize.py: both sets of figures, ratios, fractions of the links
 #   8. OCIBENCH_BUILDCACHE=1: push UCX and Open MPI to a build cache and reinstall them
-#      from it (collect returns it in 15 MiB parts; a later start carries .carry/buildcache)
-#
-# Needs the carry of scripts/device/make-carry.sh: .carry/ in the checkout, .carry-big/
-# stashed by an earlier call.  NCCL's NVLink multicast stays off (NCCL_NVLS_ENABLE=0) in everything.
+#      from it (collect.sh returns it in 15 MiB parts; a later start.sh carries
+#      .carry/buildcache)
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
-SRC=$(cd "$(dirname "$0")/../.." && pwd)          # the checkout as it arrived
-WORK=${OCIBENCH_DEVICE_WORK:-/tmp/ocibench-gpu}   # everything this script writes
-REPO=$WORK/repo                                   # private copy the pipeline runs in
-LOGS=$WORK/logs
-RES=$WORK/results
-STATE=$WORK/state
-HAND=$WORK/hand                                   # the seeds' hand build
-STASH=${OCIBENCH_DEVICE_STASH:-/tmp/ocibench-stash}  # outlives `start`'s rm -rf of $WORK
-BUNDLE=$WORK/bundle                               # the two halves joined
-JOBS=${OCIBENCH_JOBS:-$(nproc)}
-ROUNDS=${OCIBENCH_ROUNDS:-2}
-CACHE=${OCIBENCH_CACHE:-$HOME/.cache/oci-hpc-bench}
-LMOD_INIT=/usr/share/lmod/lmod/init/bash
-# OMB's options in the seeds' command lines (seed 000 sec 2-1/2-2)
-SEED_LAT="-x 1000 -i 10000 -m 1:1"
-SEED_BW="-x 10 -i 10 -m 268435456:268435456"
-
-common_env() {
-  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-  # Every run prints the protocols and transports UCX chose (issue: named causes).
-  export UCX_PROTO_INFO=y
-  export OCIBENCH_SHAPE=local
-  # make setup and make install take everything from the bundle; the node's tools are
-  # pyproject.toml's node group (no test tools, no plots)
-  export OCIBENCH_BUNDLE=$BUNDLE OCIBENCH_PYTHON_EXTRAS=node
-  export PYTHONPATH=$WORK/site:$REPO/src
-  export PATH=$WORK/site/bin:$PATH
-  export SPACK_PYTHON=${SPACK_PYTHON:-$(command -v python3)}
-  # Lmod's fast Tcl interpreter needs libtcl8.6, which the image lacks; Spack writes
-  # Lua module files, so Tcl is never needed.
-  export LMOD_FAST_TCL_INTERP=no
-  # The image sets OMPI_MCA_plm=isolated for its OpenMPI 4.1 (ORTE); OpenMPI 5's
-  # PRRTE has no such component.  Single-node runs need no launcher agent.
-  unset OMPI_MCA_plm
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-}
-
-log() { echo "$(date -u +%T) $*" | tee -a "$LOGS/pipeline.log"; }
-step() {  # the next step; OCIBENCH_DEVICE_STOP_BEFORE=<step> ends the pipeline there (dry runs)
-  if [[ $1 == "${OCIBENCH_DEVICE_STOP_BEFORE:-}" ]]; then log "stopping before $1"; touch "$STATE/done"; exit 0; fi
-  echo "$1" >"$STATE/step"; echo "$(date +%s) $1" >>"$STATE/steps"; log "== $1"
-}
-fail() { log "FAILED: $*"; echo "$*" >"$STATE/failed"; touch "$STATE/done"; exit 1; }
-spack_() { "$CACHE/spack/bin/spack" "$@"; }
-
-# --------------------------------------------------------------------------- start
-start() {
-  if [[ -f $STATE/step && ! -f $STATE/done ]]; then
-    echo "gpu-path: a pipeline is running ($(cat "$STATE/step")); use collect"; return 0
-  fi
-  rm -rf "$WORK"
-  mkdir -p "$REPO" "$LOGS" "$RES" "$STATE" "$HAND"
-  common_env
-  [[ -f $SRC/.carry/bundle/BUNDLE ]] || { echo "gpu-path: no .carry/bundle: run make-carry.sh and carry .carry"; return 1; }
-  # The private copy: the checkout may be synced again while the pipeline runs.
-  tar -C "$SRC" --exclude=./.carry --exclude=./.carry-big --exclude=./.git --exclude=./site/local \
-      --exclude=./site/spack/generated --exclude=./.spack-env --exclude=./spack.lock \
-      --exclude=./output --exclude=./stage --exclude=./perflogs --exclude=./reports -cf - . \
-    | tar -C "$REPO" -xf -
-  # The bundle, joined from this call's half and the stashed one, whole again.
-  mkdir -p "$BUNDLE"
-  cp -r "$SRC/.carry/bundle/." "$BUNDLE/"
-  [[ -d $STASH/bundle ]] && cp -r "$STASH/bundle/." "$BUNDLE/"
-  # The one check of a bundle (nothing unlisted, no symlink, authenticated by the digest
-  # make-carry.sh kept outside it), before any wheel of it is installed.
-  [[ -f $SRC/.carry/bundle.sha256 ]] || { echo "gpu-path: no .carry/bundle.sha256: run make-carry.sh"; return 1; }
-  export OCIBENCH_BUNDLE_SHA256; OCIBENCH_BUNDLE_SHA256=$(cat "$SRC/.carry/bundle.sha256")
-  PYTHONPATH=$REPO/src python3 -m ocibench.spack.bundle_verify "$BUNDLE" \
-    || { echo "gpu-path: the bundle's halves do not join (stash .carry-big first)"; return 1; }
-  # The image's Python is externally managed (PEP 668): the tools go into a directory of
-  # their own on PYTHONPATH (common_env), and setup finds them present.
-  if ! python3 -c 'import clingo, reframe, archspec' 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target "$WORK/site" "$BUNDLE"/wheels/*.whl || { echo "gpu-path: wheels did not install"; return 1; }
-  fi
-  # What the image lacks, from Debian packages (unpacked only when missing): the
-  # bundle's Lmod and its Lua modules (Debian's os-packages may not apt-get install on
-  # Ubuntu; the rest of them, libc and the like, the image has), libtool.
-  if [[ ! -f $LMOD_INIT ]]; then
-    for deb in "$BUNDLE"/os-packages/lmod_*.deb "$BUNDLE"/os-packages/lua*.deb; do
-      dpkg -x "$deb" /
-    done
-  fi
-  if ! command -v libtoolize >/dev/null; then dpkg -x "$STASH"/debs/libtool_*.deb /; fi
-  mkdir -p "$CACHE"
-  # gdrcopy's tests link libcheck; nvbandwidth needs Boost.Program_options (neither is on
-  # the image): Debian packages unpacked into a prefix of their own, Spack externals.
-  if [[ ! -f /usr/include/check.h ]] || ! ls /usr/lib/x86_64-linux-gnu/libboost_program_options.so >/dev/null 2>&1; then
-    mkdir -p "$WORK/debs-prefix"
-    for deb in "$STASH"/debs/check_*.deb "$STASH"/debs/libboost*.deb; do
-      [[ -f $deb ]] && dpkg -x "$deb" "$WORK/debs-prefix"
-    done
-  fi
-  # A build cache of an earlier run (collect's buildcache.tar parts, joined and
-  # unpacked into .carry/buildcache): its UCX and OpenMPI are installed, not built.
-  [[ -d $SRC/.carry/buildcache ]] && cp -r "$SRC/.carry/buildcache" "$WORK/buildcache-in"
-  {
-    echo "## start $(date -u +%FT%TZ) on $(hostname), $(nproc) cores"
-    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv,noheader
-    bash -c "source $LMOD_INIT && module --version" 2>&1 | grep -m1 -i 'modules based on lua' || echo "LMOD BROKEN"
-    python3 -c 'import clingo, reframe, archspec, ocibench; print("python:", "clingo", clingo.__version__, "reframe", reframe.VERSION)'
-    command -v libtoolize
-  } 2>&1 | tee "$LOGS/00-start.log"
-  grep -q "LMOD BROKEN" "$LOGS/00-start.log" && { echo "gpu-path: Lmod does not run"; return 1; }
-  setsid nohup bash "$REPO/scripts/device/gpu-path.sh" pipeline >"$LOGS/pipeline.out" 2>&1 </dev/null &
-  echo "gpu-path: pipeline started (pid $!), logs in $LOGS"
-}
-
-# --------------------------------------------------------------------------- pipeline
-site_scope() {  # the admin scope of this machine: site/local/site.yaml
-  local nccl_v zlib_v numa_v ompi_v ucx_v
+site_scope() {  # the admin scope of this machine: site/local/site.yaml (ocibench writes it)
+  local nccl_v zlib_v numa_v ompi_v ucx_v boost_v dp=$WORK/debs-prefix/usr
   # the versions the bundle has the sources of (BUNDLE: unchecked=openmpi@5.0.7 ucx@1.19.0)
   ompi_v=$(sed -n 's/^unchecked=//p' "$BUNDLE/BUNDLE" | tr ' ' '\n' | sed -n 's/^openmpi@//p')
   ucx_v=$(sed -n 's/^unchecked=//p' "$BUNDLE/BUNDLE" | tr ' ' '\n' | sed -n 's/^ucx@//p')
   nccl_v=$(awk '/#define NCCL_MAJOR/{a=$3} /#define NCCL_MINOR/{b=$3} /#define NCCL_PATCH/{c=$3} END{print a"."b"."c}' /usr/include/nccl.h 2>/dev/null)
   zlib_v=$(sed -nE 's/^#define ZLIB_VERSION "([0-9.]+)".*/\1/p' /usr/include/zlib.h 2>/dev/null)
   numa_v=$(dpkg-query -W -f='${Version}' libnuma-dev 2>/dev/null | sed -E 's/^([0-9.]+).*/\1/')
-  mkdir -p site/local
-  {
-    echo "# GENERATED by scripts/device/gpu-path.sh: this air-gapped GPU machine's site scope."
-    echo "packages:"
-    echo "  # The sources this machine has (the bundle's); the shape leaves versions open."
-    echo "  # OpenMPI's bundled PMIx/PRRTE/hwloc/libevent (in the release tarball) instead of"
-    echo "  # four more packages to fetch and build; no ssh on the image (~rsh), one node only."
-    echo "  openmpi:"
-    echo "    # ~fortran: the GPU path's benchmarks are C/C++ (and it saves the mpi_f08 build)."
-    echo "    require: ['@$ompi_v +internal-pmix +internal-hwloc +internal-libevent ~rsh ~fortran']"
-    echo "  # The tech tip gpu-with-ubuntu's UCX (configure-release --with-cuda --with-gdrcopy;"
-    echo "  # CMA from UCX's own default), GDRCopy 2.5.1; no XPMEM: this machine has no /dev/xpmem."
-    echo "  ucx:"
-    echo "    require: ['@$ucx_v +cuda +gdrcopy +cma']"
-    echo "  gdrcopy:"
-    echo "    require: ['@2.5.1 cuda_arch=90']"
-    echo "  nvbandwidth:"
-    echo "    require: ['@v0.8 cuda_arch=90']"
-    local dp=$WORK/debs-prefix/usr
-    if [[ -f /usr/include/check.h ]]; then echo "  check: {externals: [{spec: check@0.15.2, prefix: /usr}], buildable: false}"
-    elif [[ -f $dp/include/check.h ]]; then echo "  check: {externals: [{spec: check@0.15.2, prefix: $dp}], buildable: false}"; fi
-    # (the image may have Boost's headers without the program_options library)
-    if [[ -e /usr/lib/x86_64-linux-gnu/libboost_program_options.so ]]; then
-      echo "  boost: {externals: [{spec: boost@$(sed -nE 's/^#define BOOST_LIB_VERSION \"([0-9]+)_([0-9]+).*/\1.\2.0/p' /usr/include/boost/version.hpp)+program_options, prefix: /usr}], buildable: false}"
-    elif [[ -f $dp/include/boost/program_options.hpp ]]; then
-      echo "  boost: {externals: [{spec: boost@1.74.0+program_options, prefix: $dp}], buildable: false}"
-    fi
-    echo "  # Libraries of the image (Ubuntu packages) that Spack's detection does not report."
-    if [[ -n $zlib_v ]]; then
-      # Not prefix /usr: OpenMPI passes --with-zlib=<prefix> to its bundled PMIx, whose
-      # configure looks in <prefix>/lib and lib64 only, and Ubuntu's libz.so is in
-      # /usr/lib/x86_64-linux-gnu ("checking for zlib library (z) in /usr... not found").
-      # A prefix of links to the image's own zlib files gives it the plain layout.
-      local zp=$CACHE/image-prefixes/zlib
-      mkdir -p "$zp/include" "$zp/lib"
-      ln -sf /usr/include/zlib.h "$zp/include/"
-      for h in /usr/include/zconf.h /usr/include/x86_64-linux-gnu/zconf.h; do
-        [[ -e $h ]] && { ln -sf "$h" "$zp/include/zconf.h"; break; }
-      done
-      for f in /usr/lib/x86_64-linux-gnu/libz.so* /usr/lib/x86_64-linux-gnu/libz.a; do
-        [[ -e $f ]] && ln -sf "$f" "$zp/lib/"
-      done
-      echo "  zlib: {externals: [{spec: zlib@$zlib_v, prefix: $zp}], buildable: false}"
-      echo "  zlib-ng: {buildable: false}"
-    fi
-    [[ -n $numa_v ]] && echo "  numactl: {externals: [{spec: numactl@$numa_v, prefix: /usr}], buildable: false}"
-    if [[ -n $nccl_v ]] && ! python3 - <<'EOF'
-import sys, yaml
-scope = yaml.safe_load(open("site/spack/generated/shapes/local.yaml"))
-sys.exit(0 if scope["packages"].get("nccl", {}).get("externals") else 1)
-EOF
-    then
-      echo "  # ocibench's NCCL detection looks for include/ beside lib/; Ubuntu's libnccl-dev"
-      echo "  # has /usr/lib/x86_64-linux-gnu/libnccl.so and /usr/include/nccl.h."
-      echo "  nccl: {externals: [{spec: nccl@$nccl_v, prefix: /usr}], buildable: false}"
-    fi
-  } >site/local/site.yaml
+  local scope=(
+    # The sources this machine has (the bundle's); the shape leaves versions open.
+    # OpenMPI's bundled PMIx/PRRTE/hwloc/libevent (in the release tarball) instead of
+    # four more packages to fetch and build; no ssh on the image (~rsh), one node only;
+    # ~fortran: the GPU path's benchmarks are C/C++ (and it saves the mpi_f08 build).
+    --require "openmpi=@$ompi_v +internal-pmix +internal-hwloc +internal-libevent ~rsh ~fortran"
+    # The tech tip gpu-with-ubuntu's UCX (configure-release --with-cuda --with-gdrcopy;
+    # CMA from UCX's own default), GDRCopy 2.5.1; no XPMEM: this machine has no /dev/xpmem.
+    --require "ucx=@$ucx_v +cuda +gdrcopy +cma"
+    --require "gdrcopy=@2.5.1 cuda_arch=90"
+    --require "nvbandwidth=@v0.8 cuda_arch=90"
+  )
+  # Libraries of the image (Ubuntu packages) that Spack's detection does not report.
+  if [[ -f /usr/include/check.h ]]; then scope+=(--external "check@0.15.2=/usr")
+  elif [[ -f $dp/include/check.h ]]; then scope+=(--external "check@0.15.2=$dp"); fi
+  # (the image may have Boost's headers without the program_options library)
+  if [[ -e /usr/lib/x86_64-linux-gnu/libboost_program_options.so ]]; then
+    boost_v=$(sed -nE 's/^#define BOOST_LIB_VERSION "([0-9]+)_([0-9]+).*/\1.\2.0/p' /usr/include/boost/version.hpp)
+    scope+=(--external "boost@$boost_v+program_options=/usr")
+  elif [[ -f $dp/include/boost/program_options.hpp ]]; then
+    scope+=(--external "boost@1.74.0+program_options=$dp")
+  fi
+  if [[ -n $zlib_v ]]; then
+    # Not prefix /usr: OpenMPI passes --with-zlib=<prefix> to its bundled PMIx, whose
+    # configure looks in <prefix>/lib and lib64 only, and Ubuntu's libz.so is in
+    # /usr/lib/x86_64-linux-gnu ("checking for zlib library (z) in /usr... not found").
+    # A prefix of links to the image's own zlib files gives it the plain layout.
+    local zp=$CACHE/image-prefixes/zlib
+    mkdir -p "$zp/include" "$zp/lib"
+    ln -sf /usr/include/zlib.h "$zp/include/"
+    for h in /usr/include/zconf.h /usr/include/x86_64-linux-gnu/zconf.h; do
+      [[ -e $h ]] && { ln -sf "$h" "$zp/include/zconf.h"; break; }
+    done
+    for f in /usr/lib/x86_64-linux-gnu/libz.so* /usr/lib/x86_64-linux-gnu/libz.a; do
+      [[ -e $f ]] && ln -sf "$f" "$zp/lib/"
+    done
+    scope+=(--external "zlib@$zlib_v=$zp" --not-buildable zlib-ng)
+  fi
+  [[ -n $numa_v ]] && scope+=(--external "numactl@$numa_v=/usr")
+  # ocibench's NCCL detection looks for include/ beside lib/; Ubuntu's libnccl-dev has
+  # /usr/lib/x86_64-linux-gnu/libnccl.so and /usr/include/nccl.h: named here where the
+  # shape's generated scope has no NCCL external.
+  if [[ -n $nccl_v ]] && ! python3 -c 'import sys, yaml
+scope = yaml.safe_load(open(sys.argv[1]))
+sys.exit(0 if scope["packages"].get("nccl", {}).get("externals") else 1)' site/spack/generated/shapes/local.yaml
+  then
+    scope+=(--external "nccl@$nccl_v=/usr")
+  fi
+  python3 -m ocibench.cli spack-config --site site/local/site.yaml "${scope[@]}" || return 1
   cat site/local/site.yaml
 }
 
@@ -249,35 +122,6 @@ hand_build() {  # seed 000 sec 1 and seed 003 sec 2, by hand, against Spack's Op
   wait $omb_pid || { echo "hand build: OMB FAILED"; rc=1; }
   wait $nccl_pid || { echo "hand build: nccl-tests FAILED"; rc=1; }
   return $rc
-}
-
-modules_env() {  # Lmod with the shape's tree
-  # shellcheck source=/dev/null  # Lmod's own script, not this repository's
-  source "$LMOD_INIT"
-  module use "$(python3 -m ocibench.cli spack-config --print modulepath --shape local)"
-}
-
-seed_env() {  # the seeds' run environment (module load nvhpc openmpi), after modules_env
-  module load cuda nccl openmpi
-  # nvhpc's module puts the CUDA libraries on LD_LIBRARY_PATH, and the seeds' openmpi
-  # module its lib/ (seed 003 runs nccl-tests with -x LD_LIBRARY_PATH); Spack's do
-  # not (RPATHs).  nccl-tests' Makefile links -lmpi without an RPATH, so without it
-  # all_reduce_perf loads the image's Open MPI 4.1 and starts as a singleton (seen:
-  # "plm_rsh_agent: ssh : rsh").
-  LD_LIBRARY_PATH=/usr/local/cuda/lib64:$(dirname "$(command -v mpirun)")/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export LD_LIBRARY_PATH
-}
-
-pe_list() {  # the cores of an H-D or D-H run ($1), in rank order, as the checks place them
-  python3 - "$1" <<'EOF'
-import sys
-from checks.base import host_device_cores
-from ocibench import shapes
-from ocibench.reframe import site as reframe_site
-cores, why = host_device_cores(reframe_site.partition_extras(shapes.load("local"), nodes=1),
-                               sys.argv[1], "same-numa")
-sys.exit(why) if cores is None else print(",".join(map(str, cores)))
-EOF
 }
 
 hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 sec 3-1); $2: all|pt2pt
@@ -374,8 +218,8 @@ pipeline() {
   {
     gen=site/spack/generated
     # (ocibench spack-config builds Open MPI +cuda when the image's is not CUDA-aware)
-    site_scope
-    cat "$gen/shapes/local.yaml"
+    site_scope &&
+    cat "$gen/shapes/local.yaml" &&
     spack_ -e . add nvbandwidth
   } >"$LOGS/02-site-scope.log" 2>&1 || fail "site scope (logs/02-site-scope.log)"
 
@@ -505,39 +349,5 @@ pipeline() {
   touch "$STATE/done"
 }
 
-# --------------------------------------------------------------------------- collect
-collect() {
-  local seconds=${1:-0} last="" now
-  local deadline=$((SECONDS + seconds))
-  while [[ ! -f $STATE/done ]] && ((SECONDS < deadline)); do
-    now=$(cat "$STATE/step" 2>/dev/null)
-    [[ $now != "$last" ]] && echo "$(date -u +%T) step: $now" && last=$now
-    sleep 5
-  done
-  echo "== pipeline.log"; tail -40 "$LOGS/pipeline.log" 2>/dev/null
-  if [[ -f $STATE/failed ]]; then
-    echo "== FAILED: $(cat "$STATE/failed")"
-    for f in "$LOGS"/0*.log; do echo "== tail $f"; tail -15 "$f"; done
-  fi
-  [[ -f $RES/summary.txt ]] && { echo "== summary"; cat "$RES/summary.txt"; }
-  if [[ -n ${OUT:-} ]]; then
-    tar -C "$WORK" --exclude='*.so' -czf "$OUT/gpu-path.tgz" logs results state 2>/dev/null
-    [[ -f $RES/summary.txt ]] && cp "$RES/summary.txt" "$RES/summary.json" "$OUT/" 2>/dev/null
-    if [[ -f $STATE/done && -d $WORK/buildcache ]]; then
-      # In parts, joined again with `cat buildcache.tar.part-* | tar -x -C .carry`
-      # (docs/device-runs.md).
-      tar -C "$WORK" -cf - buildcache | split -b 15M - "$OUT/buildcache.tar.part-"
-      du -ch "$OUT"/buildcache.tar.part-* | tail -1
-    fi
-    ls -la "$OUT"
-  fi
-}
-
-case ${1:-} in
-  start) start ;;
-  stash) rm -rf "$STASH"; mkdir -p "$STASH" && cp -r "$SRC/.carry-big/." "$STASH/" && du -sh "$STASH" ;;
-  pipeline) mkdir -p "$LOGS" "$STATE"; pipeline ;;
-  collect) collect "${2:-0}" ;;
-  status) cat "$STATE/step" 2>/dev/null || echo "not started" ;;
-  *) sed -n '2,28p' "$0"; exit 2 ;;
-esac
+mkdir -p "$LOGS" "$STATE"
+pipeline
