@@ -92,6 +92,10 @@ class NodeVerdict(str, enum.Enum):
     #: not judge"), or the sweep stopped before judging it.  Never a pass, never drained:
     #: the reason says why, and the action is at most rerun.
     UNJUDGED = "unjudged"
+    #: Passes every check of this sweep, but a figure has slipped below the node's own
+    #: past and below the cluster's median (``ocibench.history.drift``): rerun, and
+    #: drain when the previous sweep flagged it too.
+    DRIFTING = "drifting"
     #: Within tolerance of the documented figure (or nothing is documented) but more
     #: than K robust deviations worse than the cluster's median of that figure.
     OUTLIER = "outlier"

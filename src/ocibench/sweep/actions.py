@@ -10,10 +10,12 @@ A failed check maps to one :class:`~ocibench.metrics.Action`:
 * **drain**: hardware or fabric: a documented figure missed with no software cause
   (a link, a GPU, memory too slow), a port UCX cannot find, wrong data (nccl-tests'
   ``#wrong``), a node Slurm lost (NODE_FAIL), a missing GPU, NVLink, PCIe lanes or
-  RDMA port (preflight), and an outlier pinned to the node (both its pairs, or a pair
-  and its re-test);
+  RDMA port (preflight), an outlier pinned to the node (both its pairs, or a pair
+  and its re-test), and a drift that persists (flagged in the node's previous sweep
+  too: "rerun, then drain if it persists");
 * **rerun**: what one sweep cannot attribute: a crash, a time limit, a value that
-  cannot be a measurement, an outlier seen once, and every failure not named above;
+  cannot be a measurement, an outlier seen once, a node drifting below its own past
+  (``ocibench.history.drift``) for the first sweep, and every failure not named above;
   and every run that could not be judged (``RunVerdict.UNJUDGED``: a live check fails
   saying "could not judge", :data:`COULD_NOT_JUDGE`).  The live checks run this
   project's own command lines, so a run they cannot judge is the project's defect,
@@ -95,6 +97,12 @@ def for_row(row: Row) -> Action:
         software = [c for c in row.lacking if c not in HARDWARE_CAPABILITIES]
         return Action.FIX_SOFTWARE if software else Action.DRAIN
     return Action.DRAIN
+
+
+def for_drift(persists: bool) -> Action:
+    """A drifting node's action: rerun, then drain if it persists (its previous sweep
+    flagged it too)."""
+    return Action.DRAIN if persists else Action.RERUN
 
 
 def worse(a: Action | None, b: Action | None) -> Action | None:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ocibench.history import drift
+from ocibench.history.store import History
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
 from ocibench.sweep import actions, plan, rfm, signals, slurm, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
@@ -38,7 +40,8 @@ START_TIMEOUT_S = slurm.START_TIMEOUT_S
 #: the sweep had no node at all.  2 (usage, Slurm, ReFrame) and 128 + the signal
 #: (stopped) are the command's (ocibench.commands.sweep).
 EXIT_PASS, EXIT_FINDING, EXIT_UNJUDGED = 0, 1, 3
-_FINDINGS = (NodeVerdict.OUTLIER, NodeVerdict.FAIL, NodeVerdict.UNREACHABLE)
+_FINDINGS = (NodeVerdict.DRIFTING, NodeVerdict.OUTLIER, NodeVerdict.FAIL,
+             NodeVerdict.UNREACHABLE)
 
 
 @dataclass
@@ -318,6 +321,30 @@ def judge_nodes(the_plan: Plan, jobs: Sequence[JobResult], k: float,
             for node in job.nodes:
                 skipped.setdefault(node, []).append(f"{job.case.name}: skipped: {job.skipped}")
     return verdicts.node_results(the_plan, by_case, unreachable, skipped)
+
+
+def mark_drift(nodes: dict[str, NodeResult], history: History, session: str,
+               now: float) -> dict[str, NodeResult]:
+    """``nodes`` with the passing ones that drift (:mod:`ocibench.history.drift`, on
+    the history that already holds this sweep's figures, ``session``) drifting, and a
+    "flagged" event kept for each: the drift persists where the node's newest event
+    since its previous sweep is such a flag (verdicts.mark_drifting)."""
+    found: dict[str, list[drift.Drift]] = {}
+    persisting = set()
+    for node, result in nodes.items():
+        if result.verdict is not NodeVerdict.PASS:
+            continue
+        drifts = drift.drifting(history, node, now=now, session=session)
+        if not drifts:
+            continue
+        found[node] = drifts
+        events = history.events(node)
+        if any(drift.flagged_since(events, d.previous) for d in drifts):
+            persisting.add(node)
+    marked = verdicts.mark_drifting(nodes, found, persisting)
+    for node in found:
+        history.add_event(node, "flagged", now, marked[node].reason, session)
+    return marked
 
 
 def drain_wanted(nodes: dict[str, NodeResult]) -> dict[str, str]:

@@ -21,6 +21,12 @@ module adds is the cluster's view:
   third partner; the partner of such a node passes.  A group of 4 that failed is
   pinned to its members that are bad on their own (single-node or pair cases); when
   none is, every member gets the group's verdict with the action rerun.
+* **Drift.**  A node that passes every check of the sweep but whose figure has slipped
+  below its own past and the cluster's median (``ocibench.history.drift``, read from
+  the history by the sweep) is drifting: rerun, or drain when its previous sweep
+  flagged it too (:func:`mark_drifting`).  Any other verdict stays: a fail or an
+  outlier is already a finding, and an unjudged node judged nothing, so it is never
+  drained for its past.
 * **A node's verdict** is the worst of its cells (pass < unjudged < outlier < fail),
   unreachable when Slurm holds it or its job never started, and unjudged when no cell
   at all judged it (no check ran there): never a pass on nothing.  A cell whose run
@@ -39,6 +45,7 @@ from typing import Any
 from ocibench import metrics
 from ocibench.figures import policy
 from ocibench.figures.judge import Row
+from ocibench.history.drift import Drift, higher_is_better
 from ocibench.metrics import Action, NodeVerdict, Verdict
 from ocibench.sweep import actions
 from ocibench.sweep.plan import GROUPS, PAIRS, RETEST, SINGLE, Case, Group, Plan, neighbours
@@ -435,3 +442,41 @@ def node_results(plan: Plan, cells: Mapping[str, Mapping[str, Cell]],
             reason = f"{case}: {cell.reason}" if verdict is cell.verdict else reason
         results[node] = NodeResult(verdict, " ".join(reason.split()), action, mine, drain)
     return results
+
+
+# --------------------------------------------------------------------------- drift
+
+def _drift_size(drift: Drift) -> str:
+    return "" if drift.size is None else f" size {drift.size}"
+
+
+def mark_drifting(results: Mapping[str, NodeResult], found: Mapping[str, Sequence[Drift]],
+                  persisting: Iterable[str] = ()) -> dict[str, NodeResult]:
+    """``results`` with every passing node of ``found`` (node -> its drifting figures)
+    drifting: action rerun, or drain with an ``ocibench:`` reason for the nodes in
+    ``persisting`` (flagged in their previous sweep too).  Every other verdict is kept
+    (see the module's text)."""
+    persisting = set(persisting)
+    marked = dict(results)
+    for node, drifts in found.items():
+        result = results.get(node)
+        if result is None or result.verdict is not NodeVerdict.PASS or not drifts:
+            continue
+        worst = max(drifts, key=lambda d: d.drop / d.threshold if d.threshold else d.drop)
+        persists = node in persisting
+        action = actions.for_drift(persists)
+        reason = "; ".join(d.reason for d in drifts)
+        if persists:
+            reason = f"flagged in its previous sweep too: {reason}"
+        drain = None
+        if actions.drains(action):
+            side = "above" if higher_is_better(worst.unit) is False else "below"
+            repeat = ", repeat offender" if any(d.repeat_offender for d in drifts) else ""
+            drain = actions.drain_reason(
+                f"{worst.check} {worst.variant}{_drift_size(worst)} {worst.figure}",
+                f"{_num(worst.recent)} {worst.unit}",
+                f"{100 * worst.drop:.1f} % {side} its baseline {_num(worst.baseline)} "
+                f"{worst.unit}", f"drifting, flagged 2 sweeps running{repeat}")
+        marked[node] = replace(result, verdict=NodeVerdict.DRIFTING, action=action,
+                               reason=" ".join(reason.split()), drain_reason=drain)
+    return marked
