@@ -301,6 +301,46 @@ def test_failures_older_than_a_persons_resume_are_not_held(node: FakeNode,
     assert got == PASS and "1 failed before a person resumed the node" in evidence
 
 
+def _drifting_history(tmp_path: Path, flagged_before: bool) -> Path:
+    """20 sweeps of 4 nodes at 100 GB/s give or take 0.2; gpu-1's last 2 at 90: 10 %
+    below its baseline and the cluster's median (drift's rule: ocibench.history.drift)."""
+    records = []
+    for sweep in range(20):
+        for n in range(1, 5):
+            value = 100.0 + 0.2 * ((sweep + n) % 3 - 1)
+            if n == 1 and sweep >= 18:
+                value = 90.0
+            records.append(_record(f"gpu-{n}", "pass", 1000.0 * (sweep + 1), value))
+    path = _history(tmp_path, *records)
+    if flagged_before:
+        with store.History(path) as history:   # the sweep's flag at sweep 19
+            history.add_event("gpu-1", "flagged", 19000.0 + 10, "drifting", "sweep-19000")
+    return path
+
+
+def drift_finding(fake: FakeNode, db: Path, since: float = 0.0) -> tuple[str, str]:
+    ctx = context(fake)
+    ctx.history_db, ctx.history_since = db, since
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx)}["drift"]
+
+
+def test_a_drift_the_previous_sweep_flagged_too_fails(node: FakeNode, tmp_path: Path) -> None:
+    got, evidence = drift_finding(node, _drifting_history(tmp_path, flagged_before=True))
+    assert got == FAIL, evidence
+    assert "osu_bw" in evidence and "drifting" in evidence and "previous sweep too" in evidence
+
+
+def test_a_first_drift_flag_is_unknown_never_a_drain(node: FakeNode, tmp_path: Path) -> None:
+    got, evidence = drift_finding(node, _drifting_history(tmp_path, flagged_before=False))
+    assert got == UNKNOWN and "flagged once" in evidence, evidence
+
+
+def test_no_drift_passes(node: FakeNode, tmp_path: Path) -> None:
+    path = _history(tmp_path, *[_record("gpu-1", "pass", 1000.0 * (s + 1)) for s in range(20)])
+    got, evidence = drift_finding(node, path)
+    assert got == PASS and "no figure of gpu-1 drifting" in evidence
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -392,7 +432,7 @@ def test_the_command_runs_on_a_fake_node(node: FakeNode, capsys) -> None:
     # every probe passes but the history's: there is none here (unknown: exit 3)
     assert code == 3, out
     assert "healthcheck of gpu-1 against BM.GPU4.8" in out and "gpu_count: pass" in out
-    assert "history: unknown: no history at" in out
+    assert "history: unknown: no history at" in out and "drift: unknown: no history" in out
     written = json.loads(Path(os.environ["OCIBENCH_HEALTH_STATE"]).read_text())
     assert written["node"] == "gpu-1"
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from ocibench import accelerators, metrics, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
-from ocibench.history import store
+from ocibench.history import drift, store
 from ocibench.node import preflight
 from ocibench.shapes.probe import Ran
 
@@ -346,6 +346,43 @@ def probe_history(ctx: Context) -> list[Finding]:
                     f"runs (newest {newest}){excused} [{path}]")]
 
 
+def probe_drift(ctx: Context) -> list[Finding]:
+    """This node's figures drifting below its own past (ocibench.history.drift: the
+    median of its last sweeps below its baseline, and below the cluster's median).
+    The sweep's action on drift is "rerun, then drain if it persists"; the healthcheck
+    follows it: a drift the sweep flagged at the node's previous sweep too fails here,
+    a first flag is unknown (the next sweep re-measures it)."""
+    path = ctx.history_db
+    if path is None or not path.is_file():
+        return [Finding("drift", UNKNOWN, f"no history at {path}")]
+    try:
+        with store.History(path, readonly=True) as history:
+            found = drift.drifting(history, ctx.node)
+            events = history.events(ctx.node)
+            measured = {r.key: r.time for r in history.latest(ctx.node)} if found else {}
+    except store.HistoryError as err:
+        return [Finding("drift", UNKNOWN, str(err))]
+    if not found:
+        return [Finding("drift", PASS, f"no figure of {ctx.node} drifting [{path}]")]
+    persisting, first = [], []
+    for d in found:
+        latest = measured.get((d.check, d.variant, d.size, d.figure), 0.0)
+        # what the sweep knew when it measured the newest value: its own flag of that
+        # sweep comes after the value's time and does not count
+        before = [e for e in events if e[0] < latest]
+        if latest > ctx.history_since and drift.flagged_since(before, d.previous):
+            persisting.append(d)
+        else:
+            first.append(d)
+    if persisting:
+        more = f"; and {len(persisting) - 1} more" if len(persisting) > 1 else ""
+        return [Finding("drift", FAIL, f"{persisting[0].reason} (flagged at its previous "
+                        f"sweep too){more} [{path}]")]
+    more = f"; and {len(first) - 1} more" if len(first) > 1 else ""
+    return [Finding("drift", UNKNOWN, f"{first[0].reason}{more}: flagged once; the next "
+                    f"sweep re-measures it (rerun, then drain if it persists) [{path}]")]
+
+
 #: (name, applies to the shape, probe), in the order they run: the GPU listing first,
 #: so that a hung GPU tool costs its timeout once (every later GPU probe reads the
 #: listing's outcome and says unknown at once).
@@ -359,4 +396,5 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Callable[[Context], list[Fin
     ("nvlink", lambda c: int(c.exp.capabilities.get("nvlink") or 0) > 0, probe_nvlink),
     ("rdma", lambda c: bool(c.exp.rdma_devices), probe_rdma),
     ("history", lambda c: c.history_db is not None, probe_history),
+    ("drift", lambda c: c.history_db is not None, probe_drift),
 )
