@@ -40,6 +40,9 @@ INTERVAL_S = 20
 RUN_SLACK_S = 15
 
 PERSON_REASON = "reseating the cables (a person's drain)"
+#: A reason as `ocibench sweep --drain` writes it: the same prefix, another's drain.
+SWEEP_REASON = ("ocibench: osu_bw %buffers=H-H %nodes=2 9.10 GB/s < 11.20 GB/s "
+                "(the sweep's drain)")
 
 WRAPPER = """#!/bin/sh
 # slurmd's HealthCheckProgram on the loopback cluster (tests/test_healthcheck_cluster.py):
@@ -64,8 +67,8 @@ def nodes() -> list[str]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if NODES < 5:
-        pytest.skip(f"the healthcheck's test needs 5 nodes ({NODES}: OCIBENCH_CLUSTER_NODES)")
+    if NODES < 6:
+        pytest.skip(f"the healthcheck's test needs 6 nodes ({NODES}: OCIBENCH_CLUSTER_NODES)")
     with started_cluster(results_dir(tmp_path_factory, "healthcheck")) as running:
         yield running
 
@@ -141,8 +144,8 @@ def wait_for(cluster, want, timeout: float) -> tuple[dict[str, tuple[str, str]],
 
 def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes):
     names = nodes()
-    gpu_node, port_node, hung_node, person_node, flap_node = names[:5]
-    healthy = [n for n in names if n not in (gpu_node, port_node, person_node)]
+    gpu_node, port_node, hung_node, person_node, flap_node, sweep_node = names[:6]
+    healthy = [n for n in names if n not in (gpu_node, port_node, person_node, sweep_node)]
     # a first round on healthy nodes: each node's state file, with its ports' counters
     runs_since(fakes, time.time(), names, 2 * INTERVAL_S + RUN_SLACK_S)
     states = node_states(cluster)
@@ -157,17 +160,22 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
     fakes[hung_node].hang()
     fakes[person_node].gpus(6)
     fakes[flap_node].port("mlx5_4:1", link_downed=3)   # went down 3 times since
+    fakes[sweep_node].gpus(7)
     faulted = time.time()
 
     def drained(states):
         return all(states[n][0] == "drain" and states[n][1].startswith("ocibench:")
-                   for n in (gpu_node, port_node))
+                   for n in (gpu_node, port_node, sweep_node))
     states, took = wait_for(cluster, drained, 2 * INTERVAL_S + RUN_SLACK_S)
     print(f"faulted nodes drained by slurmd's health check in {took:.0f} s "
           f"(interval {INTERVAL_S} s)")
     assert "gpu_count (7x NVIDIA A100-SXM4-40GB; the shape: 8x" in states[gpu_node][1]
     assert "rdma mlx5_6:1 (port state 1: DOWN" in states[port_node][1]
     assert states[person_node] == ("drain", PERSON_REASON), states
+    # the sweep drains a node the healthcheck drained: the drain is the sweep's now
+    proc = cluster.head("scontrol", "update", f"NodeName={sweep_node}", "State=DRAIN",
+                        f"Reason={SWEEP_REASON}")
+    assert proc.returncode == 0, text(proc)
 
     # the hung tool's node: a run after the fault said unknown, and it is not drained
     hung = runs_since(fakes, faulted, [hung_node], 2 * INTERVAL_S + RUN_SLACK_S)[hung_node]
@@ -186,7 +194,7 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
         "from 0 to 3" in log, log[-3000:]
 
     # the faults removed: the healthcheck resumes what it drained, nothing else
-    for node in (gpu_node, person_node):
+    for node in (gpu_node, person_node, sweep_node):
         fakes[node].gpus(8)
     fakes[port_node].port("mlx5_6:1")
     fakes[hung_node].hang(False)
@@ -194,10 +202,13 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
                                                    + [gpu_node, port_node]),
                             2 * INTERVAL_S + RUN_SLACK_S)
     print(f"repaired nodes resumed by slurmd's health check in {took:.0f} s")
-    # a whole round later, the person's drain is still theirs
-    runs_since(fakes, time.time(), [person_node], 2 * INTERVAL_S + RUN_SLACK_S)
-    assert node_states(cluster)[person_node] == ("drain", PERSON_REASON)
-    cluster.head("scontrol", "update", f"NodeName={person_node}", "State=RESUME")
+    # a whole round later, the person's drain is still theirs, and the sweep's its own
+    runs_since(fakes, time.time(), [person_node, sweep_node], 2 * INTERVAL_S + RUN_SLACK_S)
+    states = node_states(cluster)
+    assert states[person_node] == ("drain", PERSON_REASON), states
+    assert states[sweep_node] == ("drain", SWEEP_REASON), states
+    for node in (person_node, sweep_node):
+        cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
 
 
 def test_dry_run_on_a_node_says_and_changes_nothing(cluster, fakes, tmp_path: Path):
