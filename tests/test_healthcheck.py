@@ -422,6 +422,34 @@ def test_a_dry_run_keeps_the_counters_of_the_last_real_run(node: FakeNode,
     assert written is not None and written.link_downed["mlx5_4:1"] == 0
 
 
+def test_one_run_at_a_time_on_a_node(node: FakeNode, tmp_path: Path) -> None:
+    """The health check and the prolog may start together: the second waits for the
+    first, so that neither writes the state over a drain the other recorded."""
+    import fcntl
+    import threading
+
+    with open(tmp_path / "state.json.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)     # another run holds the node's state
+        done: list[check.Outcome] = []
+        runner = threading.Thread(target=lambda: done.append(check.check(
+            _options(node, tmp_path))))
+        runner.start()
+        runner.join(3)
+        assert runner.is_alive() and not done
+    runner.join(30)
+    assert done and done[0].code == check.OK, done
+
+
+def test_a_state_that_cannot_be_locked_drains_nothing(node: FakeNode, tmp_path: Path,
+                                                      monkeypatch) -> None:
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    (tmp_path / "file").write_text("")
+    node.gpus(7)
+    outcome = check.check(check.Options(shape=node.shape, root=node.root, node="gpu-1",
+                                        state_path=tmp_path / "file" / "state.json"))
+    assert outcome.lines[0].startswith(f"warning: cannot lock {tmp_path / 'file'}")
+    assert outcome.state.action == state.NONE and outcome.code != check.OK
+
 # --------------------------------------------------------------------------- the command
 
 

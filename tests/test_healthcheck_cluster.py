@@ -18,6 +18,7 @@ Needs root, `ip netns`, Slurm and munge (else SKIPPED); one cluster per machine
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -45,18 +46,21 @@ SWEEP_REASON = ("ocibench: osu_bw %buffers=H-H %nodes=2 9.10 GB/s < 11.20 GB/s "
                 "(the sweep's drain)")
 
 WRAPPER = """#!/bin/sh
-# slurmd's HealthCheckProgram on the loopback cluster (tests/test_healthcheck_cluster.py):
-# slurmd runs it with no arguments, so this names the node's own fake hardware.
+# slurmd's {program} on the loopback cluster (tests/test_healthcheck_cluster.py): slurmd
+# runs it with no arguments, so this names the node's own fake hardware (the prolog's
+# own where the test gives it one) and its state file.
 node=${{SLURMD_NODENAME:-$(hostname)}}
 here={fakes}/$node
-PATH=$here/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+hw={fakes}/{hardware}$node
+[ -d "$hw" ] || hw=$here
+PATH=$hw/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SLURM_CONF={conf}
 OCIBENCH_HEALTH_STATE=$here/state.json
 # the Python with ocibench's requirements (bin/ocibench runs it)
 OCIBENCH_PYTHON={python}
 export PATH SLURM_CONF OCIBENCH_HEALTH_STATE OCIBENCH_PYTHON
-echo "--- $(date +%s.%N) SLURMD_NODENAME=${{SLURMD_NODENAME:-unset}}" >>"$here/log"
-exec {ocibench} healthcheck --shape {shape} --root "$here/root" --node "$node" \\
+echo "--- $(date +%s.%N) {program} SLURMD_NODENAME=${{SLURMD_NODENAME:-unset}}" >>"$here/log"
+exec {ocibench} healthcheck {options}--shape {shape} --root "$hw/root" --node "$node" \\
   >>"$here/log" 2>&1
 """
 
@@ -75,18 +79,23 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fakes(cluster) -> dict[str, FakeNode]:
-    """Every node a healthy fake GPU node, and slurmd's health check turned on."""
+    """Every node a healthy fake GPU node; slurmd's health check and the prolog on."""
     where = CLUSTER_DIR / "health"
     made = {node: FakeNode(where / node) for node in nodes()}
-    wrapper = where / "healthcheck.sh"
-    wrapper.write_text(WRAPPER.format(fakes=where, conf=CLUSTER_DIR / "etc" / "slurm.conf",
-                                      ocibench=paths.REPO_ROOT / "bin" / "ocibench",
-                                      shape=SHAPE, python=sys.executable))
-    wrapper.chmod(0o755)
+    wrapper, prolog = where / "healthcheck.sh", where / "prolog.sh"
+    for path, program, hardware, options in (
+            (wrapper, "HealthCheckProgram", "", ""),
+            (prolog, "Prolog", "prolog/", "--prolog ")):
+        path.write_text(WRAPPER.format(
+            program=program, fakes=where, hardware=hardware, options=options,
+            conf=CLUSTER_DIR / "etc" / "slurm.conf",
+            ocibench=paths.REPO_ROOT / "bin" / "ocibench", shape=SHAPE,
+            python=sys.executable))
+        path.chmod(0o755)
     conf = CLUSTER_DIR / "etc" / "slurm.conf"
     with conf.open("a") as out:
         out.write(f"HealthCheckProgram={wrapper}\nHealthCheckInterval={INTERVAL_S}\n"
-                  "HealthCheckNodeState=ANY\n")
+                  f"HealthCheckNodeState=ANY\nProlog={prolog}\n")
     proc = cluster.head("scontrol", "reconfigure")
     assert proc.returncode == 0, text(proc)
     shown = cluster.head("scontrol", "show", "config").stdout
@@ -227,3 +236,34 @@ def test_dry_run_on_a_node_says_and_changes_nothing(cluster, fakes, tmp_path: Pa
     assert f"{node}: would drain: ocibench: gpu_count (7x" in proc.stdout, text(proc)
     assert json.loads((tmp_path / "state.json").read_text())["action"] == "would drain"
     assert node_states(cluster)[node] == ("idle", "")
+
+
+def test_the_prolog_drains_a_broken_node_before_its_job(cluster, fakes):
+    """Slurm's Prolog, `ocibench healthcheck --prolog`, on a node whose GPUs went
+    missing since its last health check (the prolog's own fake: the health loop still
+    reads the healthy one): the job does not run there, the node is drained, and once
+    the GPUs are back the health loop returns it (the drain is in the node's state
+    file, shared by both)."""
+    node = nodes()[2]
+    broken = FakeNode(CLUSTER_DIR / "health" / "prolog" / node)
+    broken.gpus(7)
+    marker = CLUSTER_DIR / "health" / f"{node}.job-ran"
+    try:
+        proc = cluster.head("sbatch", "-w", node, "-o", "/dev/null", "--wrap",
+                            f"touch {marker}")
+        assert proc.returncode == 0, text(proc)
+        job = proc.stdout.split()[-1]
+        states, took = wait_for(cluster, lambda s: s[node][0] == "drain", 60)
+        print(f"prolog: {node} drained in {took:.0f} s: {states[node][1]!r}")
+        shown = cluster.head("scontrol", "show", "job", job).stdout
+        print(" ".join(w for w in shown.split() if w.startswith(("JobState=", "Reason="))))
+        assert "JobState=COMPLETED" not in shown and not marker.exists(), shown
+        assert states[node][1].startswith("ocibench: gpu_count (7x"), states[node]
+        # the GPUs back: the health loop resumes the prolog's drain
+        shutil.rmtree(broken.where)
+        _, took = wait_for(cluster, lambda s: s[node] == ("idle", "")
+                           or s[node][0] in ("alloc", "mix"), 2 * INTERVAL_S + RUN_SLACK_S)
+        print(f"prolog's drain resumed by the health check in {took:.0f} s")
+    finally:
+        cluster.head("scancel", job) if "job" in locals() else None
+        shutil.rmtree(broken.where, ignore_errors=True)
