@@ -66,7 +66,7 @@ def test_a_healthy_node_passes_every_probe(node: FakeNode) -> None:
     results = check.run_probes(context(node))
     assert {r.name: r.state for r in results} == {
         "gpu_count": PASS, "xid": PASS, "row_remap": PASS, "pcie": PASS, "nvlink": PASS,
-        "rdma mlx5_4:1": PASS, "rdma mlx5_6:1": PASS}
+        "rdma mlx5_4:1": PASS, "rdma mlx5_6:1": PASS, "fabric_manager": PASS}
     assert all(r.evidence and r.duration_s >= 0 for r in results)
 
 
@@ -244,6 +244,35 @@ def test_an_active_port_whose_counter_cannot_be_read_is_unknown(node: FakeNode) 
     got, evidence = found(node, "rdma")["rdma mlx5_4:1"]
     assert got == UNKNOWN and "link_downed not read: missing" in evidence
 
+
+# --------------------------------------------------------------------------- fabric manager
+
+
+@pytest.mark.parametrize("said", ["inactive", "failed"])
+def test_a_fabric_manager_not_running_fails(node: FakeNode, said: str) -> None:
+    node.service("nvidia-fabricmanager", said)
+    got, evidence = one(node, "fabric_manager")
+    assert got == FAIL and f"nvidia-fabricmanager {said}" in evidence
+
+
+def test_a_fabric_manager_starting_or_not_told_is_unknown(node: FakeNode) -> None:
+    node.service("nvidia-fabricmanager", "activating")
+    assert one(node, "fabric_manager")[0] == UNKNOWN
+    (node.bin / "hang-systemctl").write_text("")
+    got, evidence = one(node, "fabric_manager")
+    assert got == UNKNOWN and "ran past" in evidence
+    (node.bin / "systemctl").unlink()
+    (node.bin / "hang-systemctl").unlink()
+    os.environ["PATH"] = str(node.bin)     # no systemctl anywhere (monkeypatched PATH)
+    got, evidence = one(node, "fabric_manager")
+    assert got == UNKNOWN and "systemctl not on PATH" in evidence
+
+
+def test_a_shape_that_declares_no_fabric_manager_has_no_such_probe(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    fake = FakeNode(tmp_path / "node", "BM.GPU.B200.8")
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    assert "fabric_manager" not in {r.name for r in check.run_probes(context(fake))}
 
 # --------------------------------------------------------------------------- history
 

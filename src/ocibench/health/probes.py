@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ocibench import accelerators, metrics, shapes
+from ocibench import accelerators, capabilities, metrics, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
 from ocibench.history import drift, store
@@ -308,6 +308,26 @@ def probe_rdma(ctx: Context) -> list[Finding]:
     return findings
 
 
+#: The service a shape's ``capabilities.fabric_manager`` needs running.
+FABRIC_MANAGER = "nvidia-fabricmanager"
+
+
+def probe_fabric_manager(ctx: Context) -> list[Finding]:
+    """NVIDIA's Fabric Manager on a board whose GPUs meet in NVSwitches: not running,
+    CUDA does not initialise on the node (NVIDIA Fabric Manager User Guide).  Asked of
+    systemd, which says the unit's state on stdout (systemctl(1) is-active)."""
+    ran = preflight.run(["systemctl", "is-active", FABRIC_MANAGER], ctx.timeout())
+    said = (ran.out.strip().splitlines() or [""])[0]
+    evidence = f"{FABRIC_MANAGER} {said or 'gave no state'} [`{ran.command}`]"
+    if said == "active" and not ran.why:
+        return [Finding("fabric_manager", PASS, evidence)]
+    if said in ("inactive", "failed") and not ran.timed_out and not ran.missing:
+        # an unknown unit is "inactive" too: on this shape, not installed is as broken
+        return [Finding("fabric_manager", FAIL, evidence)]
+    # not installed systemctl, a hang, "activating" (starting: asked again next run)
+    return [Finding("fabric_manager", UNKNOWN, f"{evidence}: {ran.why or 'not a final state'}")]
+
+
 def _figure(record: store.Record) -> str:
     size = f" {record.size} B" if record.size is not None else ""
     variant = f" {record.variant}" if record.variant else ""
@@ -395,6 +415,8 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Callable[[Context], list[Fin
     ("pcie", lambda c: c.exp.gpu_count > 0, probe_pcie),
     ("nvlink", lambda c: int(c.exp.capabilities.get("nvlink") or 0) > 0, probe_nvlink),
     ("rdma", lambda c: bool(c.exp.rdma_devices), probe_rdma),
+    ("fabric_manager", lambda c: capabilities.present(
+        c.exp.capabilities.get("fabric_manager")), probe_fabric_manager),
     ("history", lambda c: c.history_db is not None, probe_history),
     ("drift", lambda c: c.history_db is not None, probe_drift),
 )
