@@ -13,7 +13,7 @@ each ROUNDS times, and prints the median, the spread and the file's size.
 
 The build is a bulk load, not DAYS calls of ``History.add``: the series and sessions are
 created through ``History.add`` (one day), then the remaining days are written straight
-into the results table in its key order (series, session) with executemany in large
+into the results table in its key order (session, series) with executemany in large
 transactions, which takes minutes instead of hours.  The file is the same as the one
 the daily sweeps would have left.
 
@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import random
+import sqlite3
 import statistics
 import sys
 import time
@@ -71,32 +72,28 @@ def build(path: Path, nodes: int, figs: list, days: int, rng: random.Random) -> 
     with History(path) as history:
         history.add(sweep(nodes, figs, 0, rng))   # the series, session 1, software 1
         db = history._db   # the bulk load below writes the same tables History.add does
-        db.execute("BEGIN")
-        db.executemany("INSERT INTO sessions (name) VALUES (?)",
-                       [(f"sweep-{d:04d}",) for d in range(1, days)])
-        db.execute("COMMIT")
-        session = {name: sid for sid, name in db.execute("SELECT id, name FROM sessions")}
-        series = [(sid, base) for sid, base in zip(
-            [s for (s,) in db.execute("SELECT id FROM series ORDER BY id")],
-            [f[5] for _ in range(nodes) for f in figs])]
-        batch = 2_000_000
-        rows = []
-        for sid, base in series:   # in key order (series, session): appends, no page splits
-            node = (sid - 1) // len(figs)
-            for d in range(1, days):
-                rows.append((sid, session[f"sweep-{d:04d}"], START + d * DAY + node,
-                             base * (1 + rng.gauss(0, 0.01)), "pass", base, base * 0.9, 1))
-            if len(rows) >= batch:
+        series = [(sid, figs[(sid - 1) % len(figs)][5]) for (sid,) in
+                  db.execute("SELECT id FROM series ORDER BY id")]
+        rows: list[tuple] = []
+        for d in range(1, days):   # in key order (session, series): appended
+            t = START + d * DAY
+            db.execute("BEGIN")
+            session = db.execute("INSERT INTO sessions (name, time) VALUES (?, ?)",
+                                 (f"sweep-{d:04d}", t + nodes)).lastrowid
+            db.execute("COMMIT")
+            rows += [(session, sid, t + (sid - 1) // len(figs),
+                      base * (1 + rng.gauss(0, 0.01)), "pass", base, base * 0.9, 1)
+                     for sid, base in series]
+            if len(rows) >= 2_000_000 or d == days - 1:
                 _write(db, rows)
                 rows = []
-                print(f"  {sid}/{len(series)} series", file=sys.stderr, flush=True)
-        _write(db, rows)
+                print(f"  day {d}/{days}", file=sys.stderr, flush=True)
     return time.perf_counter() - started
 
 
 def _write(db, rows) -> None:
     db.execute("BEGIN")
-    db.executemany("INSERT INTO results (series, session, time, value, verdict, documented, "
+    db.executemany("INSERT INTO results (session, series, time, value, verdict, documented, "
                    "floor, software) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     db.execute("COMMIT")
 
@@ -120,34 +117,52 @@ def main() -> int:
         built = build(args.db, args.nodes, figs, args.days, rng)
     with History(args.db, readonly=True) as history:
         rows_before = history._db.execute("SELECT count(*) FROM results").fetchone()[0]
-    inserts, reads, series_reads = [], [], []
+        # new sessions after every one already there (a rerun with --reuse adds more)
+        first = history._db.execute("SELECT count(*) FROM sessions").fetchone()[0] + 1000
+    inserts, reads, series_reads, latest_reads, medians = [], [], [], [], []
+    insert_cpu, read_cpu = [], []   # this process's CPU seconds: the share of a loaded machine
     for r in range(args.rounds):
-        records = sweep(args.nodes, figs, args.days + 1000 + r, rng)
+        records = sweep(args.nodes, figs, first + r, rng)
         with History(args.db) as history:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             added = history.add(records)
             inserts.append(time.perf_counter() - started)
+            insert_cpu.append(time.process_time() - cpu)
         assert added == len(records), added
         node = f"gpu-{rng.randrange(args.nodes):04d}"
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         with History(args.db, readonly=True) as history:
             found = history.history(node)
         reads.append(time.perf_counter() - started)
+        read_cpu.append(time.process_time() - cpu)
         check, variant, size, figure, _, _ = figs[r % len(figs)]
         started = time.perf_counter()
         with History(args.db, readonly=True) as history:
             one = history.series(node, check, variant, size, figure)
         series_reads.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        with History(args.db, readonly=True) as history:
+            newest = history.latest(node)
+        latest_reads.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        with History(args.db, readonly=True) as history:
+            history.cluster_median(check, variant, size, figure)
+        medians.append(time.perf_counter() - started)
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), "
-                   f"Python {platform.python_version()}",
+                   f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}",
+        "load_average": os.getloadavg(),
         "nodes": args.nodes, "figures": args.figures, "days": args.days,
         "rows": rows_before, "build_s": built, "rounds": args.rounds,
         "insert_sweep_s": {"median": statistics.median(inserts), "min": min(inserts),
-                           "max": max(inserts), "rows": len(records)},
+                           "max": max(inserts), "cpu_median": statistics.median(insert_cpu),
+                           "rows": len(records)},
         "read_node_s": {"median": statistics.median(reads), "min": min(reads),
-                        "max": max(reads), "rows": len(found)},
+                        "max": max(reads), "cpu_median": statistics.median(read_cpu),
+                        "rows": len(found)},
         "read_series_s": {"median": statistics.median(series_reads), "rows": len(one)},
+        "latest_node_s": {"median": statistics.median(latest_reads), "rows": len(newest)},
+        "cluster_median_s": {"median": statistics.median(medians), "nodes": args.nodes},
         "db_bytes": args.db.stat().st_size,
     }
     json.dump(result, sys.stdout, indent=1)

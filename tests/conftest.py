@@ -116,7 +116,8 @@ FILE_COSTS = {
 #: at a time (cluster_support.take_session_lock), so they are one unit of work: one
 #: process runs them one after the other, instead of one process idling on the lock
 #: while the other holds it.
-CLUSTER_FILES = ("test_cluster.py", "test_sweep_cluster.py", "test_healthcheck_cluster.py")
+CLUSTER_FILES = ("test_cluster.py", "test_sweep_cluster.py", "test_drift_cluster.py",
+                 "test_healthcheck_cluster.py")
 CLUSTER_UNIT = "the loopback cluster"
 
 

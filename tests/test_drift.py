@@ -32,6 +32,8 @@ def test_a_sustained_drop_is_flagged():
     # one low sweep is half of the recent median (the last 2 sweeps): 8 % below is 3.5 %
     assert drift.flags(QUIET + [92.0], 100.0, True) is None
     assert drift.flags(QUIET + [92.0, 92.0], 100.0, True) is not None
+    # 12 % below in one sweep moves the median of 2 (k = 2) 5.5 %: flagged at once
+    assert drift.flags(QUIET + [88.0], 100.0, True) is not None
 
 
 def test_noise_within_three_scaled_mads_is_not_flagged():
@@ -73,11 +75,13 @@ def test_too_short_a_history_has_no_baseline():
 
 
 def test_the_figure_mad_pools_nodes_at_their_own_levels():
-    # two nodes, one at 10, one at 1000, each +-1 %: the pooled MAD is 1 % scaled
-    low = [10.0 + (0.1 if i % 2 else -0.1) for i in range(20)] + [0.0, 0.0]
-    high = [1000.0 + (10.0 if i % 2 else -10.0) for i in range(20)] + [0.0, 0.0]
-    assert drift.figure_mad([low, high]) == pytest.approx(drift.MAD_SCALE * 0.01)
-    assert drift.figure_mad([low[:5]]) is None          # too short a baseline
+    # a flat node at 10 and one at 1000 +- 3 %: each value is taken around its own node's
+    # baseline, so the pool's deviations are 20 x 0 and 20 x 3 %: a MAD of 1.5 %
+    flat = [10.0] * 20 + [0.0, 0.0]
+    wide = [970.0, 1030.0] * 10 + [0.0, 0.0]
+    assert drift.figure_mad([flat]) == 0.0
+    assert drift.figure_mad([flat, wide]) == pytest.approx(drift.MAD_SCALE * 0.015)
+    assert drift.figure_mad([flat[:5]]) is None          # too short a baseline
 
 
 def test_offences_and_persistence_from_events():
@@ -254,3 +258,65 @@ def test_the_sweep_never_drains_a_drifting_node_it_could_not_judge(tmp_path: Pat
         assert marked["node3"].action is Action.RERUN
         assert sweeping.drain_wanted(marked) == {}
         assert [k for _, k, _ in history.events("node3")] == ["flagged"]   # none added
+
+
+def test_the_sweep_keeps_its_figures_then_judges_drift_before_the_drains(tmp_path: Path,
+                                                                          local):  # noqa: F811
+    path = tmp_path / "h.sqlite"
+    with History(path) as history:   # 20 earlier sweeps: every pair at 41 us (+- 1 %)
+        for sweep in range(1, 21):
+            history.add([Record(node=n, check="osu_latency", variant="", size=1,
+                                figure="latency", unit="us", verdict="no reference",
+                                value=41.0 * (1 + 0.01 * ((i + sweep) % 3 - 1)),
+                                time=1000.0 * sweep, session=f"s{sweep}")
+                         for i, n in enumerate(names(8))])
+    # this sweep: node3's two pairs 20 % slower; outliers off, as on the loopback cluster
+    jobs = pair_jobs(local, [41.0, 49.2, 49.2, 41.0, 41.0, 41.0, 41.0, 41.0])
+    the_plan = plan.make_plan(names(8), [PAIR_CASE])
+    result = sweeping.Sweep(the_plan, jobs=jobs, outlier_k=1e6,
+                            nodes=sweeping.judge_nodes(the_plan, jobs, 1e6, {}))
+    assert result.nodes["node3"].verdict is NodeVerdict.PASS
+    sweeping._drift(result, path)
+    assert result.errors == [] and result.kept is not None
+    assert result.nodes["node3"].verdict is NodeVerdict.DRIFTING, result.nodes["node3"]
+    assert result.nodes["node3"].action is Action.RERUN
+    with History(path) as history:
+        assert [k for _, k, _ in history.events("node3")] == ["flagged"]
+    # what the sweep drains and returns becomes the node's events
+    result.drain = actions.DrainDecision(2, {"node3": "ocibench: x"}, None)
+    result.drained, result.undrained = ["node3"], ["node5"]
+    sweeping._keep_events(result, path)
+    with History(path) as history:
+        assert [(k, r) for _, k, r in history.events("node3")][1:] == \
+            [("drained", "ocibench: x")]
+        assert [k for _, k, _ in history.events("node5")] == ["resumed"]
+    # a history that is no history: an error of the sweep, and no drift
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database")
+    result = sweeping.Sweep(the_plan, jobs=jobs, outlier_k=1e6,
+                            nodes=sweeping.judge_nodes(the_plan, jobs, 1e6, {}))
+    sweeping._drift(result, bad)
+    assert len(result.errors) == 1 and "drift not judged" in result.errors[0]
+    assert result.nodes["node3"].verdict is NodeVerdict.PASS
+
+
+def test_the_latest_flag_is_the_last_sweeps_word(tmp_path: Path):
+    with History(tmp_path / "h.sqlite") as history:
+        fill(history, 22)
+        assert drift.latest_flag(history, "gpu-3") is None
+        history.add_event("gpu-3", "flagged", 22500.0, "drifting: x", "s22")
+        assert drift.latest_flag(history, "gpu-3") == (22500.0, "drifting: x")
+        history.add([rec(n, 23, wobble(n, 23)) for n in NODES])   # a sweep that found none
+        assert drift.latest_flag(history, "gpu-3") is None
+        history.add_event("gpu-3", "flagged", 23500.0, "drifting: y", "s23")
+        history.add_event("gpu-3", "drained", 23600.0, "ocibench: y", "s23")
+        assert drift.latest_flag(history, "gpu-3") is None
+
+
+def test_many_nodes_are_judged_as_each_alone(tmp_path: Path):
+    with History(tmp_path / "h.sqlite") as history:
+        fill(history, 22, {"gpu-3": (21, 0.93), "gpu-6": (21, 0.9)})
+        together = drift.drifting_nodes(history, NODES)
+        assert {n for n, d in together.items() if d} == {"gpu-3", "gpu-6"}
+        for node in NODES:
+            assert together[node] == drift.drifting(history, node), node

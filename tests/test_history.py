@@ -3,14 +3,37 @@ and ``ocibench history add`` writing to it, and ``ocibench history`` reading it.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
+import json
+import os
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from ocibench import paths
+from ocibench import cli, paths
 from ocibench.history import store
 from ocibench.history.store import History, HistoryError, Record
+from ocibench.metrics import NodeVerdict
+from ocibench.sweep import plan
+from ocibench.sweep import run as sweeping
+from ocibench.sweep.plan import GROUPS, SINGLE
+from ocibench.sweep.rfm import SESSION_EXTRA
+from ocibench.sweep.verdicts import JobResult
+from test_report import TINY_CHECK, reframe_report  # noqa: F401  (a fixture: a real run)
+from test_sweep import (  # the sweep's own jobs and shape fixture
+    GROUP_CASE,
+    PAIR_CASE,
+    SINGLE_CASE,
+    latency_row,
+    local,  # noqa: F401  (a fixture)
+    names,
+    pair_jobs,
+)
 
 VARIANT = "buffers=D-D nodes=2"
 
@@ -121,3 +144,242 @@ def test_history_db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("OCIBENCH_HISTORY_DB")
     monkeypatch.setenv("OCIBENCH_CACHE", str(tmp_path / "cache"))
     assert paths.history_db() == tmp_path / "cache" / "history.sqlite"
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+
+def test_a_sweep_keeps_each_nodes_figure_from_the_job_its_verdict_comes_from(
+        local, tmp_path):  # noqa: F811
+    # node3's link adds 4 ms: both its pairs are slow and the sweep pins them on it;
+    # node2 and node4 pass on their other pairs, and those are the values they keep.
+    values = [41.0, 4040.0, 4052.0, 40.0, 42.5, 39.0, 40.7, 41.9]
+    the_plan = plan.make_plan(names(8), [PAIR_CASE])
+    result = sweeping.Sweep(the_plan)
+    result.jobs = pair_jobs(local, values)
+    for job in result.jobs:
+        job.params = {"buffers": "H-H", "nodes": 2, "sizes": "1:1"}
+    result.nodes = sweeping.judge_nodes(the_plan, result.jobs, 3.5, {})
+    assert result.nodes["node3"].verdict is NodeVerdict.OUTLIER
+    assert result.keep(tmp_path / "h.sqlite") == (8, 8)
+    with History(tmp_path / "h.sqlite", readonly=True) as history:
+        kept = {n: history.latest(n) for n in history.nodes()}
+    assert {n: [r.value for r in found] for n, found in kept.items()} == {
+        "node1": [41.0], "node2": [41.0], "node3": [4040.0], "node4": [40.0],
+        "node5": [40.0], "node6": [42.5], "node7": [39.0], "node8": [40.7]}
+    record = kept["node3"][0]
+    assert (record.check, record.variant, record.size, record.figure, record.unit,
+            record.session, record.time) == ("osu_latency", "buffers=H-H nodes=2", 1,
+                                             "latency", "us", result.session,
+                                             result.started)
+    # the same sweep kept again adds nothing
+    assert result.keep(tmp_path / "h.sqlite") == (0, 8)
+
+
+def test_a_group_failure_pinned_on_another_node_is_not_kept_for_its_members(
+        local, tmp_path):  # noqa: F811
+    the_plan = plan.make_plan(names(8), [SINGLE_CASE, GROUP_CASE])
+    singles = [JobResult(SINGLE_CASE, (n,), SINGLE, rows=[latency_row(local, 9.0 if n == "node5"
+                                                                      else 1.0, nodes=1)])
+               for n in names(8)]
+    # node5's group printed its figure, then failed
+    groups = [JobResult(GROUP_CASE, g, GROUPS, rows=[latency_row(local, 90.0 if "node5" in g
+                                                                 else 30.0, nodes=4)],
+                        failed="benchmark crashed" if "node5" in g else None)
+              for g in the_plan.groups[4]]
+    result = sweeping.Sweep(the_plan)
+    result.jobs = singles + groups
+    result.nodes = sweeping.judge_nodes(the_plan, result.jobs, 3.5, {})
+    # node5 is slow on its own; its group (node5..node8) is pinned on it
+    assert result.nodes["node5"].verdict is NodeVerdict.FAIL
+    assert result.nodes["node6"].verdict is NodeVerdict.PASS
+    assert "group node5+node6+node7+node8 did not" in result.nodes["node6"].reason
+    result.keep(tmp_path / "h.sqlite")
+    with History(tmp_path / "h.sqlite", readonly=True) as history:
+        assert sorted((r.check, r.value) for r in history.latest("node5")) == \
+            [("osu_allreduce", 90.0), ("osu_latency", 9.0)]
+        assert sorted((r.check, r.value) for r in history.latest("node6")) == \
+            [("osu_latency", 1.0)]
+        assert sorted((r.check, r.value) for r in history.latest("node1")) == \
+            [("osu_allreduce", 30.0), ("osu_latency", 1.0)]
+
+
+# --------------------------------------------------------------------------- the command
+
+def history_cli(*argv: str) -> tuple[int, str, str]:
+    """`ocibench history ...` in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli.main(["history", *argv])
+        except SystemExit as exit_:   # argparse's usage errors
+            status = exit_.code
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_history_add_of_a_real_reframe_run(reframe_report, tmp_path):  # noqa: F811
+    db = tmp_path / "h.sqlite"
+    status, out, err = history_cli("add", "--db", str(db), str(reframe_report))
+    assert status == 0, err
+    session = json.loads(reframe_report.read_text())["session_info"]["uuid"]
+    assert "5 added, 0 already kept" in out
+    # the same run again adds nothing
+    status, out, _ = history_cli("add", "--db", str(db), str(reframe_report))
+    assert status == 0 and "0 added, 5 already kept" in out
+    host = json.loads(reframe_report.read_text())["runs"][0]["testcases"][0]["job_nodelist"][0]
+    with History(db, readonly=True) as history:
+        assert history.nodes() == [host]
+        bw = [r for r in history.latest(host) if r.check == "osu_bw"]
+    # osu_bw as on BM.Optimized3.36 (test_report.TINY_CHECK): judged against the
+    # documented 12,254.16 MB/s, its floor the tolerance's lower bound
+    assert [(r.variant, r.size, r.figure, r.value, r.unit, r.verdict, r.documented,
+             r.session) for r in bw] == [("buffers=H-H nodes=2", 268435456, "bandwidth",
+                                          12000.0, "MB/s", "pass", 12254.16, session)]
+    assert bw[0].floor is not None and bw[0].floor < 12000.0
+    assert bw[0].image is not None and ", kernel " in bw[0].image   # from provenance.json
+
+
+def test_the_table_and_its_filters(tmp_path):
+    db = tmp_path / "h.sqlite"
+    day = 86400.0
+    with History(db) as history:
+        history.add([rec("gpu-1", 99.0, 10 * day, "s1"), rec("gpu-1", 97.0, 20 * day, "s2"),
+                     rec("gpu-2", 98.0, 20 * day, "s2"),
+                     rec("gpu-2", 4.0, 20 * day, "s2", check="stream", variant="threads=96",
+                         size=None, figure="Triad", unit="GB/s", documented=None, floor=None)])
+    status, out, err = history_cli("--db", str(db))
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:6] == ["node", "check", "variant", "size", "figure", "value"]
+    # each node's newest figures: gpu-1's 97 (not its older 99), gpu-2's two
+    assert [line.split()[:2] + [line.split()[-8]] for line in lines[1:]] == [
+        ["gpu-1", "osu_bw", "97.00"], ["gpu-2", "osu_bw", "98.00"],
+        ["gpu-2", "stream", "4.00"]]
+    status, out, _ = history_cli("--db", str(db), "--node", "gpu-1")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["gpu-1", "gpu-1"]
+    assert "99.00" in out and "97.00" in out
+    status, out, _ = history_cli("--db", str(db), "--node", "gpu-1", "--since", "1970-01-15")
+    assert "99.00" not in out and "97.00" in out
+    status, out, _ = history_cli("--db", str(db), "--check", "stream")
+    assert [line.split()[:2] for line in out.splitlines()[1:]] == [["gpu-2", "stream"]]
+
+
+def test_the_page_shows_each_figure_over_time(tmp_path):
+    db, page = tmp_path / "h.sqlite", tmp_path / "out" / "history.html"
+    with History(db) as history:
+        history.add([rec(f"gpu-{n}", 95.0 + n, t * 86400.0, f"s{t}", image="OL8 <b>")
+                     for n in range(3) for t in range(1, 5)])
+    status, out, err = history_cli("--db", str(db), "--node", "gpu-1", "--html", str(page))
+    assert status == 0, err
+    text = page.read_text()
+    assert "<h1>Figures over time: gpu-1</h1>" in text
+    assert "osu_bw buffers=D-D nodes=2 bandwidth 8 KiB" in text
+    assert text.count('src="data:image/png;base64,') == 1
+    assert "OL8 &lt;b&gt;" in text and "OL8 <b>" not in text   # escaped
+    assert "cluster&#39;s\nmedian per session" in text or "median per session" in text
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--node", "gpu-9"], "--node gpu-9: no such node in"),
+    (["--check", "osu_nope"], "--check osu_nope: unknown check"),
+    (["--since", "last tuesday"], "'last tuesday' is neither a date"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, words):
+    db = tmp_path / "h.sqlite"
+    with History(db) as history:
+        history.add([rec("gpu-1", 99.0, 10.0, "s1")])
+    status, out, err = history_cli("--db", str(db), *argv)
+    assert status == 2 and words in err, err
+    assert "Traceback" not in err and out == ""
+
+
+def test_an_unreadable_history_is_one_line_and_exit_2(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("x" * 4096)
+    for db, words in ((text, "not an ocibench history"),
+                      (tmp_path / "absent.sqlite", "no history there")):
+        status, _, err = history_cli("--db", str(db))
+        assert status == 2 and words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_history_add_of_a_bad_report_adds_nothing(tmp_path):
+    db, bad = tmp_path / "h.sqlite", tmp_path / "bad.json"
+    bad.write_text('{"session_info": {"data_version": "3.1"}, "runs": []}')
+    status, _, err = history_cli("add", "--db", str(db), str(bad))
+    assert status == 2 and "data_version '3.1'" in err and len(err.splitlines()) == 1, err
+    assert not db.exists()
+
+
+def test_a_sweeps_step_report_is_kept_under_the_sweeps_session(tmp_path):
+    """The sweep tags each ReFrame session with its own (--session-extras, as
+    ocibench.sweep.rfm.run_step does): adding a step's run report later keeps its
+    figures under the sweep's session, so the sweep's figures are not kept twice."""
+    exe = shutil.which("reframe")
+    if not exe:
+        pytest.skip("reframe is not installed (pip install 'ocibench[test]')")
+    (tmp_path / "tiny_osu.py").write_text(TINY_CHECK)
+    report = tmp_path / "step.json"
+    env = {**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")}
+    done = subprocess.run(
+        [exe, "-c", str(tmp_path / "tiny_osu.py"), "-n", "osu_bw", "-r", "--prefix",
+         str(tmp_path / "rfm"), "--report-file", str(report),
+         f"--session-extras={SESSION_EXTRA}=sweep-1234"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:]
+    db = tmp_path / "h.sqlite"
+    status, _, err = history_cli("add", "--db", str(db), str(report))
+    assert status == 0, err
+    with History(db, readonly=True) as history:
+        assert {r.session for n in history.nodes() for r in history.latest(n)} == \
+            {"sweep-1234"}
+
+
+def test_the_sweep_command_adds_its_nodes_and_names_a_history_it_cannot_write(
+        local, tmp_path, capsys):  # noqa: F811
+    from ocibench.commands import sweep as command
+
+    the_plan = plan.make_plan(names(5), [SINGLE_CASE])
+    result = sweeping.Sweep(the_plan)
+    result.jobs = [JobResult(SINGLE_CASE, (n,), SINGLE, rows=[latency_row(local, v, nodes=1)],
+                             params={"buffers": "H-H", "nodes": 1, "sizes": "1:1"})
+                   for n, v in zip(the_plan.nodes, [1.0, 1.01, 0.99, 1.0, 1.02])]
+    result.nodes = sweeping.judge_nodes(the_plan, result.jobs, 3.5, {})
+    args = argparse.Namespace(json=tmp_path / "sweep.json", html=None, drain=False,
+                              no_history=False, history=tmp_path / "h.sqlite")
+    assert command._report(args, result) == 0
+    assert f"history: 5 figure(s) of 5 node(s) added to {args.history}" in \
+        capsys.readouterr().err
+    with History(args.history, readonly=True) as history:
+        assert history.nodes() == names(5)
+    assert json.loads(args.json.read_text())["session"] == result.session
+    # a file that is no history: one line, exit 2, the JSON written all the same
+    args.history = tmp_path / "sweep.json"
+    args.json = tmp_path / "again.json"
+    assert command._report(args, result) == 2
+    err = capsys.readouterr().err
+    assert "ocibench sweep: history: " in err and "not an ocibench history" in err
+    assert args.json.is_file()
+
+
+def test_a_runs_rows_as_records():
+    from ocibench.figures.judge import Row
+    from ocibench.history import rows
+    from ocibench.metrics import Verdict
+
+    # nccl-tests' busbw column: the size its values are at (the run's largest, -e)
+    nccl = rows.records("gpu-1", "nccl_all_reduce_perf",
+                        {"nodes": 1, "gpus_per_node": 8, "begin": "8", "end": "1G",
+                         "factor": 2, "step": "1M"},
+                        [Row("busbw", "out_of_place", 480.0, "GB/s", Verdict.PASS,
+                             reference=482.0, lower=433.8, floor=450.0)],
+                        time=1.0, session="s")
+    assert [(r.variant, r.size, r.figure, r.floor) for r in nccl] == [
+        ("gpus_per_node=8 nodes=1", 2**30, "out_of_place", 450.0)]
+    # a latency's worst passing value is the lower of its ceiling and floor; a row the
+    # run never measured is not kept
+    lat = rows.records("gpu-1", "osu_latency", {"buffers": "H-H", "nodes": 2, "sizes": "1:8"},
+                       [Row("latency", 1, 2.0, "us", Verdict.PASS, upper=2.5, floor=3.0),
+                        Row("latency", 8, None, "us", Verdict.FAIL)], time=1.0, session="s")
+    assert [(r.variant, r.size, r.figure, r.floor) for r in lat] == [
+        ("buffers=H-H nodes=2", 1, "latency", 2.5)]

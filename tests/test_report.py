@@ -490,10 +490,10 @@ def test_run_report_of_an_unknown_format_is_refused(tmp_path, version):
 
 
 def test_the_installed_reframe_writes_a_known_format(reframe_report, tmp_path):
-    from ocibench.report.load import REFRAME_DATA_VERSIONS
+    from ocibench.reframe.runreport import DATA_VERSIONS
 
     version = json.loads(reframe_report.read_text())["session_info"]["data_version"]
-    assert version in REFRAME_DATA_VERSIONS
+    assert version in DATA_VERSIONS
     status, stdout, stderr = _ocibench("report", str(reframe_report),
                                        "-o", str(tmp_path / "out"))
     assert status == 0, stderr

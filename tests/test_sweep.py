@@ -325,8 +325,8 @@ def test_json_has_the_interface_fields(local):
     assert data["nodes"]["node5"]["action"] == "rerun"
     assert data["nodes"]["node9"]["verdict"] == "unreachable"
     assert data["nodes"]["node9"]["reason"] == "Slurm state down*: Not responding"
-    assert data["summary"] == {"pass": 4, "unjudged": 0, "outlier": 1, "fail": 0,
-                               "unreachable": 1}
+    assert data["summary"] == {"pass": 4, "unjudged": 0, "drifting": 0, "outlier": 1,
+                               "fail": 0, "unreachable": 1}
     cell = data["nodes"]["node2"]["checks"][SINGLE_CASE.name]
     assert cell["value"] == 1.01 and cell["unit"] == "us" and cell["jobs"] == [["node2"]]
     assert {"plan", "drain", "outlier_k"} <= set(data)
@@ -469,6 +469,25 @@ def test_a_job_cancelled_while_pending_never_started(tmp_path):
     assert never_started({**pending, "job_nodelist": ["node6", "node7"]}) is None  # it ran
     assert never_started({**pending, "fail_phase": "setup"}) is None
     assert never_started({**pending, "result": "pass"}) is None
+
+
+@pytest.mark.parametrize("report, shown", [
+    ({"session_info": {"data_version": "3.1"}, "runs": []},
+     "session_info.data_version '3.1': a ReFrame run report format"),
+    ({"session_info": {"data_version": "4.2"}, "runs": [{"testcases": [
+        {"name": "osu_latency_check", "check_name": "osu_latency", "result": "pass",
+         "sweep_nodes": "nodeA", "job_nodelist": "nodeA"}]}]},
+     "runs[0].testcases[0].job_nodelist: a string (\"nodeA\") where a list is expected"),
+])
+def test_a_step_report_the_sweep_cannot_read_stops_it_on_one_line(tmp_path, report, shown):
+    """Read by ocibench.reframe.runreport: the sweep stops with a ReframeError (one
+    line, which the command prints), never a traceback."""
+    from ocibench.sweep import rfm
+    wave = plan.Wave(SINGLE, 1, (("nodeA",),), (SINGLE_CASE,))
+    path = tmp_path / "step-001.json"
+    with pytest.raises(rfm.ReframeError) as caught:
+        rfm.results(report, path, wave, SINGLE_CASE)
+    assert str(caught.value).startswith(f"{path}: {shown}")
 
 
 def test_a_step_pins_one_real_job_per_group_and_judges_it(lmod_init, mpirun, tmp_path,

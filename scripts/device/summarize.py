@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ocibench.figures import outputs
-from ocibench.report.load import case_variables
+from ocibench.reframe import runreport
 
 #: Link limits, GB/s each way: NVLink 4 (18 links x 25 GB/s) between the H200s, PCIe
 #: Gen5 x16 (32 GT/s x 16 lanes, 128b/130b: 63 GB/s, where ~64 is often quoted) between
@@ -114,26 +114,29 @@ def read_reframe(run_dir: Path) -> tuple[dict[str, float], list[str]]:
     reports = sorted((run_dir / "reports").glob("run-report-*.json"))
     if not reports:
         return values, [f"{run_dir.name}: no ReFrame run report"]
-    for case in json.loads(reports[-1].read_text())["runs"][-1]["testcases"]:
-        figure = reframe_figure(case["display_name"])
-        if case["result"] == "skip":
-            if figure or "host_device" in case["display_name"]:
-                notes.append(f"{run_dir.name}: SKIP {case['display_name']}: "
-                             f"{case_variables(case).get('skip_reason')}")
+    try:
+        report = runreport.read(reports[-1])
+    except runreport.RunReportError as err:
+        return values, [f"{run_dir.name}: {err}"]
+    for case in report.benchmarks():   # of a retried case, its last run
+        figure = reframe_figure(case.name)
+        if case.skipped:
+            if figure or "host_device" in case.name:
+                notes.append(f"{run_dir.name}: SKIP {case.name}: {case.get('skip_reason')}")
             continue
         if figure is None:
             continue
-        if case["result"] != "pass":
-            notes.append(f"{run_dir.name}: {case['result'].upper()} {case['display_name']}: "
+        if not case.passed:
+            notes.append(f"{run_dir.name}: {str(case.result).upper()} {case.name}: "
                          f"{case.get('fail_reason')}")
-        out = local_path(case["outputdir"] or "", run_dir) / "rfm_job.out"
+        out = local_path(case.get("outputdir") or "", run_dir) / "rfm_job.out"
         if not out.is_file():
-            notes.append(f"{run_dir.name}: {case['display_name']}: no rfm_job.out")
+            notes.append(f"{run_dir.name}: {case.name}: no rfm_job.out")
             continue
         try:
             values.update(figures_of(figure, out.read_text(errors="replace")))
         except (outputs.SanityError, ValueError) as err:
-            notes.append(f"{run_dir.name}: {case['display_name']}: {err}")
+            notes.append(f"{run_dir.name}: {case.name}: {err}")
     return values, notes
 
 

@@ -17,6 +17,7 @@ COMMANDS = {
     "audit-modules": "audit_modules",
     "preflight": "preflight",
     "sweep": "sweep",
+    "history": "history",
     "healthcheck": "healthcheck",
 }
 

@@ -1,4 +1,5 @@
-"""Read a JSON input file bounded: its size, its nesting, and what is not a file.
+"""Read a JSON input file bounded: its size, its nesting, and what is not a file; and
+check the type of each field a reader uses.
 
 The report's inputs and ``--preflight`` reports come from users and from other
 machines.  Python's reader takes any size (``/dev/zero`` never ends) and raises a
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from ocibench import metrics
 
 #: Far above any run report or evaluation (a sweep's ReFrame report is a few MB).
 MAX_BYTES = 64 * 2**20
@@ -69,3 +72,59 @@ def depth(data: Any, stop: int) -> int:
             children = value.values() if isinstance(value, dict) else value
             pending.extend((child, level + 1) for child in children)
     return deepest
+
+
+# --- Fields ------------------------------------------------------------------------
+# A reader checks the type of every field it uses before it uses one: a wrong one is a
+# JsonFileError naming the file and the field (as a path into the JSON document:
+# rows[0].measured), never a traceback further on.  These say nothing about whether a
+# value is right.
+
+def number(path: Path, where: str, value: Any) -> float:
+    """A finite number: NaN, infinities, booleans and strings are refused."""
+    if not metrics.is_number(value):
+        raise JsonFileError(f"{path}: {where}: {value!r} is not a finite number")
+    return float(value)
+
+
+def text(path: Path, where: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise JsonFileError(f"{path}: {where}: {value!r} is not a string")
+    return value
+
+
+def optional_text(path: Path, where: str, value: Any) -> str | None:
+    return None if value is None else text(path, where, value)
+
+
+def text_list(path: Path, where: str, value: Any) -> list[str]:
+    """A list of strings, or nothing (None)."""
+    items = sequence(path, where, value if value is not None else [])
+    return [text(path, f"{where}[{index}]", item) for index, item in enumerate(items)]
+
+
+def choice(path: Path, where: str, value: Any, choices: Any) -> str:
+    choices = list(choices)
+    if not isinstance(value, str) or value not in choices:
+        raise JsonFileError(f"{path}: {where}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def mapping(path: Path, where: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise JsonFileError(f"{path}: {where}: {json_type(value)} where an object is expected")
+    return value
+
+
+def sequence(path: Path, where: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise JsonFileError(f"{path}: {where}: {json_type(value)} where a list is expected")
+    return value
+
+
+def json_type(value: Any) -> str:
+    """How JSON calls the value's type, with the value where it is short."""
+    kind = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")
+    shown = json.dumps(value)
+    return f"{kind} ({shown})" if kind != "null" and len(shown) <= 40 else kind

@@ -86,6 +86,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="write the node x check matrix as one offline HTML page")
+    parser.add_argument("--history", type=Path, metavar="FILE",
+                        help="the history every node's figures are added to (default "
+                             "$OCIBENCH_HISTORY_DB, else <cache>/history.sqlite)")
+    parser.add_argument("--no-history", action="store_true",
+                        help="add nothing to the history")
     parser.add_argument("--outlier-k", type=_positive(float), default=verdicts.OUTLIER_K,
                         metavar="K", help="robust deviations from the median that make an "
                         f"outlier (default {verdicts.OUTLIER_K})")
@@ -109,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         excludes=args.excludes, drain=args.drain, undrain=args.undrain,
         max_drain_fraction=args.max_drain_fraction, force=args.force,
         outlier_k=args.outlier_k, start_timeout=args.start_timeout, prefix=prefix,
-        setvars=args.setvars, state=args.state or STATE_FILE)
+        setvars=args.setvars, state=args.state or STATE_FILE,
+        history=None if args.no_history else (args.history or paths.history_db()))
     result = None
     try:
         with signals.as_ctrl_c():
@@ -156,6 +162,16 @@ def _report(args: argparse.Namespace, result) -> int:
             failed.append(str(err))
         except OSError as err:
             failed.append(f"cannot write {err.filename or path}: {err.strerror}")
+    if not args.no_history and result.jobs:
+        from ocibench.history.store import HistoryError
+
+        where = args.history or paths.history_db()
+        try:
+            added, nodes = result.kept if result.kept is not None else result.keep(where)
+            print(f"history: {added} figure(s) of {nodes} node(s) added to {where} "
+                  f"(session {result.session})", file=sys.stderr)
+        except HistoryError as err:
+            failed.append(f"history: {err}")
     for name, node in result.nodes.items():
         action = f" [{node.action}]" if node.action else ""
         print(f"{name}: {node.verdict}{action}: {node.reason}")

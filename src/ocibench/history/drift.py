@@ -21,8 +21,9 @@ The rule (issue 23, item 3), per node and figure, on the node's values one per s
 Why these numbers: scripts/bench-drift.py measures the rule on 1,000 synthetic series per
 figure, built from the run-to-run spreads this project recorded (docs/drift.md).  With
 k = 2, the pooled scaled MAD and a baseline of at least 15 sweeps, a sustained drop of
-max(5 %, 4 x MAD) is flagged within 3 sweeps in about 95-99 % of the series, and about
-1 % or fewer of the noise-only series are ever flagged over 52 sweeps.  k = 3 misses the
+max(5 %, 4 x MAD) is flagged within 3 sweeps in 94-100 % of the series (the noisiest
+latency misses 95 % narrowly), and at most 0.8 % of the noise-only series are ever
+flagged over 52 sweeps.  k = 3 misses the
 detection target (its median is all dropped only at the third sweep: one chance), the
 node's own MAD (20 values: off by 25 %) or the unscaled one (3 x 0.67 sigma) flag noise
 too often, and so does a baseline of 5 or 10 sweeps.
@@ -40,6 +41,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ocibench import metrics
 from ocibench.history.store import History, Record
@@ -53,8 +55,8 @@ RECENT_K = 2
 #: image, a replaced part) ages out.
 WINDOW = 20
 #: Fewer baseline sweeps than this: no baseline yet, never a flag.  With 5 or 10, the
-#: young baselines' noise flags 4.5 % or 1.2 % of noise-only series of the noisiest
-#: figure over 52 sweeps (docs/drift.md); a new node is judged from its 17th sweep.
+#: young baselines' noise flags up to 4.5 % or 1.6 % of the noisy figures' noise-only
+#: series over 52 sweeps (docs/drift.md); a new node is judged from its 17th sweep.
 MIN_BASELINE = 15
 #: Scaled MADs of a drop that make drift (the issue's 3).
 MAD_K = 3.0
@@ -120,7 +122,7 @@ def figure_mad(series: Iterable[Sequence[float]], *, k: int = RECENT_K, window: 
     ``min_baseline`` baseline values are left out.  None without any.
 
     Why pooled: a MAD of one node's 20 values is itself off by about 25 % (one standard
-    deviation), and a threshold of 3 MADs drawn low flags noise (docs/drift.md: 3-4 % of
+    deviation), and a threshold of 3 MADs drawn low flags noise (docs/drift.md: 7-8 % of
     noise-only series over 52 sweeps, against the 1 % allowed); 16 nodes' values give the
     figure's spread within about 6 %."""
     pooled: list[float] = []
@@ -155,11 +157,11 @@ def assess(values: Sequence[float], higher_is_better: bool, *, mad: float | None
 
 
 def flags(values: Sequence[float], cluster_median: float | None, higher_is_better: bool,
-          **rule: float) -> Assessment | None:
+          **rule: Any) -> Assessment | None:
     """The assessment when ``values`` drift (beyond the threshold and worse than the
     cluster's median), else None.  No cluster median (no other node measured the
     figure) is no flag: the rule cannot tell the node's change from the cluster's."""
-    found = assess(values, higher_is_better, **rule)  # type: ignore[arg-type]
+    found = assess(values, higher_is_better, **rule)
     if found is None or not found.beyond or cluster_median is None:
         return None
     if worse_by(found.recent, cluster_median, higher_is_better) <= 0:
@@ -222,26 +224,40 @@ def flagged_since(events: Iterable[tuple[float, str, str]], since: float | None)
     return bool(newest) and newest[-1] == "flagged"
 
 
-def _values(records: Iterable[Record], now: float | None) -> list[float]:
-    return [r.value for r in records
-            if r.verdict in SANE and (now is None or r.time <= now)]
+def _sane(records: Iterable[Record], now: float | None) -> list[Record]:
+    return [r for r in records if r.verdict in SANE and (now is None or r.time <= now)]
 
 
-def _pool(history: History, node: str, key: tuple[str, str, int | None, str],
-          nodes: Sequence[str], now: float | None) -> list[list[float]]:
-    """Up to POOL - 1 other nodes' values of the figure, taken in name order after
-    ``node`` (so that nodes spread the reads), trying at most 4 x POOL nodes: a cluster
-    where few nodes measure the figure costs the health check no more."""
-    start = nodes.index(node) + 1 if node in nodes else 0
-    others = [n for n in list(nodes[start:]) + list(nodes[:start]) if n != node]
-    found: list[list[float]] = []
-    for other in others[:4 * POOL]:
-        values = _values(history.series(other, *key), now)
-        if len(values) >= RECENT_K + MIN_BASELINE:
-            found.append(values)
-            if len(found) == POOL - 1:
-                break
-    return found
+Key = tuple[str, str, "int | None", str]
+
+
+class _Figures:
+    """What the nodes of one judgement share per figure, read once: the nodes the
+    figure's MAD is pooled over (the first POOL in name order with a baseline, trying at
+    most 4 x POOL nodes, so that a cluster where few nodes measure the figure costs no
+    more) and their values."""
+
+    def __init__(self, history: History, now: float | None) -> None:
+        self.history, self.now = history, now
+        self.nodes = history.nodes()
+        self.pools: dict[Key, dict[str, list[float]]] = {}
+
+    def pool(self, key: Key) -> dict[str, list[float]]:
+        if key not in self.pools:
+            found: dict[str, list[float]] = {}
+            for node in self.nodes[:4 * POOL]:
+                values = [r.value for r in _sane(self.history.series(node, *key), self.now)]
+                if len(values) >= RECENT_K + MIN_BASELINE:
+                    found[node] = values
+                    if len(found) == POOL:
+                        break
+            self.pools[key] = found
+        return self.pools[key]
+
+    def mad(self, key: Key, node: str, values: Sequence[float]) -> float | None:
+        """The figure's MAD: ``node``'s values and up to POOL - 1 others'."""
+        others = [v for n, v in self.pool(key).items() if n != node][:POOL - 1]
+        return figure_mad([values, *others])
 
 
 def _size(size: int | None) -> str:
@@ -270,33 +286,61 @@ def drifting(history: History, node: str, *, now: float | None = None,
     ``session`` given: only the figures whose newest record is of that session (what a
     sweep measured).  A figure of a unit no metric states, or of too short a history,
     is never flagged."""
-    events = history.events(node)
-    repeats = offences(events, now)
-    nodes = history.nodes()
-    found: list[Drift] = []
-    for latest in history.latest(node):
-        if session is not None and latest.session != session:
-            continue
-        higher = higher_is_better(latest.unit)
-        if higher is None:
-            continue
-        key = latest.key
-        mine = [r for r in history.series(node, *key)
-                if r.verdict in SANE and (now is None or r.time <= now)]
-        values = [r.value for r in mine]
-        if len(values) < RECENT_K + MIN_BASELINE:
-            continue
-        mad = figure_mad([values] + _pool(history, node, key, nodes, now))
-        if mad is None:
-            continue
-        since = mine[-RECENT_K].time
+    return drifting_nodes(history, [node], now=now, session=session)[node]
+
+
+def drifting_nodes(history: History, nodes: Sequence[str], *, now: float | None = None,
+                   session: str | None = None) -> dict[str, list[Drift]]:
+    """:func:`drifting` of each of ``nodes``, reading what they share once (the sweep's
+    way: each figure's pool of nodes, and the cluster's median)."""
+    shared = _Figures(history, now)
+    recent: dict[Key, list[tuple[str, Record, list[Record]]]] = {}
+    for node in nodes:
+        for latest in history.latest(node):
+            if session is not None and latest.session != session:
+                continue
+            if higher_is_better(latest.unit) is None:
+                continue
+            mine = _sane(history.series(node, *latest.key), now)
+            if len(mine) >= RECENT_K + MIN_BASELINE:
+                recent.setdefault(latest.key, []).append((node, latest, mine))
+    found: dict[str, list[Drift]] = {node: [] for node in nodes}
+    repeats = {node: offences(history.events(node), now) for node in nodes}
+    for key, judged in recent.items():
+        # The cluster's median: every node's newest value since the earliest of the
+        # judged nodes' last RECENT_K sweeps (one read per figure; for one node, since
+        # its own).
+        since = min(mine[-RECENT_K].time for _node, _latest, mine in judged)
         cluster = history.cluster_median(*key, since=since)
-        flagged = flags(values, cluster, higher, mad=mad)
-        if flagged is None or cluster is None:
+        if cluster is None:
             continue
-        found.append(Drift(
-            node, latest.check, latest.variant, latest.size, latest.figure,
-            flagged.baseline, flagged.recent, cluster, flagged.drop, flagged.threshold,
-            repeats > 0, _reason(latest, flagged, cluster, higher, mad, repeats),
-            latest.unit, repeats, mine[-2].time if len(mine) > 1 else None))
+        for node, latest, mine in judged:
+            higher = bool(higher_is_better(latest.unit))
+            values = [r.value for r in mine]
+            mad = shared.mad(key, node, values)
+            flagged = None if mad is None else flags(values, cluster, higher, mad=mad)
+            if flagged is None or mad is None:
+                continue
+            found[node].append(Drift(
+                node, latest.check, latest.variant, latest.size, latest.figure,
+                flagged.baseline, flagged.recent, cluster, flagged.drop, flagged.threshold,
+                repeats[node] > 0,
+                _reason(latest, flagged, cluster, higher, mad, repeats[node]),
+                latest.unit, repeats[node], mine[-2].time))
     return found
+
+
+def latest_flag(history: History, node: str) -> tuple[float, str] | None:
+    """(time, reason) of the node's newest event where that is a flag (the last sweep
+    that judged it found it drifting, and it was not drained or resumed since), else
+    None: what the sweep decided, read without judging drift again (a health check's
+    way; :func:`drifting` reads the figure's pool and the cluster's median)."""
+    events = history.events(node)
+    if not events or events[-1][1] != "flagged":
+        return None
+    newest = max((r.time for r in history.latest(node)), default=None)
+    # A sweep keeps its figures before it flags (sweep.run): a flag older than the
+    # node's newest figure is that of an earlier sweep, and a later one found no drift.
+    if newest is not None and newest > events[-1][0]:
+        return None
+    return events[-1][0], events[-1][2]

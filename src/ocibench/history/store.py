@@ -7,14 +7,18 @@ a ReFrame run); adding a session again adds nothing (each figure of a node is ke
 per session).
 
 **Layout.**  Rows repeat a few names (node, check, variant, figure) millions of times,
-so each distinct figure of a node is one row of ``series`` and each of its values one
-row of ``results``, keyed ``(series, session)`` in a WITHOUT ROWID table: one node's
-history of one figure lies together on disk, and reading a node's year (50 figures x
-365 sweeps) reads a few hundred pages, not one page per value.  ``series`` has a unique
-index on (node, check, variant, size, figure) and one on (check, variant, size, figure)
-for the cluster's median; time is filtered within a series, whose rows are contiguous.
-A size-less figure (STREAM, nvbandwidth) keeps size -1 in the file, since SQLite's
-UNIQUE treats NULLs as distinct; :class:`Record` says None.
+so each distinct figure of a node is one row of ``series`` (a unique index on node,
+check, variant, size, figure; another on check, variant, size, figure for the cluster's
+median), each session one row of ``sessions``, and each value one row of ``results``,
+keyed ``(session, series)`` in a WITHOUT ROWID table.  Keyed by session first, a sweep
+is appended at the end of the file: adding one touches a few thousand new pages and
+journals almost nothing, where a table keyed by series first would rewrite one page
+per series (50,000 at 1,000 nodes x 50 figures: 230 MB of journal and 12 s a sweep,
+measured: docs/history.md).  A node's series are created together, so their ids are
+one range and, within each session, its values lie side by side: reading a node's
+year is one probe per session (365 pages), not a scan.  A size-less figure (STREAM,
+nvbandwidth) keeps size -1 in the file, since SQLite's UNIQUE treats NULLs as
+distinct; :class:`Record` says None.
 
 **Journal.**  The rollback journal (SQLite's default, ``journal_mode=DELETE``), not
 WAL: WAL keeps its index in shared memory (the ``-shm`` file, mmapped), which works
@@ -52,6 +56,10 @@ APPLICATION_ID = 0x6F636268
 SCHEMA_VERSION = 1
 #: Seconds a writer waits for another writer's lock before it gives up.
 BUSY_TIMEOUT_S = 60.0
+#: Page cache of a connection, KiB (SQLite's default is 2,000).
+CACHE_KIB = 64 * 1024
+#: Sessions probed per query when looking for each series' newest row.
+_PROBE = 8
 #: The node events drift's repeat offenders are told from.
 EVENT_KINDS = ("flagged", "drained", "resumed")
 #: Stored size of a figure that has none (SQLite's UNIQUE treats NULLs as distinct).
@@ -69,7 +77,11 @@ CREATE TABLE series (
 );
 CREATE UNIQUE INDEX series_key ON series (node, "check", variant, size, figure);
 CREATE INDEX series_figure ON series ("check", variant, size, figure);
-CREATE TABLE sessions (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE sessions (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    time REAL NOT NULL       -- its newest record's: the order of "newest"
+);
 CREATE TABLE software (
     id INTEGER PRIMARY KEY,
     image TEXT NOT NULL,     -- '' where unknown: UNIQUE treats NULLs as distinct
@@ -85,7 +97,7 @@ CREATE TABLE results (
     documented REAL,
     floor REAL,
     software INTEGER NOT NULL REFERENCES software (id),
-    PRIMARY KEY (series, session)
+    PRIMARY KEY (session, series)
 ) WITHOUT ROWID;
 CREATE TABLE events (
     node TEXT NOT NULL,
@@ -138,31 +150,37 @@ def variant(params: dict[str, Any]) -> str:
 
 
 def _check(record: Any, index: int) -> None:
-    """Every field of a record of the right type: one line naming the record's field."""
-    where = f"record {index}"
-    if not isinstance(record, Record):
-        raise HistoryError(f"{where}: {type(record).__name__} is not a history Record")
-    for name in ("node", "check", "figure", "unit", "verdict", "session"):
+    """Every field of a record of the right type: one line naming the record's field.
+    Written for speed (a sweep of 1,000 nodes adds 50,000 records): the common case is
+    a few type tests, the message is built only for a bad field."""
+    if type(record) is not Record:
+        raise HistoryError(f"record {index}: {type(record).__name__} is not a history Record")
+    for name in _TEXT_FIELDS:
         text = getattr(record, name)
-        if not isinstance(text, str) or not text.strip():
-            raise HistoryError(f"{where}.{name}: {text!r} is not a non-empty string")
-    if not isinstance(record.variant, str):
-        raise HistoryError(f"{where}.variant: {record.variant!r} is not a string")
-    if record.size is not None and (not isinstance(record.size, int)
-                                    or isinstance(record.size, bool) or record.size < 0):
-        raise HistoryError(f"{where}.size: {record.size!r} is not a message size in bytes")
-    for name in ("value", "time"):
-        if not metrics.is_number(getattr(record, name)):
-            raise HistoryError(f"{where}.{name}: {getattr(record, name)!r} is not a finite "
-                               "number")
-    for name in ("documented", "floor"):
+        if type(text) is not str or not text or text.isspace():
+            raise HistoryError(f"record {index}.{name}: {text!r} is not a non-empty string")
+    if type(record.variant) is not str:
+        raise HistoryError(f"record {index}.variant: {record.variant!r} is not a string")
+    size = record.size
+    if size is not None and (type(size) is not int or size < 0):
+        raise HistoryError(f"record {index}.size: {size!r} is not a message size in bytes")
+    for name in _NUMBER_FIELDS:
         value = getattr(record, name)
-        if value is not None and not metrics.is_number(value):
-            raise HistoryError(f"{where}.{name}: {value!r} is not a finite number")
+        if value is None and name in _OPTIONAL:
+            continue
+        if type(value) not in (float, int) or not math.isfinite(value):
+            raise HistoryError(f"record {index}.{name}: {value!r} is not a finite number")
     for name in ("image", "driver"):
         value = getattr(record, name)
-        if value is not None and not isinstance(value, str):
-            raise HistoryError(f"{where}.{name}: {value!r} is not a string")
+        if value is not None and type(value) is not str:
+            raise HistoryError(f"record {index}.{name}: {value!r} is not a string")
+
+
+_TEXT_FIELDS = ("node", "check", "figure", "unit", "verdict", "session")
+_NUMBER_FIELDS = ("value", "time", "documented", "floor")
+_OPTIONAL = frozenset({"documented", "floor"})
+#: Record's fields in order: records read back are built from them (see _records).
+_FIELDS = tuple(Record.__dataclass_fields__)
 
 
 class History:
@@ -184,6 +202,9 @@ class History:
             raise HistoryError(f"{self.path}: cannot open: {_why(err)}") from None
         try:
             self._open()
+            # A sweep is a few MB of new pages: held in the cache until the commit
+            # rather than spilled to the file mid-transaction.
+            self._db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         except HistoryError:
             self._db.close()
             raise
@@ -262,51 +283,67 @@ class History:
             raise HistoryError(f"{self.path}: opened read-only")
         with self._errors("write"), self._transaction():
             series = self._series_ids(records)
-            sessions = self._ids("sessions", "name", {r.session for r in records})
+            sessions = self._session_ids(records)
             software = self._software_ids({(r.image or "", r.driver or "") for r in records})
             rows = []
             for record in records:
-                sid, unit = series[(record.node, *_stored_key(record.key))]
-                try:
-                    value, documented, floor = (
-                        None if v is None else metrics.convert(v, record.unit, unit)
-                        for v in (record.value, record.documented, record.floor))
-                except metrics.UnknownMetric as err:
-                    raise HistoryError(f"{self.path}: {record.node} {record.check} "
-                                       f"{record.figure}: kept in {unit}, given in "
-                                       f"{record.unit}: {err}") from None
+                sid, unit = series[(record.node, record.check, record.variant,
+                                    _NO_SIZE if record.size is None else record.size,
+                                    record.figure)]
+                value, documented, floor = record.value, record.documented, record.floor
+                if unit != record.unit:
+                    value, documented, floor = self._converted(record, unit)
                 rows.append((sid, sessions[record.session], record.time, value,
                              record.verdict, documented, floor,
                              software[(record.image or "", record.driver or "")]))
+            # In key order (session, series): a new session's rows are appended.
+            rows.sort(key=lambda row: (row[1], row[0]))
             cursor = self._db.executemany(
                 "INSERT OR IGNORE INTO results (series, session, time, value, verdict, "
                 "documented, floor, software) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
             return cursor.rowcount
 
+    def _converted(self, record: Record, unit: str) -> tuple[float | None, ...]:
+        """A record's value, documented figure and floor in the series' unit."""
+        try:
+            return tuple(None if v is None else metrics.convert(v, record.unit, unit)
+                         for v in (record.value, record.documented, record.floor))
+        except metrics.UnknownMetric as err:
+            raise HistoryError(f"{self.path}: {record.node} {record.check} {record.figure}: "
+                               f"kept in {unit}, given in {record.unit}: {err}") from None
+
     def _series_ids(self, records: list[Record]) -> dict[tuple[Any, ...], tuple[int, str]]:
         """(node, check, variant, stored size, figure) -> (series id, its unit), new
         series created with the unit of their first record."""
-        wanted = {(r.node, *_stored_key(r.key)): r.unit for r in records}
-        self._db.executemany(
-            'INSERT OR IGNORE INTO series (node, "check", variant, size, figure, unit) '
-            "VALUES (?, ?, ?, ?, ?, ?)", [(*k, u) for k, u in wanted.items()])
-        # The ids through a temporary table joined on the unique index: one query for
-        # a sweep's 50,000 series, not 50,000.
-        self._db.execute("CREATE TEMP TABLE IF NOT EXISTS wanted "
-                         '(node TEXT, "check" TEXT, variant TEXT, size INTEGER, figure TEXT)')
-        self._db.execute("DELETE FROM temp.wanted")
-        self._db.executemany("INSERT INTO temp.wanted VALUES (?, ?, ?, ?, ?)", list(wanted))
-        found = self._db.execute(
-            'SELECT s.node, s."check", s.variant, s.size, s.figure, s.id, s.unit '
-            "FROM temp.wanted w JOIN series s ON s.node = w.node AND s.\"check\" = w.\"check\" "
-            "AND s.variant = w.variant AND s.size = w.size AND s.figure = w.figure")
-        return {tuple(row[:5]): (row[5], row[6]) for row in found}
+        wanted: dict[tuple[Any, ...], str] = {}
+        for r in records:
+            wanted.setdefault((r.node, r.check, r.variant,
+                               _NO_SIZE if r.size is None else r.size, r.figure), r.unit)
+        # The known ones node by node, on the unique index (node, ...): 1,000 small
+        # queries for a sweep of 1,000 nodes.
+        found: dict[tuple[Any, ...], tuple[int, str]] = {}
+        for node in {key[0] for key in wanted}:
+            for row in self._db.execute(
+                    'SELECT node, "check", variant, size, figure, id, unit FROM series '
+                    "WHERE node = ?", (node,)):
+                found[tuple(row[:5])] = (row[5], row[6])
+        for key, unit in wanted.items():
+            if key not in found:
+                cursor = self._db.execute(
+                    'INSERT INTO series (node, "check", variant, size, figure, unit) '
+                    "VALUES (?, ?, ?, ?, ?, ?)", (*key, unit))
+                found[key] = (cursor.lastrowid, unit)
+        return found
 
-    def _ids(self, table: str, column: str, names: set[str]) -> dict[str, int]:
-        self._db.executemany(f"INSERT OR IGNORE INTO {table} ({column}) VALUES (?)",
-                             [(n,) for n in names])
-        return {n: self._db.execute(f"SELECT id FROM {table} WHERE {column} = ?",
-                                    (n,)).fetchone()[0] for n in names}
+    def _session_ids(self, records: list[Record]) -> dict[str, int]:
+        newest: dict[str, float] = {}
+        for r in records:
+            newest[r.session] = max(newest.get(r.session, r.time), r.time)
+        self._db.executemany(
+            "INSERT INTO sessions (name, time) VALUES (?, ?) ON CONFLICT (name) "
+            "DO UPDATE SET time = max(time, excluded.time)", list(newest.items()))
+        return {n: self._db.execute("SELECT id FROM sessions WHERE name = ?",
+                                    (n,)).fetchone()[0] for n in newest}
 
     def _software_ids(self, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
         self._db.executemany("INSERT OR IGNORE INTO software (image, driver) VALUES (?, ?)",
@@ -332,78 +369,134 @@ class History:
 
     # ------------------------------------------------------------------ reading
 
-    _SELECT = ('SELECT s.node, s."check", s.variant, s.size, s.figure, r.value, s.unit, '
-               "r.verdict, r.time, n.name, r.documented, r.floor, w.image, w.driver "
-               "FROM results r JOIN series s ON s.id = r.series "
-               "JOIN sessions n ON n.id = r.session JOIN software w ON w.id = r.software ")
-
-    def _records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
+    def _series(self, where: str, args: tuple[Any, ...]) -> dict[int, tuple[Any, ...]]:
+        """Series id -> (node, check, variant, size, figure, unit) of the series
+        ``where`` selects."""
         with self._errors("read"):
-            rows = self._db.execute(self._SELECT + where, args).fetchall()
-        return [Record(node, check, variant_, None if size == _NO_SIZE else size, figure,
-                       value, unit, verdict, time, session, documented, floor,
-                       image or None, driver or None)
-                for (node, check, variant_, size, figure, value, unit, verdict, time, session,
-                     documented, floor, image, driver) in rows]
+            return {row[0]: row[1:] for row in self._db.execute(
+                'SELECT id, node, "check", variant, size, figure, unit FROM series ' + where,
+                args)}
+
+    def _rows(self, series: dict[int, tuple[Any, ...]], since: float | None,
+              sessions: Iterable[int] | None = None) -> list[tuple[Any, ...]]:
+        """The results rows of ``series`` (at or after ``since``; of ``sessions``, else
+        of every session), oldest first.  Sessions are the outer loop (CROSS JOIN keeps
+        SQLite to that order, which it cannot know is the fast one without statistics)
+        and each is one range of the key (session, series): a node's series are one
+        run of ids, read as ``BETWEEN``, else probed one by one (``IN``)."""
+        if not series:
+            return []
+        ids = sorted(int(i) for i in series)   # integers from this file
+        within = f"BETWEEN {ids[0]} AND {ids[-1]}" if ids[-1] - ids[0] + 1 == len(ids) \
+            else f"IN ({','.join(map(str, ids))})"
+        only = "" if sessions is None else \
+            f"AND n.id IN ({','.join(str(int(i)) for i in sessions)}) "
+        with self._errors("read"):
+            rows = self._db.execute(
+                "SELECT r.series, r.value, r.verdict, r.time, n.name, r.documented, "
+                "r.floor, r.software FROM sessions n CROSS JOIN results r "
+                f"ON r.session = n.id AND r.series {within} WHERE r.time >= ? {only}",
+                (-math.inf if since is None else since,)).fetchall()
+        rows.sort(key=_by_time)   # in Python: SQLite would sort through a temporary B-tree
+        return rows
+
+    def _records(self, series: dict[int, tuple[Any, ...]],
+                 rows: list[tuple[Any, ...]]) -> list[Record]:
+        with self._errors("read"):
+            software = {i: (image or None, driver or None) for i, image, driver in
+                        self._db.execute("SELECT id, image, driver FROM software")}
+        found = []
+        new, fields = object.__new__, _FIELDS
+        for sid, value, verdict, time, session, documented, floor, soft in rows:
+            node, check, variant_, size, figure, unit = series[sid]
+            # A frozen dataclass's __init__ sets each field through object.__setattr__;
+            # filling __dict__ at once builds the same Record in a fraction of the time
+            # (a node's year is 18,000 of them).
+            record = new(Record)
+            record.__dict__.update(zip(fields, (
+                node, check, variant_, None if size == _NO_SIZE else size, figure, value,
+                unit, verdict, time, session, documented, floor, *software[soft])))
+            found.append(record)
+        return found
+
+    def _newest(self, series: dict[int, tuple[Any, ...]],
+                since: float | None) -> list[tuple[Any, ...]]:
+        """The newest row of each of ``series`` (at or after ``since``): sessions are
+        probed newest first until every series has its row (usually the first)."""
+        wanted, found = dict(series), []
+        with self._errors("read"):
+            sessions = [i for (i,) in self._db.execute(
+                "SELECT id FROM sessions WHERE time >= ? ORDER BY time DESC, id DESC",
+                (-math.inf if since is None else since,))]
+        for start in range(0, len(sessions), _PROBE):
+            if not wanted:
+                break
+            rows = self._rows(wanted, since, sessions[start:start + _PROBE])
+            newest: dict[int, tuple[Any, ...]] = {}   # rows are by time: the last wins
+            for row in rows:
+                newest[row[0]] = row
+            found += newest.values()
+            for sid in newest:
+                wanted.pop(sid, None)
+        return found
 
     def latest(self, node: str) -> list[Record]:
         """The newest record of each figure of ``node`` (check, variant, size, figure)."""
-        return self._records(
-            "WHERE s.node = ? AND r.session = (SELECT session FROM results "
-            "WHERE series = s.id ORDER BY time DESC, session DESC LIMIT 1) "
-            'ORDER BY s."check", s.variant, s.size, s.figure',
-            (node,))
+        series = self._series("WHERE node = ?", (node,))
+        found = self._records(series, self._newest(series, None))
+        return sorted(found, key=lambda r: (r.check, r.variant, r.size or -1, r.figure))
 
     def history(self, node: str, check: str | None = None,
                 since: float | None = None) -> list[Record]:
         """Every record of ``node`` (of one check, at or after ``since``), by figure
         and time: what ``ocibench history --node`` reads."""
-        where, args = "WHERE s.node = ?", [node]
-        if check is not None:
-            where, args = where + ' AND s."check" = ?', args + [check]
-        if since is not None:
-            where, args = where + " AND r.time >= ?", args + [since]
-        return self._records(where + ' ORDER BY s."check", s.variant, s.size, s.figure, '
-                             "r.time", tuple(args))
+        series = self._series("WHERE node = ?" if check is None else
+                              'WHERE node = ? AND "check" = ?',
+                              (node,) if check is None else (node, check))
+        rank = {sid: i for i, sid in enumerate(sorted(
+            series, key=lambda sid: (*series[sid][1:3], series[sid][3], series[sid][4])))}
+        rows = self._rows(series, since)
+        rows.sort(key=lambda row: rank[row[0]])   # stable: by figure, then time
+        return self._records(series, rows)
 
     def series(self, node: str, check: str, variant: str, size: int | None, figure: str,
                since: float | None = None) -> list[Record]:
         """One figure of one node over time, oldest first (at or after ``since``)."""
-        args: tuple[Any, ...] = (node, *_stored_key((check, variant, size, figure)),
-                                 -math.inf if since is None else since)
-        return self._records(
-            'WHERE s.node = ? AND s."check" = ? AND s.variant = ? AND s.size = ? '
-            "AND s.figure = ? AND r.time >= ? ORDER BY r.time", args)
+        series = self._series('WHERE node = ? AND "check" = ? AND variant = ? AND size = ? '
+                              "AND figure = ?",
+                              (node, *_stored_key((check, variant, size, figure))))
+        return self._records(series, self._rows(series, since))
+
+    def _figure_series(self, key: tuple[str, str, int | None, str]) -> dict[int, tuple]:
+        return self._series('WHERE "check" = ? AND variant = ? AND size = ? AND figure = ?',
+                            _stored_key(key))
+
+    def figure(self, check: str, variant: str, size: int | None, figure: str,
+               since: float | None = None) -> dict[str, list[Record]]:
+        """Every node's records of one figure (at or after ``since``), oldest first."""
+        series = self._figure_series((check, variant, size, figure))
+        found: dict[str, list[Record]] = {}
+        for record in self._records(series, self._rows(series, since)):
+            found.setdefault(record.node, []).append(record)
+        return dict(sorted(found.items()))
 
     def cluster_median(self, check: str, variant: str, size: int | None, figure: str,
                        since: float | None = None) -> float | None:
         """The median over nodes of each node's newest value of the figure (at or after
         ``since``): each node counts once, however often it was swept.  None when no
         node has one."""
-        key = _stored_key((check, variant, size, figure))
-        with self._errors("read"):
-            values = [v for (v,) in self._db.execute(
-                "SELECT (SELECT r.value FROM results r WHERE r.series = s.id AND r.time >= ? "
-                "ORDER BY r.time DESC LIMIT 1) FROM series s "
-                'WHERE s."check" = ? AND s.variant = ? AND s.size = ? AND s.figure = ?',
-                (-math.inf if since is None else since, *key)) if v is not None]
+        series = self._figure_series((check, variant, size, figure))
+        values = [row[1] for row in self._newest(series, since)]
         return statistics.median(values) if values else None
 
     def cluster_medians(self, check: str, variant: str, size: int | None, figure: str,
                         since: float | None = None) -> list[tuple[float, float]]:
         """(time, median) per session of the figure, over the nodes that session
         measured, oldest first; a session's time is its earliest record's."""
-        key = _stored_key((check, variant, size, figure))
-        with self._errors("read"):
-            rows = self._db.execute(
-                "SELECT r.session, r.time, r.value FROM results r JOIN series s "
-                'ON s.id = r.series WHERE s."check" = ? AND s.variant = ? AND s.size = ? '
-                "AND s.figure = ? AND r.time >= ?",
-                (*key, -math.inf if since is None else since)).fetchall()
-        sessions: dict[int, tuple[float, list[float]]] = {}
-        for session, time, value in rows:
+        series = self._figure_series((check, variant, size, figure))
+        sessions: dict[str, tuple[float, list[float]]] = {}
+        for _sid, value, _verdict, time, session, *_ in self._rows(series, since):
             start, values = sessions.setdefault(session, (time, []))
-            sessions[session] = (min(start, time), values)
             values.append(value)
         return sorted((start, statistics.median(values))
                       for start, values in sessions.values())
@@ -419,6 +512,10 @@ class History:
             return [tuple(row) for row in self._db.execute(
                 "SELECT time, kind, reason FROM events WHERE node = ? ORDER BY time, rowid",
                 (node,))]
+
+
+def _by_time(row: tuple[Any, ...]) -> tuple[float, int]:
+    return (row[3], row[0])
 
 
 def _stored_key(key: tuple[str, str, int | None, str]) -> tuple[str, str, int, str]:

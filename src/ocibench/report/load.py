@@ -1,4 +1,5 @@
-"""Read the report's inputs: ReFrame JSON run reports and ``ocibench evaluate --json`` files.
+"""Read the report's inputs: ReFrame JSON run reports (through
+:mod:`ocibench.reframe.runreport`) and ``ocibench evaluate --json`` files.
 
 A ReFrame test case is a benchmark result when it has the variable ``check_name``;
 other test cases (build fixtures, for instance) are left out.  Its measured values are
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from ocibench.figures import evaluate as evaluation
 from ocibench.figures import judge, outputs, references, ucx_proto
 from ocibench.metrics import RunVerdict
 from ocibench.node import preflight
+from ocibench.reframe import runreport
 from ocibench.report.model import FAMILIES, Result, Row
 
 PROVENANCE_FILE = "provenance.json"
@@ -62,6 +63,8 @@ def load(paths: list[Path], provenance: Path | None = None) -> list[Result]:
             results += _results(path, _parse_json(raw, path), given)
         except (shapes.ShapeError, benchmarks.ParamError) as err:
             raise InputError(f"{path}: {err}") from err
+        except jsonfile.JsonFileError as err:   # a field of the wrong type, named
+            raise InputError(str(err)) from None
         except (KeyError, IndexError, TypeError, AttributeError) as err:
             raise InputError(f"{path}: malformed ({type(err).__name__}: {err})") from err
     if not results:
@@ -113,9 +116,8 @@ def _attach_ceilings(results: list[Result]) -> None:
 
 
 def _results(path: Path, data: Any, provenance: dict[str, Any] | None) -> list[Result]:
-    if isinstance(data, dict) and "runs" in data and "session_info" in data:
-        check_run_report(path, data)
-        return _reframe_results(path, data)
+    if runreport.is_run_report(data):
+        return _reframe_results(runreport.checked(path, data))
     if isinstance(data, dict) and "check" in data and "rows" in data:
         check_evaluation(path, data)
         sidecar = path.parent / PROVENANCE_FILE
@@ -146,7 +148,10 @@ def _read_json(path: Path) -> Any:
 
 
 def _read_provenance(path: Path) -> dict[str, Any]:
-    return check_provenance(path, _read_json(path))
+    try:
+        return check_provenance(path, _read_json(path))
+    except jsonfile.JsonFileError as err:
+        raise InputError(str(err)) from None
 
 
 def _known_check(path: Path, check: Any) -> str:
@@ -232,73 +237,56 @@ def _key(raw: Any) -> int | str:
     return int(text) if text.isascii() and text.isdigit() else text
 
 
-def _reframe_results(path: Path, report: dict[str, Any]) -> list[Result]:
-    latest: dict[tuple[str, ...], dict[str, Any]] = {}  # a retried case: its last run
-    absent: dict[tuple[str, str], judge.Facts] = {}
-    for run in report["runs"]:
-        for case in run.get("testcases", []):
-            if "check_name" in case_variables(case):
-                ident = tuple(str(case.get(k)) for k in ("name", "system", "partition", "environ"))
-                latest[ident] = case
-            elif case.get("name") == "preflight":
-                found = _preflight_absent(path, case)
-                if found is not None:
-                    absent[(str(case.get("system")), str(case.get("partition")))] = found
-    return [_testcase_result(path, case, absent.get(
-                (str(case.get("system")), str(case.get("partition")))))
-            for case in latest.values()]
+def _reframe_results(report: runreport.RunReport) -> list[Result]:
+    facts: dict[tuple[str, str], judge.Facts] = {}
+    for case in report.cases:
+        if case.check is None and case.get("name") == "preflight":
+            found = _preflight_facts(case)
+            if found is not None:
+                facts[(str(case.get("system")), str(case.get("partition")))] = found
+    return [testcase_result(case, facts.get((str(case.get("system")),
+                                             str(case.get("partition")))))
+            for case in report.benchmarks()]
 
 
-def _preflight_absent(path: Path, case: dict[str, Any]) -> judge.Facts | None:
+def _preflight_facts(case: runreport.TestCase) -> judge.Facts | None:
     """What the preflight check of a run found, present and missing, from the
     preflight.json it kept; None where it kept none."""
-    for directory in (case.get("outputdir"), case.get("stagedir")):
-        found = Path(directory) / PREFLIGHT_FILE if directory else None
-        if found and found.is_file():
-            try:
-                return judge.Facts.from_preflight(preflight.read_report(found))
-            except ValueError as err:
-                raise InputError(str(err)) from None
-    return None
+    found = case.kept(PREFLIGHT_FILE)
+    if found is None:
+        return None
+    try:
+        return judge.Facts.from_preflight(preflight.read_report(found))
+    except ValueError as err:
+        raise InputError(str(err)) from None
 
 
-def _testcase_tables(case: dict[str, Any]) -> tuple[ucx_proto.Table, ...]:
+def _testcase_tables(case: runreport.TestCase) -> tuple[ucx_proto.Table, ...]:
     """The UCX protocol tables in a test case's kept output (UCX_PROTO_INFO=y)."""
-    for directory in (case.get("outputdir"), case.get("stagedir")):
-        texts = []
-        for name in (case.get("job_stderr"), case.get("job_stdout")):
-            file = Path(directory) / name if directory and name else None
-            if file and file.is_file():
-                with open(file, "rb") as stream:
-                    try:
-                        texts.append(outputs.read_output(stream, str(file)))
-                    except outputs.OutputTooLarge as err:
-                        raise InputError(str(err)) from err
-        if texts:
-            return tuple(ucx_proto.parse("\n".join(texts)))
-    return ()
+    texts = []
+    for file in case.job_outputs():
+        with open(file, "rb") as stream:
+            try:
+                texts.append(outputs.read_output(stream, str(file)))
+            except outputs.OutputTooLarge as err:
+                raise InputError(str(err)) from err
+    return tuple(ucx_proto.parse("\n".join(texts))) if texts else ()
 
 
-def case_variables(case: dict[str, Any]) -> dict[str, Any]:
-    """The check's variables and parameters: the run reports this module reads
-    (REFRAME_DATA_VERSIONS) write them into the test case itself."""
-    return case
-
-
-def _testcase_result(path: Path, case: dict[str, Any],
-                     absent: judge.Facts | None = None) -> Result:
-    variables = case_variables(case)
-    check = _known_check(path, variables["check_name"])
-    name = case.get("display_name") or case["name"]
+def testcase_result(case: runreport.TestCase, absent: judge.Facts | None = None) -> Result:
+    """One benchmark test case of a checked run report, every value judged again;
+    ``absent``: what the run's preflight found (the names of a missed figure's causes)."""
+    path = case.path
+    check = _known_check(path, case.check)
+    name = case.name
     provenance = _testcase_provenance(case)
-    shape = shape_of(_testcase_shape(variables, provenance))
-    perfvalues = case.get("perfvalues") or {}
-    given = {p.name: variables[p.name] for p in benchmarks.spec(check).params
-             if variables.get(p.name) not in (None, "", 0)}
+    shape = shape_of(_testcase_shape(case, provenance))
+    measured = case.perf()
+    given = case.given_params()
     try:
         params = benchmarks.resolve(check, given)
     except benchmarks.ParamError as err:
-        if perfvalues:
+        if case.get("perfvalues"):
             raise InputError(f"{path}: {name}: {err}") from err
         params = given  # the case stopped before its parameters were complete
     figures = references.matching(shape, check, params)
@@ -306,17 +294,14 @@ def _testcase_result(path: Path, case: dict[str, Any],
     facts = judge.Facts(absent=node.absent, present=node.present,
                         tables=_testcase_tables(case)).for_run(check, params)
     rows: list[Row] = []
-    for target, entry in perfvalues.items():
-        # [value, reference, lower, upper, unit, result]; only value and unit are used:
-        # the value is judged again, with its figure's source, floor and limit.
-        where = f"{name}: perfvalues[{target!r}]"
-        value, unit = perfvalue(path, where, entry)
-        metric, _, key = target.rsplit(":", 1)[-1].partition("_")
-        if metric in metrics.METRICS and key:  # not the bare functions a failed case lists
-            metric, unit = _metric_unit(path, where, metric, unit)
-            rows.append(judge.judge(shape, figures, metric, _key(key), value, unit, facts))
-    skipped = case.get("result") == "skip"
-    passed = case.get("result") == "pass"
+    for perf in measured:
+        # only the value and unit are used: the value is judged again, with its
+        # figure's source, floor and limit.
+        metric, unit = _metric_unit(path, f"{name}: perfvalues[{perf.target!r}]",
+                                    perf.metric, perf.unit)
+        rows.append(judge.judge(shape, figures, metric, _key(perf.key), perf.value, unit,
+                                facts))
+    skipped, passed = case.skipped, case.passed
     # A missed figure: its line as judged here, whose cause also draws on the run's
     # preflight (which the live check cannot see); any other failure: ReFrame's.
     reason = judge.first_failure(rows) or case.get("fail_reason") or None
@@ -332,31 +317,29 @@ def _testcase_result(path: Path, case: dict[str, Any],
     return Result(
         check=check, shape=shape.name, params=params, rows=rows, verdict=verdict,
         # a skip's reason is the check's own record (checks/base.py, skip_reason)
-        reason=(variables.get("skip_reason") or None) if skipped else reason,
+        reason=(case.get("skip_reason") or None) if skipped else reason,
         skipped=skipped,
         disagreements=[] if ok == passed or skipped else
-        [f"ReFrame says {case.get('result')!r}, re-judged: {reason}"],
-        origin=f"{path} [{case.get('system')}:{case.get('partition')}+{case.get('environ')}]",
+        [f"ReFrame says {case.result!r}, re-judged: {reason}"],
+        origin=case.at,
         name=name,
-        provenance=_provenance(provenance, shape=shape.name, hosts=case.get("job_nodelist"),
-                               date=case.get("job_completion_time")),
+        provenance=_provenance(provenance, shape=shape.name, hosts=case.hosts,
+                               date=case.completed),
     )
 
 
-def _testcase_provenance(case: dict[str, Any]) -> dict[str, Any] | None:
-    for directory in (case.get("outputdir"), case.get("stagedir")):
-        if directory and (Path(directory) / PROVENANCE_FILE).is_file():
-            return _read_provenance(Path(directory) / PROVENANCE_FILE)
-    return None
+def _testcase_provenance(case: runreport.TestCase) -> dict[str, Any] | None:
+    found = case.kept(PROVENANCE_FILE)
+    return _read_provenance(found) if found else None
 
 
-def _testcase_shape(variables: dict[str, Any], provenance: dict[str, Any] | None) -> str:
+def _testcase_shape(case: runreport.TestCase, provenance: dict[str, Any] | None) -> str:
     """The check's ``shape`` variable, else the shape of the ReFrame system (its name
     with '.' as '_', as ocibench.reframe.site names them), else the shape detected at
     run time, else local."""
-    if variables.get("shape"):
-        return str(variables["shape"])
-    system = str(variables.get("system", ""))
+    if case.get("shape"):
+        return str(case.get("shape"))
+    system = str(case.get("system", ""))
     known = next((s for s in shapes.known_shapes() if s.replace(".", "_") == system), None)
     return known or (provenance or {}).get("shape") or shapes.LOCAL
 
@@ -376,20 +359,12 @@ def _provenance(raw: dict[str, Any] | None, **known: Any) -> dict[str, Any]:
 
 
 # --- Input format checks -------------------------------------------------------------
-# Every field the report reads is checked for its type here, before anything is judged,
-# plotted or written: a wrong one is an InputError naming the file and the field (as a
-# path into the JSON document: rows[0].measured), never a traceback from the plots or
-# the page.  These checks say nothing about whether a value is right: the values are
-# judged again from the shape files.
-
-#: ``session_info.data_version`` of the ReFrame JSON run reports this reader knows
-#: (DATA_VERSION in ReFrame's reframe/frontend/reporting): 4.0 is ReFrame 4.7, 4.1 is
-#: 4.8, 4.2 is 4.9 and 4.10.  All three write a test's variables into the test case and
-#: its performance as ``perfvalues``: {target: [value, reference, lower, upper, unit,
-#: (result, from 4.1)]}.  The 3.x reports of ReFrame 4.0 to 4.6 keep variables under
-#: check_vars and performance as a perfvars list, and say "success" where 4.x says
-#: "pass": read as these, every one of their results would be "not passed".
-REFRAME_DATA_VERSIONS = ("4.0", "4.1", "4.2")
+# Every field the report reads is checked for its type before anything is judged,
+# plotted or written (a ReFrame run report's by ocibench.reframe.runreport, the others'
+# here, both with ocibench.jsonfile's field checks): a wrong one is an InputError naming
+# the file and the field (as a path into the JSON document: rows[0].measured), never a
+# traceback from the plots or the page.  These checks say nothing about whether a
+# value is right: the values are judged again from the shape files.
 
 #: Provenance fields that are text, and those that are lists of text (ocibench.node.provenance).
 _PROVENANCE_TEXT = ("shape", "hostname", "date", "mpi", "ucx", "nccl", "cuda", "driver",
@@ -397,93 +372,49 @@ _PROVENANCE_TEXT = ("shape", "hostname", "date", "mpi", "ucx", "nccl", "cuda", "
 _PROVENANCE_LISTS = ("hosts", "modules")
 
 
-def check_run_report(path: Path, report: dict[str, Any]) -> None:
-    """A ReFrame run report of a known format, whose benchmark test cases (those with
-    ``check_name``) have every field the report reads of the right type."""
-    session = _mapping(path, "session_info", report["session_info"])
-    version = session.get("data_version")
-    if version not in REFRAME_DATA_VERSIONS:
-        raise InputError(
-            f"{path}: session_info.data_version {version!r}: a ReFrame run report format "
-            f"this report cannot read; it reads {', '.join(REFRAME_DATA_VERSIONS)} "
-            "(ReFrame 4.7 to 4.10)")
-    for r, run in enumerate(_sequence(path, "runs", report["runs"])):
-        where = f"runs[{r}]"
-        run = _mapping(path, where, run)
-        for c, case in enumerate(_sequence(path, f"{where}.testcases", run.get("testcases", []))):
-            case = _mapping(path, f"{where}.testcases[{c}]", case)
-            if "check_name" in case_variables(case):
-                _check_testcase(path, f"{where}.testcases[{c}]", case)
-
-
-def _check_testcase(path: Path, where: str, case: dict[str, Any]) -> None:
-    _known_check(path, case["check_name"])
-    _text(path, f"{where}.name", case.get("name"))
-    for name in ("result", "display_name", "fail_reason", "system", "partition", "environ",
-                 "outputdir", "stagedir", "job_completion_time", "shape", "skip_reason",
-                 "job_stdout", "job_stderr"):
-        _optional_text(path, f"{where}.{name}", case.get(name))
-    _text_list(path, f"{where}.job_nodelist", case.get("job_nodelist"))
-    perfvalues = case.get("perfvalues")
-    perfvalues = _mapping(path, f"{where}.perfvalues", {} if perfvalues is None else perfvalues)
-    for target, entry in perfvalues.items():
-        perfvalue(path, f"{where}.perfvalues[{target!r}]", entry)
-
-
-def perfvalue(path: Path, where: str, entry: Any) -> tuple[float | None, str]:
-    """(value, unit) of a ReFrame performance value; the value is None where the test
-    failed before measuring it (ReFrame writes null)."""
-    entry = _sequence(path, where, entry)
-    if len(entry) < 5:
-        raise InputError(f"{path}: {where}: {entry!r} is not "
-                         "[value, reference, lower, upper, unit, ...]")
-    value = None if entry[0] is None else _number(path, f"{where}[0]", entry[0])
-    return value, _choice(path, f"{where}[4]", entry[4], metrics.UNITS)
-
-
 def check_evaluation(path: Path, data: dict[str, Any]) -> None:
     """An ``ocibench evaluate --json`` output with every field of the right type."""
     _known_check(path, data["check"])
-    _optional_text(path, "shape", data.get("shape"))
+    jsonfile.optional_text(path, "shape", data.get("shape"))
     params = data.get("params")
-    params = _mapping(path, "params", {} if params is None else params)
+    params = jsonfile.mapping(path, "params", {} if params is None else params)
     for name, value in params.items():
         if value is not None and not isinstance(value, (str, bool)):
-            _number(path, f"params.{name}", value)
+            jsonfile.number(path, f"params.{name}", value)
     if data.get("ok") is not None and not isinstance(data["ok"], bool):
         raise InputError(f"{path}: ok: {data['ok']!r} is not true or false")
-    _optional_text(path, "reason", data.get("reason"))
-    _optional_text(path, "sanity", data.get("sanity"))
-    _text_list(path, "notes", data.get("notes"))
-    _optional_text(path, "file", data.get("file"))
-    for index, row in enumerate(_sequence(path, "rows", data["rows"])):
+    jsonfile.optional_text(path, "reason", data.get("reason"))
+    jsonfile.optional_text(path, "sanity", data.get("sanity"))
+    jsonfile.text_list(path, "notes", data.get("notes"))
+    jsonfile.optional_text(path, "file", data.get("file"))
+    for index, row in enumerate(jsonfile.sequence(path, "rows", data["rows"])):
         evaluation_row(path, f"rows[{index}]", row)
     for field in ("absent", "present"):
-        for name, detail in _mapping(path, field, data.get(field) or {}).items():
-            _text(path, f"{field}.{name}", detail)
-    for index, table in enumerate(_sequence(path, "ucx_protocols",
+        for name, detail in jsonfile.mapping(path, field, data.get(field) or {}).items():
+            jsonfile.text(path, f"{field}.{name}", detail)
+    for index, table in enumerate(jsonfile.sequence(path, "ucx_protocols",
                                             data.get("ucx_protocols") or [])):
         ucx_table(path, f"ucx_protocols[{index}]", table)
 
 
 def ucx_table(path: Path, where: str, table: Any) -> None:
     """A UCX protocol table as ``ocibench evaluate --json`` keeps it (ucx_proto.Table)."""
-    table = _mapping(path, where, table)
+    table = jsonfile.mapping(path, where, table)
     for name in ("process", "endpoint", "selection"):
-        _text(path, f"{where}.{name}", table.get(name))
-    for index, route in enumerate(_sequence(path, f"{where}.routes", table.get("routes"))):
+        jsonfile.text(path, f"{where}.{name}", table.get(name))
+    for index, route in enumerate(jsonfile.sequence(path, f"{where}.routes", table.get("routes"))):
         at = f"{where}.routes[{index}]"
-        route = _mapping(path, at, route)
-        _number(path, f"{at}.low", route.get("low"))
+        route = jsonfile.mapping(path, at, route)
+        jsonfile.number(path, f"{at}.low", route.get("low"))
         if route.get("high") is not None:
-            _number(path, f"{at}.high", route.get("high"))
-        _text(path, f"{at}.protocol", route.get("protocol"))
-        _text_list(path, f"{at}.lanes", route.get("lanes"))
+            jsonfile.number(path, f"{at}.high", route.get("high"))
+        jsonfile.text(path, f"{at}.protocol", route.get("protocol"))
+        jsonfile.text_list(path, f"{at}.lanes", route.get("lanes"))
 
 
 def evaluation_row(path: Path, where: str, row: Any) -> dict[str, Any]:
     """A row of ``ocibench evaluate --json`` (ocibench.figures.evaluate.Row.to_dict), checked."""
-    row = _mapping(path, where, row)
+    row = jsonfile.mapping(path, where, row)
     for name in ("key", "metric", "measured", "unit", "verdict"):
         if name not in row:
             raise InputError(f"{path}: {where}.{name}: missing")
@@ -491,77 +422,27 @@ def evaluation_row(path: Path, where: str, row: Any) -> dict[str, Any]:
     if not (isinstance(key, str) and key.strip()) and \
             not (isinstance(key, int) and not isinstance(key, bool) and key >= 0):
         raise InputError(f"{path}: {where}.key: {key!r} is neither a message size nor a name")
-    _choice(path, f"{where}.metric", row["metric"], metrics.METRICS)
-    _number(path, f"{where}.measured", row["measured"])
-    _choice(path, f"{where}.unit", row["unit"], metrics.UNITS)
-    _choice(path, f"{where}.verdict", row["verdict"], [v.value for v in metrics.VERDICTS])
+    jsonfile.choice(path, f"{where}.metric", row["metric"], metrics.METRICS)
+    jsonfile.number(path, f"{where}.measured", row["measured"])
+    jsonfile.choice(path, f"{where}.unit", row["unit"], metrics.UNITS)
+    jsonfile.choice(path, f"{where}.verdict", row["verdict"], [v.value for v in metrics.VERDICTS])
     for name in ("reference", "lower", "upper", "limit_fraction"):
         if row.get(name) is not None:
-            _number(path, f"{where}.{name}", row[name])
+            jsonfile.number(path, f"{where}.{name}", row[name])
     for name in ("source", "figure", "limit"):
-        _optional_text(path, f"{where}.{name}", row.get(name))
+        jsonfile.optional_text(path, f"{where}.{name}", row.get(name))
     return row
 
 
 def check_provenance(path: Path, data: Any) -> dict[str, Any]:
     """A provenance.json (ocibench.node.provenance) with every field of the right type."""
-    data = _mapping(path, "provenance", data)
+    data = jsonfile.mapping(path, "provenance", data)
     for name in _PROVENANCE_TEXT:
-        _optional_text(path, name, data.get(name))
+        jsonfile.optional_text(path, name, data.get(name))
     for name in _PROVENANCE_LISTS:
-        _text_list(path, name, data.get(name))
-    for index, spec in enumerate(_sequence(path, "specs", data.get("specs") or [])):
-        spec = _mapping(path, f"specs[{index}]", spec)
+        jsonfile.text_list(path, name, data.get(name))
+    for index, spec in enumerate(jsonfile.sequence(path, "specs", data.get("specs") or [])):
+        spec = jsonfile.mapping(path, f"specs[{index}]", spec)
         for name in ("spec", "module"):
-            _optional_text(path, f"specs[{index}].{name}", spec.get(name))
+            jsonfile.optional_text(path, f"specs[{index}].{name}", spec.get(name))
     return data
-
-
-def _number(path: Path, where: str, value: Any) -> float:
-    """A finite number: NaN, infinities, booleans and strings are input errors."""
-    if not metrics.is_number(value):
-        raise InputError(f"{path}: {where}: {value!r} is not a finite number")
-    return float(value)
-
-
-def _text(path: Path, where: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise InputError(f"{path}: {where}: {value!r} is not a string")
-    return value
-
-
-def _optional_text(path: Path, where: str, value: Any) -> str | None:
-    return None if value is None else _text(path, where, value)
-
-
-def _text_list(path: Path, where: str, value: Any) -> list[str]:
-    """A list of strings, or nothing (None)."""
-    items = _sequence(path, where, value if value is not None else [])
-    return [_text(path, f"{where}[{index}]", item) for index, item in enumerate(items)]
-
-
-def _choice(path: Path, where: str, value: Any, choices: Iterable[str]) -> str:
-    choices = list(choices)
-    if not isinstance(value, str) or value not in choices:
-        raise InputError(f"{path}: {where}: {value!r} is not one of {', '.join(choices)}")
-    return value
-
-
-def _mapping(path: Path, where: str, value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InputError(f"{path}: {where}: {_json_type(value)} where an object is expected")
-    return value
-
-
-def _sequence(path: Path, where: str, value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise InputError(f"{path}: {where}: {_json_type(value)} where a list is expected")
-    return value
-
-
-def _json_type(value: Any) -> str:
-    """How JSON calls the value's type, with the value where it is short."""
-    kind = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-            type(None): "null"}.get(type(value), "a number")
-    text = json.dumps(value)
-    return f"{kind} ({text})" if kind != "null" and len(text) <= 40 else kind

@@ -11,8 +11,9 @@
   start: the groups of a wave are disjoint and idle, so a job that waits longer is on
   a node that does not start jobs.
 
-Results are read by the report's reader (:mod:`ocibench.report.load`), which judges
-every value with :func:`ocibench.figures.judge.judge`.
+ReFrame's run reports are read by :mod:`ocibench.reframe.runreport`; each benchmark
+case's result by the report's reader (:func:`ocibench.report.load.testcase_result`),
+which judges every value with :func:`ocibench.figures.judge.judge`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ocibench import benchmarks, paths
+from ocibench import benchmarks, jsonfile, metrics, paths
+from ocibench.reframe import runreport
 from ocibench.sweep import signals
 from ocibench.sweep.plan import NODE_SEPARATOR, Case, Group, Wave
 from ocibench.sweep.verdicts import JobResult
@@ -51,6 +53,12 @@ def never_started(raw: dict[str, Any]) -> str | None:
         reason = " ".join((raw.get("fail_reason") or "").split())
         return f"cancelled while pending ({reason})" if reason else "cancelled while pending"
     return None
+
+
+#: The key of ReFrame's session extras (--session-extras, ReFrame 4.7+) that names the
+#: sweep's history session: ``ocibench history add`` of a step's run report keeps its
+#: figures under the sweep's session, not a second one.
+SESSION_EXTRA = "ocibench_session"
 
 
 class ReframeError(RuntimeError):
@@ -122,10 +130,6 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-def _testcases(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [case for run in report.get("runs", []) for case in run.get("testcases", [])]
-
-
 def case_nodes(case: dict[str, Any]) -> int:
     """A case's node count: its ``nodes`` variable, else its check's checkspec default."""
     nodes = case.get("nodes")
@@ -156,13 +160,13 @@ def discover(names: Sequence[str], excludes: Sequence[str], prefix: Path,
     argv += _job_options(partition, None) + _setvar_options(setvars)
     report = _reframe(argv, prefix / "discover.log", prefix / "discover.json")
     cases, skipped = [], {}
-    for case in _testcases(report):
-        name = case.get("display_name") or case["name"]
-        if case.get("result") == "skip":
-            skipped[name] = case.get("skip_reason") or "skipped by ReFrame"
+    # ReFrame's own dry run, just written: its cases are read, not judged
+    for case in runreport.RunReport(prefix / "discover.json", report).cases:
+        if case.skipped:
+            skipped[case.name] = case.get("skip_reason") or "skipped by ReFrame"
             continue
-        cases.append(Case(name, f"/{case['hashcode']}",
-                          str(case.get("check_name") or case["name"]), case_nodes(case)))
+        cases.append(Case(case.name, f"/{case.get('hashcode')}",
+                          str(case.check or case.get("name")), case_nodes(case.raw)))
     if not cases and not skipped:
         raise ReframeError("no check matches the selection (-n/-x); "
                            f"see {prefix / 'discover.log'}")
@@ -171,9 +175,11 @@ def discover(names: Sequence[str], excludes: Sequence[str], prefix: Path,
 
 def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: int,
              partition: str | None, reservation: str | None,
-             setvars: Sequence[str] = ()) -> list[JobResult]:
+             setvars: Sequence[str] = (), session: str | None = None) -> list[JobResult]:
     """One case on every group of ``wave``; one JobResult per group.  ``setvars``:
-    ReFrame's -S for the run (the sweep's own max_pending_time comes after them)."""
+    ReFrame's -S for the run (the sweep's own max_pending_time comes after them);
+    ``session``: the sweep's history session, tagged on ReFrame's session (its run
+    report's session_info, and ReFrame's results database where enabled)."""
     stem = prefix / f"step-{number:03d}"
     groups = ",".join(NODE_SEPARATOR.join(g) for g in wave.groups)
     argv = reframe_argv() + [
@@ -181,6 +187,8 @@ def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: i
         *_setvar_options(setvars),
         "-S", f"max_pending_time={start_timeout}s", "--prefix", str(stem),
         "--report-file", f"{stem}.json"] + _job_options(partition, reservation)
+    if session:
+        argv.append(f"--session-extras={SESSION_EXTRA}={session}")
     report = _reframe(argv, Path(f"{stem}.log"), Path(f"{stem}.json"))
     return results(report, Path(f"{stem}.json"), wave, case)
 
@@ -190,28 +198,39 @@ def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[
     report does not mention never started."""
     # Here, not at the top: the report package draws plots (matplotlib), which the
     # plan (--dry-run) does not need.
-    from ocibench.report.load import _testcase_result, check_run_report
+    from ocibench.report.load import InputError, testcase_result
 
-    check_run_report(path, report)
-    found: dict[Group, JobResult] = {}
-    for raw in _testcases(report):
-        group = tuple(str(raw.get("sweep_nodes") or "").split(NODE_SEPARATOR))
-        if group not in wave.groups:
-            continue
-        job = JobResult(case, group, wave.kind)
-        if raw.get("result") == "skip":
-            job.skipped = raw.get("skip_reason") or "skipped by ReFrame"
-        elif "check_name" in raw:
-            result = _testcase_result(path, raw)   # judges every value (judge.judge)
-            job.rows = list(result.rows)
-            job.never_started = never_started(raw)
-            if not job.never_started and not result.ok:
-                job.failed = " ".join((result.reason or "failed").split())
-        elif raw.get("result") != "pass":   # preflight: no figures, its reason only
-            job.never_started = never_started(raw)
-            if not job.never_started:
-                job.failed = " ".join((raw.get("fail_reason") or "failed").split())
-        found[group] = job
+    try:
+        checked = runreport.checked(path, report)
+        found: dict[Group, JobResult] = {}
+        for test in checked.cases:
+            group = tuple(str(test.get("sweep_nodes") or "").split(NODE_SEPARATOR))
+            if group not in wave.groups:
+                continue
+            job = JobResult(case, group, wave.kind)
+            if test.skipped:
+                job.skipped = test.get("skip_reason") or "skipped by ReFrame"
+            elif test.check is not None:
+                result = testcase_result(test)   # judges every value (judge.judge)
+                job.rows = list(result.rows)
+                job.params = dict(result.params)
+                # ReFrame's epoch seconds of the job's end (not among the fields the
+                # reader checks: read as a number or not at all)
+                completed = test.get("job_completion_time_unix")
+                job.time = float(completed) if metrics.is_number(completed) else None
+                job.image = result.provenance["image"]
+                job.driver = result.provenance["driver"]
+                job.never_started = never_started(test.raw)
+                if not job.never_started and not result.ok:
+                    job.failed = " ".join((result.reason or "failed").split())
+            elif not test.passed:   # preflight: no figures, its reason only
+                job.never_started = never_started(test.raw)
+                if not job.never_started:
+                    job.failed = " ".join((test.get("fail_reason") or "failed").split())
+            found[group] = job
+    except (jsonfile.JsonFileError, InputError) as err:
+        # a report ReFrame wrote that this reader cannot use: the sweep stops on one line
+        raise ReframeError(str(err)) from None
     for group in wave.groups:
         found.setdefault(group, JobResult(case, group, wave.kind,
                                           never_started="ReFrame did not run it"))

@@ -20,22 +20,24 @@ from __future__ import annotations
 import getpass
 import os
 import signal
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ocibench.history import drift
-from ocibench.history.store import History
+from ocibench.history.store import History, HistoryError
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
-from ocibench.sweep import actions, plan, rfm, signals, slurm, state, verdicts
+from ocibench.sweep import actions, keep, plan, rfm, signals, slurm, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
 from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 
 START_TIMEOUT_S = slurm.START_TIMEOUT_S
 
 #: Exit status of a sweep whose nodes were judged: 0 every node passes; 1 some node
-#: fails, is an outlier or is unreachable (something to act on); 3 no node does, but
+#: fails, is an outlier, drifts or is unreachable (something to act on); 3 no node does, but
 #: some could not be judged (no check ran there, or its runs could not be judged), or
 #: the sweep had no node at all.  2 (usage, Slurm, ReFrame) and 128 + the signal
 #: (stopped) are the command's (ocibench.commands.sweep).
@@ -58,7 +60,12 @@ class Options:
     start_timeout: int = START_TIMEOUT_S
     prefix: Path = Path("sweep")
     setvars: Sequence[str] = ()         # ReFrame's -S, for every run of the sweep
+    #: the history's session of this sweep (ocibench.history.store)
+    session: str = field(default_factory=lambda: f"sweep-{uuid.uuid4()}")
     state: Path = Path("drained.json")  # the record of drains (sweep.state)
+    #: the history the sweep keeps its figures in before it decides the drains, and
+    #: judges drift on (mark_drift); None: neither
+    history: Path | None = None
 
 
 @dataclass
@@ -81,6 +88,13 @@ class Sweep:
     #: why the sweep stopped before its end (an error, a signal), or None
     stopped: str | None = None
     signum: int | None = None           # the signal that stopped it
+    #: the history's session of this sweep (ocibench.history.store), and when it began
+    session: str = field(default_factory=lambda: f"sweep-{uuid.uuid4()}")
+    started: float = field(default_factory=time.time)
+    #: every job it ran, re-tests included: what the history keeps (Sweep.keep)
+    jobs: list[JobResult] = field(default_factory=list)
+    #: (records added, nodes) where the sweep kept its figures itself (Options.history)
+    kept: tuple[int, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -95,13 +109,19 @@ class Sweep:
             return EXIT_UNJUDGED
         return EXIT_PASS
 
+    def keep(self, path: Path) -> tuple[int, int]:
+        """Every node's figures into the history file ``path`` (ocibench.sweep.keep):
+        (records added, nodes)."""
+        return keep.keep(path, self.nodes, self.jobs, job_cells(self.jobs, self.outlier_k),
+                         self.session, self.started)
+
     def summary(self) -> dict[str, int]:
         return {str(v): sum(n.verdict is v for n in self.nodes.values()) for v in NODE_VERDICTS}
 
     def to_dict(self) -> dict[str, Any]:
         decision = self.drain
         return {
-            "version": 1, "partition": self.partition,
+            "version": 1, "partition": self.partition, "session": self.session,
             "outlier_k": self.outlier_k, "setvars": list(self.setvars),
             "stopped": self.stopped, "errors": list(self.errors),
             "plan": self.plan.to_dict(), "skipped": dict(self.skipped),
@@ -176,7 +196,7 @@ def sweep(options: Options, say: Callable[[str], None] = print) -> Sweep:
     cases, skipped = rfm.discover(options.names, options.excludes, options.prefix,
                                   options.partition, options.setvars)
     the_plan = plan.make_plan(nodes, cases, unreachable)
-    result = Sweep(the_plan, skipped, partition=options.partition,
+    result = Sweep(the_plan, skipped, partition=options.partition, session=options.session,
                    outlier_k=options.outlier_k, setvars=list(options.setvars))
     record = state.DrainRecord(options.state)
     try:
@@ -215,10 +235,15 @@ def _sweep(result: Sweep, options: Options, retaken: list[str],
                     resumed.append(node)
         jobs = _run_waves(the_plan, the_plan.waves, options, reservation, say, start=1)
         retest_jobs = _retests(the_plan, jobs, options, reservation, say, result)
+        result.jobs = jobs + retest_jobs
         result.nodes = judge_nodes(the_plan, jobs + retest_jobs, options.outlier_k,
                                    _never_started(jobs + retest_jobs, options))
+        if options.history is not None:
+            _drift(result, options.history)
         with signals.shielded():
             _decide_drains(result, options, states, retaken, resumed, record)
+            if options.history is not None:
+                _keep_events(result, options.history)
     finally:
         with signals.shielded():
             _restore(result, resumed, states, reservation, record)
@@ -241,7 +266,8 @@ def _run_waves(the_plan: Plan, waves: Sequence[plan.Wave], options: Options,
             say(f"step {number}: wave {index}/{len(waves)} ({wave.kind}), {case.name} on "
                 f"{len(wave.groups)} group(s)")
             jobs += rfm.run_step(number, wave, case, options.prefix, options.start_timeout,
-                                 options.partition, reservation, options.setvars)
+                                 options.partition, reservation, options.setvars,
+                                 options.session)
             number += 1
     return jobs
 
@@ -329,15 +355,11 @@ def mark_drift(nodes: dict[str, NodeResult], history: History, session: str,
     the history that already holds this sweep's figures, ``session``) drifting, and a
     "flagged" event kept for each: the drift persists where the node's newest event
     since its previous sweep is such a flag (verdicts.mark_drifting)."""
-    found: dict[str, list[drift.Drift]] = {}
+    passing = [node for node, result in nodes.items() if result.verdict is NodeVerdict.PASS]
+    found = {node: drifts for node, drifts in drift.drifting_nodes(
+        history, passing, now=now, session=session).items() if drifts}
     persisting = set()
-    for node, result in nodes.items():
-        if result.verdict is not NodeVerdict.PASS:
-            continue
-        drifts = drift.drifting(history, node, now=now, session=session)
-        if not drifts:
-            continue
-        found[node] = drifts
+    for node, drifts in found.items():
         events = history.events(node)
         if any(drift.flagged_since(events, d.previous) for d in drifts):
             persisting.add(node)
@@ -345,6 +367,34 @@ def mark_drift(nodes: dict[str, NodeResult], history: History, session: str,
     for node in found:
         history.add_event(node, "flagged", now, marked[node].reason, session)
     return marked
+
+
+def _drift(result: Sweep, path: Path) -> None:
+    """Keep the sweep's figures in the history at ``path``, then mark the nodes that
+    drift: before the drains are decided, so that a drift that persists is drained.  A
+    history that cannot be read or written is an error of the sweep, and no drift."""
+    try:
+        result.kept = result.keep(path)
+        with History(path) as history:
+            result.nodes = mark_drift(result.nodes, history, result.session, time.time())
+    except HistoryError as err:
+        result.errors.append(f"history: {err} (drift not judged)")
+
+
+def _keep_events(result: Sweep, path: Path) -> None:
+    """The sweep's drains and returns as the nodes' events in the history: a node
+    flagged, drained, returned and flagged again is a repeat offender (drift.offences)."""
+    decided = result.drain.nodes if result.drain else {}
+    try:
+        with History(path) as history:
+            for node in result.drained:
+                history.add_event(node, "drained", time.time(), decided.get(node, ""),
+                                  result.session)
+            for node in result.undrained:
+                history.add_event(node, "resumed", time.time(), "passed its re-test",
+                                  result.session)
+    except HistoryError as err:
+        result.errors.append(f"history: {err}")
 
 
 def drain_wanted(nodes: dict[str, NodeResult]) -> dict[str, str]:

@@ -79,6 +79,12 @@ class JobResult:
     failed: str | None = None       # why the job failed (ReFrame's or judge's reason)
     skipped: str | None = None      # why ReFrame skipped it
     never_started: str | None = None  # why it never ran (pending past the timeout)
+    #: What the history keeps beside the rows (ocibench.sweep.keep): the run's
+    #: parameters, when it completed (epoch s), the node's OS image and GPU driver.
+    params: dict[str, Any] = field(default_factory=dict)
+    time: float | None = None
+    image: str | None = None
+    driver: str | None = None
 
 
 @dataclass

@@ -1,0 +1,222 @@
+"""Every node's figures over time: a table, or a page beside the cluster's median (docs/history.md).
+
+``ocibench history [--node N] [--check C] [--since WHEN]`` prints each node's newest
+figures (with --node: every value of that node, oldest first); ``--html FILE`` writes
+one page with each figure over time beside the cluster's median, the documented figure
+and the floor.  ``ocibench history add REPORT...`` adds ReFrame runs to the history
+(``ocibench sweep`` adds its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ocibench import benchmarks, metrics, paths
+
+_UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def since(text: str, now: float | None = None) -> float:
+    """--since: an ISO date or time (UTC unless it says), or an age: 12h, 30d, 2w."""
+    found = re.fullmatch(r"(\d+)([hdw])", text.strip())
+    if found:
+        return (time.time() if now is None else now) - int(found.group(1)) * _UNITS[found.group(2)]
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a date (2026-01-31, 2026-01-31T12:00) nor an age "
+            "(12h, 30d, 2w)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def _db_option(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--db", type=Path, default=default, metavar="FILE",
+                        help="the history (default $OCIBENCH_HISTORY_DB, else "
+                             "<cache>/history.sqlite)")
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    _db_option(parser, None)
+    parser.add_argument("--node", metavar="NODE", help="one node: every value, oldest first")
+    parser.add_argument("--check", metavar="CHECK", help="one check (osu_bw, stream, ...)")
+    parser.add_argument("--since", type=since, metavar="WHEN",
+                        help="values at or after WHEN: a date (2026-01-31, UTC) or an age "
+                             "(12h, 30d, 2w)")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="write the figures over time as one offline HTML page")
+    sub = parser.add_subparsers(dest="action", metavar="add")
+    add = sub.add_parser("add", help="add ReFrame runs (their JSON run reports) to the history")
+    add.add_argument("reports", nargs="+", type=Path, metavar="REPORT",
+                     help="a ReFrame JSON run report (--report-file)")
+    _db_option(add, argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ocibench.history.store import HistoryError
+
+    args.db = args.db or paths.history_db()
+    try:
+        return _add(args) if args.action == "add" else _show(args)
+    except HistoryError as err:
+        return _usage(str(err))
+
+
+def _usage(message: str) -> int:
+    print(f"ocibench history: {message}", file=sys.stderr)
+    return 2
+
+
+# --------------------------------------------------------------------------- add
+
+def _add(args: argparse.Namespace) -> int:
+    from ocibench import jsonfile, shapes
+    from ocibench.history.store import History
+    from ocibench.reframe import runreport
+    from ocibench.report.load import InputError
+
+    found, sessions = [], []
+    for path in args.reports:
+        try:
+            report = runreport.read(path)
+            records, unplaced = _report_records(path, report)
+        except (jsonfile.JsonFileError, InputError, shapes.ShapeError,
+                benchmarks.ParamError) as err:
+            return _usage(str(err))
+        for name in unplaced:
+            print(f"ocibench history: {path}: {name}: no node named (no job_nodelist, no "
+                  "provenance host): not kept", file=sys.stderr)
+        found += records
+        sessions.append((path, records))
+    with History(args.db) as history:   # all reports, one transaction
+        added = history.add(found)
+    for path, records in sessions:
+        session = records[0].session if records else "-"
+        print(f"{path}: {len(records)} figure(s) of {len({r.node for r in records})} "
+              f"node(s), session {session}")
+    print(f"{args.db}: {added} added, {len(found) - added} already kept")
+    return 0
+
+
+def _report_records(path: Path, report) -> tuple[list, list[str]]:
+    """The Records of one run report, and the names of the cases no node can be told
+    for.  A case's figures are every node's of its job: a run outside the sweep has
+    no ring of pairs to tell one node from its partner."""
+    from ocibench.history import rows
+    from ocibench.report.load import InputError, testcase_result
+    from ocibench.sweep.rfm import SESSION_EXTRA
+
+    info = report.data["session_info"]
+    # A sweep's step: the sweep's session (its --session-extras), whose figures the
+    # sweep kept already; else ReFrame's session uuid (4.7+); else the file's content,
+    # so that adding the same report twice still adds nothing.
+    session = next((str(v) for v in (info.get(SESSION_EXTRA), info.get("uuid"))
+                    if isinstance(v, str) and v.strip()),
+                   "reframe-" + hashlib.sha256(path.read_bytes()).hexdigest()[:16])
+    ended = info.get("time_end_unix")
+    records, unplaced = [], []
+    for case in report.benchmarks():
+        result = testcase_result(case)
+        if result.skipped or not result.rows:
+            continue
+        hosts = case.hosts or list(result.provenance.get("hosts") or [])
+        if not hosts:
+            unplaced.append(case.name)
+            continue
+        completed = case.get("job_completion_time_unix")
+        when = completed if metrics.is_number(completed) else \
+            ended if metrics.is_number(ended) else _iso_time(result.provenance.get("date"))
+        if when is None:
+            raise InputError(f"{path}: {case.where}: no completion time "
+                                  "(job_completion_time_unix, session_info.time_end_unix)")
+        for host in hosts:
+            records += rows.records(host, result.check, result.params, result.rows,
+                                    time=float(when), session=session,
+                                    image=result.provenance.get("image"),
+                                    driver=result.provenance.get("driver"))
+    return records, unplaced
+
+
+def _iso_time(text: object) -> float | None:
+    try:
+        when = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+
+
+# --------------------------------------------------------------------------- show
+
+COLUMNS = ("node", "check", "variant", "size", "figure", "value", "unit", "documented",
+           "floor", "verdict", "time (UTC)", "session")
+
+
+def _show(args: argparse.Namespace) -> int:
+    from ocibench.history.store import History
+
+    if args.check is not None and args.check not in benchmarks.CHECKS:
+        return _usage(f"--check {args.check}: unknown check; known: "
+                      f"{', '.join(benchmarks.CHECKS)}")
+    with History(args.db, readonly=True) as history:
+        nodes = history.nodes()
+        if args.node is not None and args.node not in nodes:
+            shown = ", ".join(nodes[:5]) + (", ..." if len(nodes) > 5 else "")
+            return _usage(f"--node {args.node}: no such node in {args.db} "
+                          f"({len(nodes)} node(s): {shown or 'none'})")
+        if args.node is not None:
+            records = history.history(args.node, args.check, args.since)
+        else:
+            records = [r for n in nodes for r in history.latest(n)
+                       if (args.check is None or r.check == args.check)
+                       and (args.since is None or r.time >= args.since)]
+        if args.html is not None:
+            return _page(args, history, records)
+    print(_table(records))
+    if not records:
+        print("ocibench history: no figure matches", file=sys.stderr)
+    return 0
+
+
+def _page(args: argparse.Namespace, history, records) -> int:
+    try:  # here, not at the top: every ocibench command imports this module
+        from ocibench.report import history as page
+        from ocibench.report.output import OutputError, staged
+    except ModuleNotFoundError as err:
+        if err.name not in ("matplotlib", "jinja2"):
+            raise
+        return _usage(f"the page needs {err.name}: pip install 'ocibench[report]'")
+    text = page.render(history, records, args.node, args.since, args.db)
+    try:
+        with staged(args.html.parent) as stage:   # a reader sees the old page or the new
+            (stage / args.html.name).write_text(text)
+    except OutputError as err:
+        return _usage(str(err))
+    except OSError as err:
+        return _usage(f"cannot write {err.filename or args.html}: {err.strerror}")
+    print(f"{args.html}: {len({r.key for r in records})} figure(s) of "
+          f"{len({r.node for r in records})} node(s)")
+    return 0
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _table(records) -> str:
+    lines = [COLUMNS] + [
+        (r.node, r.check, r.variant or "-", "-" if r.size is None else str(r.size), r.figure,
+         _number(r.value), r.unit, _number(r.documented), _number(r.floor), r.verdict,
+         datetime.fromtimestamp(r.time, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+         r.session) for r in records]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip()
+                     for line in lines)
+
