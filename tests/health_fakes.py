@@ -3,7 +3,8 @@ hardware this machine does not have (tests/test_healthcheck.py, and every node o
 loopback cluster in tests/test_healthcheck_cluster.py).
 
 ``<dir>/bin``: tests/data/healthcheck/nvidia-smi and the files it prints (the GPU list,
-the row remapper's state, NVLink's status); a file ``hang`` there makes it hang.
+the row remapper's state, NVLink's status); a file ``hang`` there makes it hang; and
+tests/data/healthcheck/systemctl, which answers ``is-active`` from ``services/<unit>``.
 ``<dir>/root``: ``sys/bus/pci/devices/<bdf>/`` link speed and width of each GPU,
 ``sys/class/infiniband/<dev>/ports/<port>/{state,counters/link_downed}`` of each of the
 shape's RDMA ports, and ``dev/kmsg``, the kernel log, as the files the kernel shows.
@@ -19,6 +20,7 @@ from ocibench import shapes
 from ocibench.node import preflight
 
 FAKE_SMI = Path(__file__).parent / "data" / "healthcheck" / "nvidia-smi"
+FAKE_SYSTEMCTL = Path(__file__).parent / "data" / "healthcheck" / "systemctl"
 #: A GPU shape with NVLink, PCIe and RDMA ports declared (capabilities).
 SHAPE = "BM.GPU4.8"
 #: sysfs's spelling of a PCIe generation's rate.
@@ -42,6 +44,7 @@ class FakeNode:
         self.bin.mkdir(parents=True, exist_ok=True)
         self.root.mkdir(parents=True, exist_ok=True)
         shutil.copy(FAKE_SMI, self.bin / "nvidia-smi")
+        shutil.copy(FAKE_SYSTEMCTL, self.bin / "systemctl")
         self.healthy()
 
     # ---------------------------------------------------------------- the whole node
@@ -53,6 +56,7 @@ class FakeNode:
         for device in self.exp.rdma_devices:
             self.port(device)
         self.kernel_log()
+        self.service("nvidia-fabricmanager", "active")
         self.hang(False)
         return self
 
@@ -108,6 +112,15 @@ class FakeNode:
             "6,1,1000000,-;Linux version 6.8.0\n"
             + "".join(f"4,{n + 2},{(n + 2) * 1000000},-;{text}\n"
                       for n, text in enumerate(lines)))
+
+    def service(self, unit: str, state: str | None) -> None:
+        """What `systemctl is-active UNIT` says (None: a unit systemd does not know)."""
+        services = self.bin / "services"
+        services.mkdir(exist_ok=True)
+        if state is None:
+            (services / unit).unlink(missing_ok=True)
+        else:
+            (services / unit).write_text(state + "\n")
 
     def hang(self, on: bool = True) -> None:
         flag = self.bin / "hang"

@@ -66,7 +66,7 @@ def test_a_healthy_node_passes_every_probe(node: FakeNode) -> None:
     results = check.run_probes(context(node))
     assert {r.name: r.state for r in results} == {
         "gpu_count": PASS, "xid": PASS, "row_remap": PASS, "pcie": PASS, "nvlink": PASS,
-        "rdma mlx5_4:1": PASS, "rdma mlx5_6:1": PASS}
+        "rdma mlx5_4:1": PASS, "rdma mlx5_6:1": PASS, "fabric_manager": PASS}
     assert all(r.evidence and r.duration_s >= 0 for r in results)
 
 
@@ -245,6 +245,35 @@ def test_an_active_port_whose_counter_cannot_be_read_is_unknown(node: FakeNode) 
     assert got == UNKNOWN and "link_downed not read: missing" in evidence
 
 
+# --------------------------------------------------------------------------- fabric manager
+
+
+@pytest.mark.parametrize("said", ["inactive", "failed"])
+def test_a_fabric_manager_not_running_fails(node: FakeNode, said: str) -> None:
+    node.service("nvidia-fabricmanager", said)
+    got, evidence = one(node, "fabric_manager")
+    assert got == FAIL and f"nvidia-fabricmanager {said}" in evidence
+
+
+def test_a_fabric_manager_starting_or_not_told_is_unknown(node: FakeNode) -> None:
+    node.service("nvidia-fabricmanager", "activating")
+    assert one(node, "fabric_manager")[0] == UNKNOWN
+    (node.bin / "hang-systemctl").write_text("")
+    got, evidence = one(node, "fabric_manager")
+    assert got == UNKNOWN and "ran past" in evidence
+    (node.bin / "systemctl").unlink()
+    (node.bin / "hang-systemctl").unlink()
+    os.environ["PATH"] = str(node.bin)     # no systemctl anywhere (monkeypatched PATH)
+    got, evidence = one(node, "fabric_manager")
+    assert got == UNKNOWN and "systemctl not on PATH" in evidence
+
+
+def test_a_shape_that_declares_no_fabric_manager_has_no_such_probe(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    fake = FakeNode(tmp_path / "node", "BM.GPU.B200.8")
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    assert "fabric_manager" not in {r.name for r in check.run_probes(context(fake))}
+
 # --------------------------------------------------------------------------- history
 
 
@@ -299,6 +328,46 @@ def test_failures_older_than_a_persons_resume_are_not_held(node: FakeNode,
     db = _history(tmp_path, _record("gpu-1", "fail", 2000.0, 80.0))
     got, evidence = history_finding(node, db, since=3000.0)
     assert got == PASS and "1 failed before a person resumed the node" in evidence
+
+
+def _drifting_history(tmp_path: Path, flagged_before: bool) -> Path:
+    """20 sweeps of 4 nodes at 100 GB/s give or take 0.2; gpu-1's last 2 at 90: 10 %
+    below its baseline and the cluster's median (drift's rule: ocibench.history.drift)."""
+    records = []
+    for sweep in range(20):
+        for n in range(1, 5):
+            value = 100.0 + 0.2 * ((sweep + n) % 3 - 1)
+            if n == 1 and sweep >= 18:
+                value = 90.0
+            records.append(_record(f"gpu-{n}", "pass", 1000.0 * (sweep + 1), value))
+    path = _history(tmp_path, *records)
+    if flagged_before:
+        with store.History(path) as history:   # the sweep's flag at sweep 19
+            history.add_event("gpu-1", "flagged", 19000.0 + 10, "drifting", "sweep-19000")
+    return path
+
+
+def drift_finding(fake: FakeNode, db: Path, since: float = 0.0) -> tuple[str, str]:
+    ctx = context(fake)
+    ctx.history_db, ctx.history_since = db, since
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx)}["drift"]
+
+
+def test_a_drift_the_previous_sweep_flagged_too_fails(node: FakeNode, tmp_path: Path) -> None:
+    got, evidence = drift_finding(node, _drifting_history(tmp_path, flagged_before=True))
+    assert got == FAIL, evidence
+    assert "osu_bw" in evidence and "drifting" in evidence and "previous sweep too" in evidence
+
+
+def test_a_first_drift_flag_is_unknown_never_a_drain(node: FakeNode, tmp_path: Path) -> None:
+    got, evidence = drift_finding(node, _drifting_history(tmp_path, flagged_before=False))
+    assert got == UNKNOWN and "flagged once" in evidence, evidence
+
+
+def test_no_drift_passes(node: FakeNode, tmp_path: Path) -> None:
+    path = _history(tmp_path, *[_record("gpu-1", "pass", 1000.0 * (s + 1)) for s in range(20)])
+    got, evidence = drift_finding(node, path)
+    assert got == PASS and "no figure of gpu-1 drifting" in evidence
 
 
 # --------------------------------------------------------------------------- the run
@@ -382,6 +451,34 @@ def test_a_dry_run_keeps_the_counters_of_the_last_real_run(node: FakeNode,
     assert written is not None and written.link_downed["mlx5_4:1"] == 0
 
 
+def test_one_run_at_a_time_on_a_node(node: FakeNode, tmp_path: Path) -> None:
+    """The health check and the prolog may start together: the second waits for the
+    first, so that neither writes the state over a drain the other recorded."""
+    import fcntl
+    import threading
+
+    with open(tmp_path / "state.json.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)     # another run holds the node's state
+        done: list[check.Outcome] = []
+        runner = threading.Thread(target=lambda: done.append(check.check(
+            _options(node, tmp_path))))
+        runner.start()
+        runner.join(3)
+        assert runner.is_alive() and not done
+    runner.join(30)
+    assert done and done[0].code == check.OK, done
+
+
+def test_a_state_that_cannot_be_locked_drains_nothing(node: FakeNode, tmp_path: Path,
+                                                      monkeypatch) -> None:
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    (tmp_path / "file").write_text("")
+    node.gpus(7)
+    outcome = check.check(check.Options(shape=node.shape, root=node.root, node="gpu-1",
+                                        state_path=tmp_path / "file" / "state.json"))
+    assert outcome.lines[0].startswith(f"warning: cannot lock {tmp_path / 'file'}")
+    assert outcome.state.action == state.NONE and outcome.code != check.OK
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -392,7 +489,7 @@ def test_the_command_runs_on_a_fake_node(node: FakeNode, capsys) -> None:
     # every probe passes but the history's: there is none here (unknown: exit 3)
     assert code == 3, out
     assert "healthcheck of gpu-1 against BM.GPU4.8" in out and "gpu_count: pass" in out
-    assert "history: unknown: no history at" in out
+    assert "history: unknown: no history at" in out and "drift: unknown: no history" in out
     written = json.loads(Path(os.environ["OCIBENCH_HEALTH_STATE"]).read_text())
     assert written["node"] == "gpu-1"
 

@@ -18,6 +18,7 @@ Needs root, `ip netns`, Slurm and munge (else SKIPPED); one cluster per machine
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -40,20 +41,26 @@ INTERVAL_S = 20
 RUN_SLACK_S = 15
 
 PERSON_REASON = "reseating the cables (a person's drain)"
+#: A reason as `ocibench sweep --drain` writes it: the same prefix, another's drain.
+SWEEP_REASON = ("ocibench: osu_bw %buffers=H-H %nodes=2 9.10 GB/s < 11.20 GB/s "
+                "(the sweep's drain)")
 
 WRAPPER = """#!/bin/sh
-# slurmd's HealthCheckProgram on the loopback cluster (tests/test_healthcheck_cluster.py):
-# slurmd runs it with no arguments, so this names the node's own fake hardware.
+# slurmd's {program} on the loopback cluster (tests/test_healthcheck_cluster.py): slurmd
+# runs it with no arguments, so this names the node's own fake hardware (the prolog's
+# own where the test gives it one) and its state file.
 node=${{SLURMD_NODENAME:-$(hostname)}}
 here={fakes}/$node
-PATH=$here/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+hw={fakes}/{hardware}$node
+[ -d "$hw" ] || hw=$here
+PATH=$hw/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SLURM_CONF={conf}
 OCIBENCH_HEALTH_STATE=$here/state.json
 # the Python with ocibench's requirements (bin/ocibench runs it)
 OCIBENCH_PYTHON={python}
 export PATH SLURM_CONF OCIBENCH_HEALTH_STATE OCIBENCH_PYTHON
-echo "--- $(date +%s.%N) SLURMD_NODENAME=${{SLURMD_NODENAME:-unset}}" >>"$here/log"
-exec {ocibench} healthcheck --shape {shape} --root "$here/root" --node "$node" \\
+echo "--- $(date +%s.%N) {program} SLURMD_NODENAME=${{SLURMD_NODENAME:-unset}}" >>"$here/log"
+exec {ocibench} healthcheck {options}--shape {shape} --root "$hw/root" --node "$node" \\
   >>"$here/log" 2>&1
 """
 
@@ -64,26 +71,31 @@ def nodes() -> list[str]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if NODES < 5:
-        pytest.skip(f"the healthcheck's test needs 5 nodes ({NODES}: OCIBENCH_CLUSTER_NODES)")
+    if NODES < 6:
+        pytest.skip(f"the healthcheck's test needs 6 nodes ({NODES}: OCIBENCH_CLUSTER_NODES)")
     with started_cluster(results_dir(tmp_path_factory, "healthcheck")) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def fakes(cluster) -> dict[str, FakeNode]:
-    """Every node a healthy fake GPU node, and slurmd's health check turned on."""
+    """Every node a healthy fake GPU node; slurmd's health check and the prolog on."""
     where = CLUSTER_DIR / "health"
     made = {node: FakeNode(where / node) for node in nodes()}
-    wrapper = where / "healthcheck.sh"
-    wrapper.write_text(WRAPPER.format(fakes=where, conf=CLUSTER_DIR / "etc" / "slurm.conf",
-                                      ocibench=paths.REPO_ROOT / "bin" / "ocibench",
-                                      shape=SHAPE, python=sys.executable))
-    wrapper.chmod(0o755)
+    wrapper, prolog = where / "healthcheck.sh", where / "prolog.sh"
+    for path, program, hardware, options in (
+            (wrapper, "HealthCheckProgram", "", ""),
+            (prolog, "Prolog", "prolog/", "--prolog ")):
+        path.write_text(WRAPPER.format(
+            program=program, fakes=where, hardware=hardware, options=options,
+            conf=CLUSTER_DIR / "etc" / "slurm.conf",
+            ocibench=paths.REPO_ROOT / "bin" / "ocibench", shape=SHAPE,
+            python=sys.executable))
+        path.chmod(0o755)
     conf = CLUSTER_DIR / "etc" / "slurm.conf"
     with conf.open("a") as out:
         out.write(f"HealthCheckProgram={wrapper}\nHealthCheckInterval={INTERVAL_S}\n"
-                  "HealthCheckNodeState=ANY\n")
+                  f"HealthCheckNodeState=ANY\nProlog={prolog}\n")
     proc = cluster.head("scontrol", "reconfigure")
     assert proc.returncode == 0, text(proc)
     shown = cluster.head("scontrol", "show", "config").stdout
@@ -141,8 +153,8 @@ def wait_for(cluster, want, timeout: float) -> tuple[dict[str, tuple[str, str]],
 
 def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes):
     names = nodes()
-    gpu_node, port_node, hung_node, person_node, flap_node = names[:5]
-    healthy = [n for n in names if n not in (gpu_node, port_node, person_node)]
+    gpu_node, port_node, hung_node, person_node, flap_node, sweep_node = names[:6]
+    healthy = [n for n in names if n not in (gpu_node, port_node, person_node, sweep_node)]
     # a first round on healthy nodes: each node's state file, with its ports' counters
     runs_since(fakes, time.time(), names, 2 * INTERVAL_S + RUN_SLACK_S)
     states = node_states(cluster)
@@ -157,17 +169,22 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
     fakes[hung_node].hang()
     fakes[person_node].gpus(6)
     fakes[flap_node].port("mlx5_4:1", link_downed=3)   # went down 3 times since
+    fakes[sweep_node].gpus(7)
     faulted = time.time()
 
     def drained(states):
         return all(states[n][0] == "drain" and states[n][1].startswith("ocibench:")
-                   for n in (gpu_node, port_node))
+                   for n in (gpu_node, port_node, sweep_node))
     states, took = wait_for(cluster, drained, 2 * INTERVAL_S + RUN_SLACK_S)
     print(f"faulted nodes drained by slurmd's health check in {took:.0f} s "
           f"(interval {INTERVAL_S} s)")
     assert "gpu_count (7x NVIDIA A100-SXM4-40GB; the shape: 8x" in states[gpu_node][1]
     assert "rdma mlx5_6:1 (port state 1: DOWN" in states[port_node][1]
     assert states[person_node] == ("drain", PERSON_REASON), states
+    # the sweep drains a node the healthcheck drained: the drain is the sweep's now
+    proc = cluster.head("scontrol", "update", f"NodeName={sweep_node}", "State=DRAIN",
+                        f"Reason={SWEEP_REASON}")
+    assert proc.returncode == 0, text(proc)
 
     # the hung tool's node: a run after the fault said unknown, and it is not drained
     hung = runs_since(fakes, faulted, [hung_node], 2 * INTERVAL_S + RUN_SLACK_S)[hung_node]
@@ -186,7 +203,7 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
         "from 0 to 3" in log, log[-3000:]
 
     # the faults removed: the healthcheck resumes what it drained, nothing else
-    for node in (gpu_node, person_node):
+    for node in (gpu_node, person_node, sweep_node):
         fakes[node].gpus(8)
     fakes[port_node].port("mlx5_6:1")
     fakes[hung_node].hang(False)
@@ -194,10 +211,13 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
                                                    + [gpu_node, port_node]),
                             2 * INTERVAL_S + RUN_SLACK_S)
     print(f"repaired nodes resumed by slurmd's health check in {took:.0f} s")
-    # a whole round later, the person's drain is still theirs
-    runs_since(fakes, time.time(), [person_node], 2 * INTERVAL_S + RUN_SLACK_S)
-    assert node_states(cluster)[person_node] == ("drain", PERSON_REASON)
-    cluster.head("scontrol", "update", f"NodeName={person_node}", "State=RESUME")
+    # a whole round later, the person's drain is still theirs, and the sweep's its own
+    runs_since(fakes, time.time(), [person_node, sweep_node], 2 * INTERVAL_S + RUN_SLACK_S)
+    states = node_states(cluster)
+    assert states[person_node] == ("drain", PERSON_REASON), states
+    assert states[sweep_node] == ("drain", SWEEP_REASON), states
+    for node in (person_node, sweep_node):
+        cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
 
 
 def test_dry_run_on_a_node_says_and_changes_nothing(cluster, fakes, tmp_path: Path):
@@ -216,3 +236,34 @@ def test_dry_run_on_a_node_says_and_changes_nothing(cluster, fakes, tmp_path: Pa
     assert f"{node}: would drain: ocibench: gpu_count (7x" in proc.stdout, text(proc)
     assert json.loads((tmp_path / "state.json").read_text())["action"] == "would drain"
     assert node_states(cluster)[node] == ("idle", "")
+
+
+def test_the_prolog_drains_a_broken_node_before_its_job(cluster, fakes):
+    """Slurm's Prolog, `ocibench healthcheck --prolog`, on a node whose GPUs went
+    missing since its last health check (the prolog's own fake: the health loop still
+    reads the healthy one): the job does not run there, the node is drained, and once
+    the GPUs are back the health loop returns it (the drain is in the node's state
+    file, shared by both)."""
+    node = nodes()[2]
+    broken = FakeNode(CLUSTER_DIR / "health" / "prolog" / node)
+    broken.gpus(7)
+    marker = CLUSTER_DIR / "health" / f"{node}.job-ran"
+    try:
+        proc = cluster.head("sbatch", "-w", node, "-o", "/dev/null", "--wrap",
+                            f"touch {marker}")
+        assert proc.returncode == 0, text(proc)
+        job = proc.stdout.split()[-1]
+        states, took = wait_for(cluster, lambda s: s[node][0] == "drain", 60)
+        print(f"prolog: {node} drained in {took:.0f} s: {states[node][1]!r}")
+        shown = cluster.head("scontrol", "show", "job", job).stdout
+        print(" ".join(w for w in shown.split() if w.startswith(("JobState=", "Reason="))))
+        assert "JobState=COMPLETED" not in shown and not marker.exists(), shown
+        assert states[node][1].startswith("ocibench: gpu_count (7x"), states[node]
+        # the GPUs back: the health loop resumes the prolog's drain
+        shutil.rmtree(broken.where)
+        _, took = wait_for(cluster, lambda s: s[node] == ("idle", "")
+                           or s[node][0] in ("alloc", "mix"), 2 * INTERVAL_S + RUN_SLACK_S)
+        print(f"prolog's drain resumed by the health check in {took:.0f} s")
+    finally:
+        cluster.head("scancel", job) if "job" in locals() else None
+        shutil.rmtree(broken.where, ignore_errors=True)

@@ -53,6 +53,9 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability("pcie", PCIE, "PCIe generation and lane width of each GPU's link",
                gpu_only=True),
     Capability("rdma", COUNT, "RDMA ports of a node (equals network.ports)"),
+    Capability("fabric_manager", FLAG, "NVIDIA Fabric Manager running: it configures the "
+               "NVSwitches of an HGX board, without which CUDA does not initialise "
+               "(NVIDIA Fabric Manager User Guide)", gpu_only=True),
 )}
 
 

@@ -119,8 +119,21 @@ def drain_reason(failed: list[ProbeResult]) -> str:
 
 
 def check(options: Options) -> Outcome:
-    began, start = time.monotonic(), time.time()
+    """One run, holding the node's state file for its whole length (state.locked)."""
     path = options.state_path or state.default_path()
+    try:
+        with state.locked(path):
+            return _check(options, path)
+    except state.StateError as err:    # only the lock raises it: _check says its own
+        # no lock, no state file either (the same directory): the run still probes and
+        # says what it found, and drains nothing (state.write refuses below)
+        outcome = _check(options, path)
+        outcome.lines.insert(0, f"warning: {err}")
+        return outcome
+
+
+def _check(options: Options, path: Path) -> Outcome:
+    began, start = time.monotonic(), time.time()
     node = options.node or node_name()
     lines: list[str] = []
     try:

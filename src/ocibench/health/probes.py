@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ocibench import accelerators, metrics, shapes
+from ocibench import accelerators, capabilities, metrics, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
-from ocibench.history import store
+from ocibench.history import drift, store
 from ocibench.node import preflight
 from ocibench.shapes.probe import Ran
 
@@ -308,6 +308,26 @@ def probe_rdma(ctx: Context) -> list[Finding]:
     return findings
 
 
+#: The service a shape's ``capabilities.fabric_manager`` needs running.
+FABRIC_MANAGER = "nvidia-fabricmanager"
+
+
+def probe_fabric_manager(ctx: Context) -> list[Finding]:
+    """NVIDIA's Fabric Manager on a board whose GPUs meet in NVSwitches: not running,
+    CUDA does not initialise on the node (NVIDIA Fabric Manager User Guide).  Asked of
+    systemd, which says the unit's state on stdout (systemctl(1) is-active)."""
+    ran = preflight.run(["systemctl", "is-active", FABRIC_MANAGER], ctx.timeout())
+    said = (ran.out.strip().splitlines() or [""])[0]
+    evidence = f"{FABRIC_MANAGER} {said or 'gave no state'} [`{ran.command}`]"
+    if said == "active" and not ran.why:
+        return [Finding("fabric_manager", PASS, evidence)]
+    if said in ("inactive", "failed") and not ran.timed_out and not ran.missing:
+        # an unknown unit is "inactive" too: on this shape, not installed is as broken
+        return [Finding("fabric_manager", FAIL, evidence)]
+    # not installed systemctl, a hang, "activating" (starting: asked again next run)
+    return [Finding("fabric_manager", UNKNOWN, f"{evidence}: {ran.why or 'not a final state'}")]
+
+
 def _figure(record: store.Record) -> str:
     size = f" {record.size} B" if record.size is not None else ""
     variant = f" {record.variant}" if record.variant else ""
@@ -346,6 +366,43 @@ def probe_history(ctx: Context) -> list[Finding]:
                     f"runs (newest {newest}){excused} [{path}]")]
 
 
+def probe_drift(ctx: Context) -> list[Finding]:
+    """This node's figures drifting below its own past (ocibench.history.drift: the
+    median of its last sweeps below its baseline, and below the cluster's median).
+    The sweep's action on drift is "rerun, then drain if it persists"; the healthcheck
+    follows it: a drift the sweep flagged at the node's previous sweep too fails here,
+    a first flag is unknown (the next sweep re-measures it)."""
+    path = ctx.history_db
+    if path is None or not path.is_file():
+        return [Finding("drift", UNKNOWN, f"no history at {path}")]
+    try:
+        with store.History(path, readonly=True) as history:
+            found = drift.drifting(history, ctx.node)
+            events = history.events(ctx.node)
+            measured = {r.key: r.time for r in history.latest(ctx.node)} if found else {}
+    except store.HistoryError as err:
+        return [Finding("drift", UNKNOWN, str(err))]
+    if not found:
+        return [Finding("drift", PASS, f"no figure of {ctx.node} drifting [{path}]")]
+    persisting, first = [], []
+    for d in found:
+        latest = measured.get((d.check, d.variant, d.size, d.figure), 0.0)
+        # what the sweep knew when it measured the newest value: its own flag of that
+        # sweep comes after the value's time and does not count
+        before = [e for e in events if e[0] < latest]
+        if latest > ctx.history_since and drift.flagged_since(before, d.previous):
+            persisting.append(d)
+        else:
+            first.append(d)
+    if persisting:
+        more = f"; and {len(persisting) - 1} more" if len(persisting) > 1 else ""
+        return [Finding("drift", FAIL, f"{persisting[0].reason} (flagged at its previous "
+                        f"sweep too){more} [{path}]")]
+    more = f"; and {len(first) - 1} more" if len(first) > 1 else ""
+    return [Finding("drift", UNKNOWN, f"{first[0].reason}{more}: flagged once; the next "
+                    f"sweep re-measures it (rerun, then drain if it persists) [{path}]")]
+
+
 #: (name, applies to the shape, probe), in the order they run: the GPU listing first,
 #: so that a hung GPU tool costs its timeout once (every later GPU probe reads the
 #: listing's outcome and says unknown at once).
@@ -358,5 +415,8 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Callable[[Context], list[Fin
     ("pcie", lambda c: c.exp.gpu_count > 0, probe_pcie),
     ("nvlink", lambda c: int(c.exp.capabilities.get("nvlink") or 0) > 0, probe_nvlink),
     ("rdma", lambda c: bool(c.exp.rdma_devices), probe_rdma),
+    ("fabric_manager", lambda c: capabilities.present(
+        c.exp.capabilities.get("fabric_manager")), probe_fabric_manager),
     ("history", lambda c: c.history_db is not None, probe_history),
+    ("drift", lambda c: c.history_db is not None, probe_drift),
 )

@@ -28,9 +28,11 @@ exports for each of its checks.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,23 @@ def write(state: HealthState, path: Path) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(name)
         raise StateError(f"cannot write {path}: {err.strerror or err}") from None
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """One run at a time on a node: the health check and the prolog may start
+    together, and each reads the state, probes, then writes it; without the lock the
+    later writer would drop the drain the other recorded.  ``<file>.lock`` beside it,
+    held for the run (each run ends within its deadline and Slurm's timeouts)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_name(path.name + ".lock"), "a")
+    except OSError as err:
+        raise StateError(f"cannot lock {path}: {err.strerror or err}") from None
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def read(path: Path) -> HealthState | None:
