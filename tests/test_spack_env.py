@@ -149,7 +149,7 @@ def test_documented_scope_has_what_its_readers_need(name: str) -> None:
 
 @pytest.mark.parametrize("name", GPU_SHAPES)
 def test_gpu_scope_builds_cuda_aware(name: str) -> None:
-    arch = shapes.load(name).gpus["cuda_arch"]
+    arch = shapes.load(name).gpus["arch"]
     scope = _derive(name)
     pkgs = scope["packages"]
     assert {"+cuda", "fabrics=ucx,ucc", "schedulers=slurm"} <= set(
@@ -189,7 +189,7 @@ def test_scope_builds_ucx_as_the_tech_tips(name: str) -> None:
     assert "@1.5.0" in ucc
     specs = scope["definitions"][0][spack_config.SPECS_DEFINITION]
     if "gdrcopy" in TECH_TIP_UCX[name]:
-        arch = shapes.load(name).gpus["cuda_arch"]
+        arch = shapes.load(name).gpus["arch"]
         assert {"@2.5.1", f"cuda_arch={arch}"} <= set(pkgs["gdrcopy"]["require"][0].split())
         assert any(s.startswith("gdrcopy ") for s in specs)  # a module with its tools
         assert {"+cuda", "+nccl"} <= set(ucc)
@@ -489,7 +489,7 @@ def test_concretizes(concretizer: ConcretizerPool, shape: str) -> None:
 def test_gpu_shape_concretizes_cuda_aware(concretizer: ConcretizerPool, shape: str) -> None:
     roots = concretizer.result(shape)
     data = shapes.load(shape)
-    arch = str(data.gpus["cuda_arch"])
+    arch = data.gpus["arch"]
     ompi = roots["openmpi"][0]
     assert variants(ompi)["cuda"] is True
     assert variants(ompi)["schedulers"] == ["slurm"]
@@ -529,7 +529,7 @@ def test_transport_stack_concretizes_as_the_tech_tips(concretizer: ConcretizerPo
     if gpu:
         gdrcopy = ompi["deps"]["gdrcopy"]
         assert gdrcopy["version"] == "2.5.1" and not gdrcopy["external"]
-        assert gdrcopy["variants"]["cuda_arch"] == [str(shapes.load(shape).gpus["cuda_arch"])]
+        assert gdrcopy["variants"]["cuda_arch"] == [shapes.load(shape).gpus["arch"]]
         assert "check" not in ompi["deps"]  # our gdrcopy: no libcheck from 2.5 on
         assert "gdrcopy" in roots and "nvbandwidth" in roots
     else:

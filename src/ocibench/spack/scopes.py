@@ -52,7 +52,7 @@ from typing import Any
 
 import yaml
 
-from ocibench import capabilities, paths, shapes
+from ocibench import accelerators, capabilities, paths, shapes
 from ocibench.node.machine import (
     DETECT_COMPILERS,
     Machine,
@@ -79,14 +79,10 @@ LOCAL_DEVELOP_DIR = paths.cache_dir() / "develop"
 SPECS_DEFINITION = "ocibench_specs"
 #: The environment's committed, shape-independent layers.
 
-#: cuda_arch when CUDA is present but no GPU is: compile-only.  90 (Hopper) because
-#: the GPU machines this project borrows to run what it builds are H100/H200
-#: (sm_90), and CUDA 13 no longer targets anything older than sm_75.
-DEFAULT_CUDA_ARCH = 90
-
 #: Detected externals the environment must use, never rebuild (the machine's MPI
-#: is "the image's MPI" of a machine-described shape; CUDA/NCCL come with the driver).
-NOT_BUILDABLE = {"openmpi", "cuda", "nccl", "rdma-core", "slurm", "hwloc"}
+#: is "the image's MPI" of a machine-described shape; every vendor's toolkit and
+#: collective library come with the driver).
+NOT_BUILDABLE = {"openmpi", "rdma-core", "slurm", "hwloc"} | accelerators.image_packages()
 
 #: The compiler executables of each compiler package, relative to its prefix,
 #: for shape files that give a compiler as {spec, prefix} only.
@@ -159,13 +155,14 @@ class Facts:
     shape: shapes.Shape
     compilers: list[tuple[str, dict[str, Any]]]  # (package, external entry), default first
     externals: dict[str, list[dict[str, Any]]]
-    cuda: bool
-    cuda_arch: int | None
-    cuda_arch_why: str
+    #: The GPUs' vendor (ocibench.accelerators), or None: nothing is built for GPUs.
+    accel: accelerators.Accelerator | None
+    arch: str | None
+    arch_why: str
     slurm: bool
     rdma: bool
     mpi_external: bool  # the MPI is the image's/machine's, not built by Spack
-    driver_stub: Path | None = None  # machine-described, CUDA but no driver: see cuda_driver_stub
+    driver_stub: Path | None = None  # machine-described, toolkit but no driver: see gather
     #: What UCX is built to use (gdrdrv, xpmem, cma -> True/False): the shape's
     #: ``capabilities:``, or on a machine-described shape what this node has
     #: (:func:`_build_capabilities`).
@@ -204,20 +201,10 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
         # Without it Spack would plan Open MPI and some 40 dependencies from source,
         # which fails offline on a download that never names the missing MPI.
         raise SpackConfigError(_no_machine_mpi(shape.name, machine))
-    cuda = bool(externals.get("cuda")) and (bool(gpus) or is_machine_described(shape))
-    if gpus and not externals.get("cuda"):
-        raise SpackConfigError(f"{shape.name}: a GPU shape needs software.externals.cuda")
-    if gpus:
-        arch, why = int(gpus["cuda_arch"]), f"gpus.cuda_arch of {shape.name}"
-    elif cuda:
-        arch, why = DEFAULT_CUDA_ARCH, (
-            "no GPU here: compile-only default sm_90 (the H100/H200 machines that run "
-            "what is built here; CUDA 13 targets sm_75 and newer)")
-    else:
-        arch, why = None, "no CUDA"
+    accel, arch, why = _accelerator(shape, externals)
     network = shape.data.get("network") or {}
     stub = None
-    if cuda and is_machine_described(shape) and not has_cuda_driver():
+    if accel is accelerators.NVIDIA and is_machine_described(shape) and not has_cuda_driver():
         stub = cuda_driver_stub(externals["cuda"][0]["prefix"])
     if is_machine_described(shape) and "xpmem" not in externals:
         found = detect_xpmem(root)
@@ -227,16 +214,37 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
         shape=shape,
         compilers=compilers,
         externals=externals,
-        cuda=cuda,
-        cuda_arch=arch if cuda else None,
-        cuda_arch_why=why,
+        accel=accel,
+        arch=arch,
+        arch_why=why,
         slurm=shape.data["scheduler"] == "slurm",
         rdma=str(network.get("rdma", "none")).lower() not in ("none", ""),
         mpi_external=mpi_external,
         driver_stub=stub,
-        build_caps=_build_capabilities(shape, cuda, root),
+        build_caps=_build_capabilities(shape, accel, root),
         notes=[mpi_note] if mpi_note else [],
     )
+
+
+def _accelerator(shape: shapes.Shape, externals: dict[str, list[dict[str, Any]]]
+                 ) -> tuple[accelerators.Accelerator | None, str | None, str]:
+    """(the vendor built for, its target, why that target).
+
+    A GPU shape: its ``gpus.vendor`` and ``gpus.arch``, and the image must provide the
+    vendor's toolkit.  A machine-described shape without GPUs whose machine has a
+    toolkit (a build host): compile-only, for the vendor's default target."""
+    gpus = shape.gpus
+    if gpus:
+        accel = accelerators.of(gpus)
+        toolkit = accel.toolkit_packages[0]
+        if not externals.get(toolkit):
+            raise SpackConfigError(f"{shape.name}: a GPU shape of vendor {accel.vendor} "
+                                   f"needs software.externals.{toolkit}")
+        return accel, str(gpus["arch"]), f"gpus.arch of {shape.name}"
+    accel = accelerators.with_toolkit(externals) if is_machine_described(shape) else None
+    if accel is None:
+        return None, None, "no GPU toolkit"
+    return accel, accel.build_host_arch, accel.build_host_arch_why
 
 
 def _no_machine_mpi(shape_name: str, machine: Machine) -> str:
@@ -275,14 +283,17 @@ def _machine_mpi(shape: shapes.Shape, externals: dict[str, list[dict[str, Any]]]
     if not found:
         return False, ""
     # Spack writes the variants glued: openmpi@4.1.4~cuda+cxx~cxx_exceptions...
-    if not shape.gpus or any(re.search(r"\+cuda(?![\w-])", e["spec"]) for e in found):
+    aware = accelerators.of(shape.gpus)
+    if not aware or any(re.search(rf"\+{aware.mpi_aware_variant}(?![\w-])", e["spec"])
+                         for e in found):
         return True, ""
     name = re.split(r"[~+\s]", found[0]["spec"], maxsplit=1)[0]
     return False, (f"this machine's {name} is not CUDA-aware and "
                    "there are GPUs: Open MPI is built (over UCX)")
 
 
-def _build_capabilities(shape: shapes.Shape, cuda: bool, root: Path) -> dict[str, bool]:
+def _build_capabilities(shape: shapes.Shape, accel: accelerators.Accelerator | None,
+                        root: Path) -> dict[str, bool]:
     """What UCX is built to use, from the capabilities the nodes have.
 
     A documented shape: its ``capabilities:`` (ocibench.capabilities), the one source
@@ -297,12 +308,13 @@ def _build_capabilities(shape: shapes.Shape, cuda: bool, root: Path) -> dict[str
     /dev/xpmem exists, because XPMEM's user library comes with its kernel module
     (both tech tips build the two together) and Spack's recipe cannot build the
     library alone from a release (``~kernel-module`` needs xpmem@2.6.6:)."""
+    gdr = bool(accel and accel.gdr_copy)
     if is_machine_described(shape):
-        return {"cma": True, "gdrdrv": cuda, "xpmem": has_device("xpmem", root)}
+        return {"cma": True, "gdrdrv": gdr, "xpmem": has_device("xpmem", root)}
     declared = shape.data.get("capabilities") or {}
     return {
         "cma": capabilities.present(declared.get("cma", True)),
-        "gdrdrv": cuda and capabilities.present(declared.get("gdrdrv", False)),
+        "gdrdrv": gdr and capabilities.present(declared.get("gdrdrv", False)),
         "xpmem": capabilities.present(declared.get("xpmem", False)),
     }
 
@@ -326,10 +338,10 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
             return []
         return [f"@{value}"]
 
-    if not facts.cuda:
+    if not facts.accel:
         for name in GPU_ONLY:
             if name in stack:
-                notes.append(f"{name}: left out, no CUDA on {shape.name}")
+                notes.append(f"{name}: left out, no GPU toolkit on {shape.name}")
                 stack.pop(name)
     if not facts.rdma:
         for name in RDMA_ONLY:
@@ -354,21 +366,23 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
                 # use it, and UCC +cuda compiles for every GPU architecture (see
                 # _transport_rules): a long build on a borrowed machine for nothing.
                 req.append("fabrics=ucx" if is_machine_described(shape) else "fabrics=ucx,ucc")
-                if facts.cuda:
-                    req.append("+cuda")  # seed 000 sec 1: CUDA-aware OpenMPI for -d cuda D D
+                if facts.accel:
+                    # seed 000 sec 1: CUDA-aware OpenMPI for -d cuda D D
+                    req.append(facts.accel.spack_variant)
                 if facts.slurm:
                     # seed 002 sec 1 (build-openmpi tip): OpenMPI for Slurm, with the
                     # external PMIx that srun --mpi=pmix also uses
                     req += ["schedulers=slurm", "~internal-pmix"]
             specs.append("openmpi")
         elif name == "osu-micro-benchmarks":
-            if facts.cuda:
+            if facts.accel:
                 # seed 000 sec 1: --enable-cuda --enable-ncclomb (osu_xccl_* on GPUs)
-                req += ["+cuda", "+nccl", f"cuda_arch={facts.cuda_arch}"]
+                req += [facts.accel.spack_variant, facts.accel.collective_variant,
+                        facts.accel.spack_arch(facts.arch)]
             specs += [f"osu-micro-benchmarks ^{m}" for m in mpis if m == "openmpi"] or [name]
         elif name == "nccl-tests":
             # seed 003 sec 2: make MPI=1 with OpenMPI, CUDA and NCCL
-            req += ["+mpi", f"cuda_arch={facts.cuda_arch}"]
+            req += ["+mpi", facts.accel.spack_arch(facts.arch)]
             specs.append("nccl-tests ^openmpi" if "openmpi" in mpis else name)
         elif name == "intel-mpi-benchmarks":
             # seed 004 sec 1 and 2: IMB once with OpenMPI and once with Intel MPI
@@ -383,8 +397,9 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
         if req:
             require[name] = req
 
-    if facts.cuda:
-        specs += ["cuda", "nccl"]  # modules of their own: seeds 000/003 `module load nvhpc`
+    if facts.accel:
+        # modules of their own: seeds 000/003 `module load nvhpc`
+        specs += list(facts.accel.gpu_modules)
         if shape.gpus:
             # the node's own ceilings need its GPUs (a build host with a CUDA toolkit
             # and no GPU has none to measure)
@@ -413,17 +428,18 @@ def _transport_rules(facts: Facts, require: dict[str, list[str]], specs: list[st
         # configure builds them (and rdmacm, mlx5 direct verbs) by default; Spack's
         # recipe has them off.  (shape_rules holds capabilities.rdma equal to network.)
         ucx += ["+verbs", "+rdmacm", "+rc", "+ud", "+dc", "+mlx5_dv"]
-    if facts.cuda:
+    if facts.accel:
         # seed 000 sec 2-3/2-4: device buffers across nodes; gpu-with-ubuntu sec 3-1:
         # configure-release --with-cuda
-        ucx.append("+cuda")
+        ucx.append(facts.accel.spack_variant)
     if caps["gdrdrv"]:
         # gpu-with-ubuntu sec 3-1: GDRCopy 2.5.1 (its gdrdrv module loaded by a service),
         # UCX --with-gdrcopy: small GPU messages by CPU load/store through BAR1
         # (docs/gpu-results.md: 15.9 us D-D at 1 B without it).  A root of its own, so
         # that its tools (gdrcopy_sanity, _copylat, _copybw) are in the module tree.
         ucx.append("+gdrcopy")
-        require["gdrcopy"] = [f"@{TECH_TIP_VERSIONS['gdrcopy']}", f"cuda_arch={facts.cuda_arch}"]
+        require["gdrcopy"] = [f"@{TECH_TIP_VERSIONS['gdrcopy']}",
+                              facts.accel.spack_arch(facts.arch)]
         specs.append("gdrcopy")
     if caps["xpmem"]:
         # gpu-with-ubuntu sec 3-1, build-openmpi sec 1-1-4/1-1-5: XPMEM (user library
@@ -450,8 +466,8 @@ def _transport_rules(facts: Facts, require: dict[str, list[str]], specs: list[st
     # the recipe would otherwise demand an NCCL built for that cuda_arch, which the
     # image's NCCL external does not declare.
     ucc = [f"@{TECH_TIP_VERSIONS['ucc']}"]
-    if facts.cuda:
-        ucc += ["+cuda", "+nccl"]
+    if facts.accel:
+        ucc += [facts.accel.spack_variant, facts.accel.collective_variant]
     require["ucc"] = ucc
 
 
@@ -531,7 +547,7 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
     mirrors = _mirrors()
     if mirrors:
         scope["mirrors"] = mirrors
-    scope["_notes"] = notes + [f"cuda_arch: {facts.cuda_arch} ({facts.cuda_arch_why})"]
+    scope["_notes"] = notes + [f"gpu arch: {facts.arch} ({facts.arch_why})"]
     return scope
 
 
