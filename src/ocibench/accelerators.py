@@ -67,6 +67,9 @@ class Accelerator:
     #: The variant of OMB (the xccl benchmarks) and of UCC (its TL) for the library.
     collective_variant: str
     collective_tests_package: str
+    #: Whether the tests' recipe names the target (nccl-tests is a CudaPackage;
+    #: rccl-tests is not a ROCmPackage and builds for the targets of its hip).
+    collective_tests_arch: bool
 
     # ---- the benchmarks' buffers
     #: OMB's ``-d <buffer_flag>`` (c/util/osu_util.c, process_options: "cuda",
@@ -113,10 +116,6 @@ class Accelerator:
         """The Spack variant naming the target: ``cuda_arch=80``, ``amdgpu_target=gfx942``."""
         return f"{self.spack_arch_variant}={arch}"
 
-    def gpu_variants(self, arch: str) -> list[str]:
-        """The variants of a recipe built for this vendor's GPUs of ``arch``."""
-        return [self.spack_variant, self.spack_arch(arch)]
-
     def omb_buffer_options(self, buffers: str) -> list[str]:
         """OMB's options for a buffer pair: none for H-H, ``-d cuda D H`` for D-H."""
         return [] if buffers == "H-H" else ["-d", self.buffer_flag, *buffers.split("-")]
@@ -162,6 +161,7 @@ NVIDIA = Accelerator(
     collective_package="nccl",
     collective_variant="+nccl",
     collective_tests_package="nccl-tests",
+    collective_tests_arch=True,
     buffer_flag="cuda",
     omb_title_tag="-CUDA",
     ucx_memory="cuda",
@@ -197,6 +197,7 @@ AMD = Accelerator(
     collective_package="rccl",
     collective_variant="+rccl",       # OMB 7.4 configure --enable-rcclomb; ucc +rccl
     collective_tests_package="rccl-tests",
+    collective_tests_arch=False,
     buffer_flag="rocm",
     omb_title_tag="-ROCM",
     ucx_memory="rocm",
