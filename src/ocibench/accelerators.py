@@ -32,6 +32,38 @@ class ProbedGpu:
     bus_id: str   # PCI address as the tool prints it (domain:bus:device.function)
 
 
+@dataclass(frozen=True)
+class DriverStub:
+    """A toolkit's stand-in for the driver's library, for a build host without the
+    driver: binaries linked against the driver can start and run host-buffer
+    benchmarks, while every driver call fails (nothing pretends there is a GPU)."""
+
+    #: The driver's library as the dynamic linker knows it (``ldconfig -p``).
+    library: str
+    #: The stub's file name and the toolkit directories that may hold it.
+    stub: str
+    stub_dirs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HostCopyApi:
+    """The driver API through which ocibench.node.pageable_copy times copies between a
+    pageable host buffer and a GPU, each entry point by its role."""
+
+    library: str
+    init: str
+    device_count: str
+    device_get: str
+    context_retain: str
+    context_set: str
+    context_release: str
+    alloc: str
+    free: str
+    to_device: str
+    to_host: str
+    error_string: str
+
+
 class ProbeFormatError(ValueError):
     """A probe's output line that is not what the probe asked for."""
 
@@ -58,8 +90,17 @@ class Accelerator:
     #: first one decides whether a machine-described shape has the toolkit at all.
     toolkit_packages: tuple[str, ...]
     #: Spack's variant spelling in a detected external spec (``~cuda``/``+cuda``):
-    #: whether the machine's Open MPI takes device buffers.
+    #: whether the machine's Open MPI takes device buffers.  Open MPI's ompi_info then
+    #: says ``mpi_built_with_<x>_support`` (Open MPI 5; ``opal_`` in 4.1; spack-packages'
+    #: openmpi determine_variants reads the same parameter).
     mpi_aware_variant: str
+    #: The toolkit's compiler whose dry run names the toolkit (``TOP=``): a wrapper of
+    #: it on PATH is resolved to the real toolkit (ocibench.node.machine); or None.
+    toolkit_compiler: str | None
+    #: The toolkit's driver stub (see DriverStub), or None where there is none.
+    driver_stub: DriverStub | None
+    #: The driver API of the pageable-copy measurement, or None: not measured.
+    host_copy: HostCopyApi | None
 
     # ---- the collective library (NCCL's API: RCCL is its port, with its env vars)
     collective: str
@@ -157,6 +198,18 @@ NVIDIA = Accelerator(
     spack_arch_variant="cuda_arch",
     toolkit_packages=("cuda",),
     mpi_aware_variant="cuda",
+    toolkit_compiler="nvcc",
+    driver_stub=DriverStub(
+        library="libcuda.so.1", stub="libcuda.so",
+        stub_dirs=("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs")),
+    # The CUDA driver API of libcuda.so.1 (cuda.h): the driver's library, so that no
+    # toolkit is needed on the node.
+    host_copy=HostCopyApi(
+        library="libcuda.so.1", init="cuInit", device_count="cuDeviceGetCount",
+        device_get="cuDeviceGet", context_retain="cuDevicePrimaryCtxRetain",
+        context_set="cuCtxSetCurrent", context_release="cuDevicePrimaryCtxRelease",
+        alloc="cuMemAlloc_v2", free="cuMemFree_v2", to_device="cuMemcpyHtoD_v2",
+        to_host="cuMemcpyDtoH_v2", error_string="cuGetErrorString"),
     collective="NCCL",
     collective_package="nccl",
     collective_variant="+nccl",
@@ -193,6 +246,9 @@ AMD = Accelerator(
                       "rocm-core", "roctracer-dev-api", "hipify-clang",
                       "rocprofiler-register", "rocm-cmake"),
     mpi_aware_variant="rocm",
+    toolkit_compiler=None,      # Spack's detection of hip reports /opt/rocm itself
+    driver_stub=None,
+    host_copy=None,             # HIP has no primary-context calls: not measured yet
     collective="RCCL",
     collective_package="rccl",
     collective_variant="+rccl",       # OMB 7.4 configure --enable-rcclomb; ucc +rccl

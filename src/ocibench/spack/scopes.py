@@ -58,12 +58,12 @@ from ocibench import accelerators, capabilities, paths, shapes
 from ocibench.node.machine import (
     DETECT_COMPILERS,
     Machine,
-    cuda_driver_stub,
     detect_machine,
     detect_tools,
     detect_xpmem,
-    has_cuda_driver,
+    driver_stub,
     has_device,
+    has_driver,
 )
 from ocibench.paths import REPO_ROOT, SITE_DIR
 
@@ -157,7 +157,8 @@ class Facts:
     slurm: bool
     rdma: bool
     mpi_external: bool  # the MPI is the image's/machine's, not built by Spack
-    driver_stub: Path | None = None  # machine-described, toolkit but no driver: see gather
+    #: machine-described, the toolkit but no driver: ocibench.node.machine.driver_stub
+    stub_dir: Path | None = None
     #: What UCX is built to use (gdrdrv, xpmem, cma -> True/False): the shape's
     #: ``capabilities:``, or on a machine-described shape what this node has
     #: (:func:`_build_capabilities`).
@@ -199,8 +200,9 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
     accel, arch, why = _accelerator(shape, externals)
     network = shape.data.get("network") or {}
     stub = None
-    if accel is accelerators.NVIDIA and is_machine_described(shape) and not has_cuda_driver():
-        stub = cuda_driver_stub(externals["cuda"][0]["prefix"])
+    if accel and accel.driver_stub and is_machine_described(shape) \
+            and not has_driver(accel.driver_stub.library):
+        stub = driver_stub(accel, externals[accel.toolkit_packages[0]][0]["prefix"])
     if is_machine_described(shape) and "xpmem" not in externals:
         found = detect_xpmem(root)
         if found:
@@ -216,7 +218,7 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
         slurm=shape.data["scheduler"] == "slurm",
         rdma=str(network.get("rdma", "none")).lower() not in ("none", ""),
         mpi_external=mpi_external,
-        driver_stub=stub,
+        stub_dir=stub,
         build_caps=_build_capabilities(shape, accel, root),
         notes=[mpi_note] if mpi_note else [],
     )
@@ -592,11 +594,13 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
         }},
         "env_vars": env_vars,
     }
-    if facts.driver_stub:
-        scope["modules"]["default"]["lmod"]["cuda"] = {
-            "environment": {"prepend_path": {"LD_LIBRARY_PATH": str(facts.driver_stub)}}}
-        notes.append(f"no NVIDIA driver: the cuda module puts the toolkit's libcuda stub "
-                     f"({facts.driver_stub}) on LD_LIBRARY_PATH (host-buffer runs only)")
+    if facts.stub_dir and facts.accel:
+        toolkit = facts.accel.toolkit_packages[0]
+        scope["modules"]["default"]["lmod"][toolkit] = {
+            "environment": {"prepend_path": {"LD_LIBRARY_PATH": str(facts.stub_dir)}}}
+        notes.append(f"no {facts.accel.vendor} driver: the {toolkit} module puts the "
+                     f"toolkit's driver stub ({facts.stub_dir}) on LD_LIBRARY_PATH "
+                     "(host-buffer runs only)")
     if not is_machine_described(shape):
         scope["concretizer"] = {"targets": {"host_compatible": False}}
     mirrors = _mirrors()
