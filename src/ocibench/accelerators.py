@@ -129,6 +129,9 @@ class Accelerator:
     ucx_ipc_transport: str
     #: UCX's loadable modules for the vendor (``uct_<x>_MODULES`` in ``ucx_info -b``).
     ucx_module: str
+    #: The capability (ocibench.capabilities) of the links between the GPUs of a node,
+    #: which the IPC transport shows in UCX's protocol tables (NVLink, xGMI).
+    device_link: str
     #: Whether UCX can use GDRCopy: spack-packages' ucx conflicts("+rocm",
     #: when="+gdrcopy"): "gdrcopy > 2.0 does not support rocm".
     gdr_copy: bool
@@ -221,6 +224,7 @@ NVIDIA = Accelerator(
     ucx_copy_transport="cuda_copy",
     ucx_ipc_transport="cuda_ipc",
     ucx_module="cuda",
+    device_link="nvlink",
     gdr_copy=True,
     ceiling_package="nvbandwidth",
     probe_command=("nvidia-smi", "--query-gpu=index,name,compute_cap,pci.bus_id",
@@ -260,6 +264,7 @@ AMD = Accelerator(
     ucx_copy_transport="rocm_copy",
     ucx_ipc_transport="rocm_ipc",
     ucx_module="rocm",
+    device_link="xgmi",     # 7 links per MI300X (rocm.blogs.amd.com, mi300x-rccl-xgmi)
     gdr_copy=False,
     # ROCm/system-acceptance-docs (mi300x.md) measures peer-to-peer with TransferBench;
     # rocm-bandwidth-test is the nvbandwidth-like sweep.  Both are builtin packages.

@@ -286,8 +286,8 @@ def _machine_mpi(shape: shapes.Shape, externals: dict[str, list[dict[str, Any]]]
                          for e in found):
         return True, ""
     name = re.split(r"[~+\s]", found[0]["spec"], maxsplit=1)[0]
-    return False, (f"this machine's {name} is not CUDA-aware and "
-                   "there are GPUs: Open MPI is built (over UCX)")
+    return False, (f"this machine's {name} is not {aware.mpi_aware_variant.upper()}-aware "
+                   "and there are GPUs: Open MPI is built (over UCX)")
 
 
 def _build_capabilities(shape: shapes.Shape, accel: accelerators.Accelerator | None,
