@@ -14,6 +14,7 @@ import pytest
 
 from ocibench import accelerators, shapes
 from ocibench.reframe import site
+from ocibench.report.load import _provenance as report_provenance
 from ocibench.shapes import rules
 from ocibench.spack import scopes
 
@@ -121,3 +122,11 @@ def test_an_amd_shape_without_rocm_externals_names_the_missing_one() -> None:
 
 def test_the_image_packages_are_never_built() -> None:
     assert {"cuda", "nccl", "hip", "rccl", "hsa-rocr-dev"} <= scopes.NOT_BUILDABLE
+
+
+def test_a_provenance_from_before_the_table_still_names_its_toolkit() -> None:
+    """provenance.json named the toolkit by its package ("cuda": "12.9.86") before the
+    vendor table; the report reads that as the toolkit field."""
+    assert report_provenance({"cuda": "12.9.86"})["toolkit"] == "cuda 12.9.86"
+    assert report_provenance({"toolkit": "hip 6.4.43484"})["toolkit"] == "hip 6.4.43484"
+    assert report_provenance({})["toolkit"] is None
