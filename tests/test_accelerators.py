@@ -13,10 +13,12 @@ import copy
 import pytest
 
 from ocibench import accelerators, shapes
+from ocibench.metrics import Action
 from ocibench.reframe import site
 from ocibench.report.load import _provenance as report_provenance
 from ocibench.shapes import probe, rules
 from ocibench.spack import scopes
+from ocibench.sweep import actions
 
 ROCM = {"hip": {"spec": "hip@6.4.3", "prefix": "/opt/rocm-6.4.3"},
         "rccl": {"spec": "rccl@6.4.3", "prefix": "/opt/rocm-6.4.3"}}
@@ -166,3 +168,11 @@ def test_a_probe_without_a_reader_is_unknown_not_absent(tmp_path, monkeypatch) -
 def test_no_vendor_tool_means_no_gpus(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert probe.gpus(NUMA) is None
+
+
+@pytest.mark.parametrize("reason", [
+    "ocibench: this Open MPI is not CUDA-aware: osu_latency -d cuda D D needs it",
+    "ocibench: this Open MPI is not ROCM-aware: osu_latency -d rocm D D needs it",
+])
+def test_an_mpi_without_the_vendors_gpu_support_is_a_software_fix(reason) -> None:
+    assert actions.for_failure(reason) is Action.FIX_SOFTWARE
