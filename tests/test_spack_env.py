@@ -424,7 +424,7 @@ class ConcretizerPool:
             self.futures[shape] = self.pool.submit(self._run, shape)
 
     def _run(self, shape: str) -> subprocess.CompletedProcess:
-        script = Path(spack_config.__file__).with_name("spack_scripts") / "concretize.py"
+        script = Path(spack_config.__file__).with_name("scripts") / "concretize.py"
         done = subprocess.run(
             [str(self.spack_exe), "-e", str(self.env_dir), "python", str(script)],
             env={**_spack_env(), "OCIBENCH_SHAPE": shape},
