@@ -224,6 +224,21 @@ FAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "version unquoted": (
         "BM.GPU4.8", r'stream: "5.10"', "stream: 5.10",
         ("software.stack.stream: 5.1 is not a string", '"5.10"')),
+    "vendor not in the table": (
+        "BM.GPU4.8", r"^  vendor: nvidia$", "  vendor: intel",
+        ("gpus.vendor: 'intel' is not a known vendor (nvidia, amd)",)),
+    "the old cuda_arch field": (
+        "BM.GPU4.8", r'^  arch: "80"$', "  cuda_arch: 80",
+        ("gpus: unknown field 'cuda_arch' (known: arch, devices, model, vendor)",)),
+    "arch a number": (
+        "BM.GPU4.8", r'^  arch: "80"$', "  arch: 80",
+        ("gpus.arch: 80 is not a string",)),
+    "arch of another vendor": (
+        "BM.GPU4.8", r'^  arch: "80"$', "  arch: gfx942",
+        ("gpus.arch: 'gfx942' is not an architecture of nvidia GPUs", "compute capability")),
+    "amd arch in CUDA's spelling": (
+        "BM.GPU4.8", r"^  vendor: nvidia$", "  vendor: amd",
+        ("gpus.arch: '80' is not an architecture of amd GPUs", "gfx942")),
     "GPU on no NUMA node": (
         "BM.GPU4.8", r"\{index: 2, numa_node: 1\}", "{index: 2, numa_node: 9}",
         ("gpus.devices[2].numa_node: GPU 2 is on NUMA node 9",)),

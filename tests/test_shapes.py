@@ -144,7 +144,7 @@ def test_cpu_and_memory_facts(name: str) -> None:
 def test_gpu_facts(name: str) -> None:
     shape = shapes.load(name)
     assert shape.gpu_count == 8
-    assert shape.gpus["cuda_arch"] == 80
+    assert shape.gpus["vendor"] == "nvidia" and shape.gpus["arch"] == "80"
     assert [d["index"] for d in shape.gpus["devices"]] == list(range(8))
     # Seed 000 sec 2-1: GPUs 0 and 1 hang off NUMA node 3, cores 24-31 on BM.GPU4.8.
     assert shape.gpus["devices"][0]["numa_node"] == shape.gpus["devices"][1]["numa_node"] == 3

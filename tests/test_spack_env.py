@@ -54,7 +54,8 @@ UCX_SWITCHES = {"cuda", "gdrcopy", "xpmem", "cma", "knem"} | RDMA_UCX
 
 #: seed 001 sec 2: clang -DSTREAM_TYPE=double -DSTREAM_ARRAY_SIZE=430080000 -O3
 #: -mcmodel=large -fopenmp -fnt-store, with AOCC 5.0 (sec 0).
-E5_STREAM = {"array_size": "430080000", "nt_store": True, "type": "double", "openmp": True}
+E5_STREAM = {"stream_array_size": "430080000", "nt_store": True, "stream_type": "double",
+             "openmp": True}
 
 
 # --------------------------------------------------------------------------- YAML
@@ -149,7 +150,7 @@ def test_documented_scope_has_what_its_readers_need(name: str) -> None:
 
 @pytest.mark.parametrize("name", GPU_SHAPES)
 def test_gpu_scope_builds_cuda_aware(name: str) -> None:
-    arch = shapes.load(name).gpus["cuda_arch"]
+    arch = shapes.load(name).gpus["arch"]
     scope = _derive(name)
     pkgs = scope["packages"]
     assert {"+cuda", "fabrics=ucx,ucc", "schedulers=slurm"} <= set(
@@ -189,7 +190,7 @@ def test_scope_builds_ucx_as_the_tech_tips(name: str) -> None:
     assert "@1.5.0" in ucc
     specs = scope["definitions"][0][spack_config.SPECS_DEFINITION]
     if "gdrcopy" in TECH_TIP_UCX[name]:
-        arch = shapes.load(name).gpus["cuda_arch"]
+        arch = shapes.load(name).gpus["arch"]
         assert {"@2.5.1", f"cuda_arch={arch}"} <= set(pkgs["gdrcopy"]["require"][0].split())
         assert any(s.startswith("gdrcopy ") for s in specs)  # a module with its tools
         assert {"+cuda", "+nccl"} <= set(ucc)
@@ -330,10 +331,10 @@ def test_unknown_compiler_is_an_error() -> None:
 def test_build_entry_sets_compiler_and_variants() -> None:
     def edit(data):
         data["software"]["build"] = {"stream": {"compiler": "aocc@5.0.0",
-                                                "variants": "array_size=123 +nt_store"}}
+                                                "variants": "stream_array_size=123 +nt_store"}}
 
     req = _derive("BM.Standard.E5.192", edit)["packages"]["stream"]["require"][0].split()
-    assert {"%aocc@5.0.0", "array_size=123", "+nt_store", "@5.10"} <= set(req)
+    assert {"%aocc@5.0.0", "stream_array_size=123", "+nt_store", "@5.10"} <= set(req)
     # whatever follows %compiler would constrain the compiler, not stream
     assert req[-1] == "%aocc@5.0.0"
 
@@ -349,7 +350,7 @@ def test_cli_unknown_shape_lists_known_ones() -> None:
 def _real_nvcc() -> Path | None:
     for candidate in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
         if candidate and Path(candidate).is_file():
-            toolkit = machine.cuda_toolkit_of(Path(candidate))
+            toolkit = machine.toolkit_of(Path(candidate))
             if toolkit:
                 return toolkit / "bin" / "nvcc"
     return None
@@ -423,7 +424,7 @@ class ConcretizerPool:
             self.futures[shape] = self.pool.submit(self._run, shape)
 
     def _run(self, shape: str) -> subprocess.CompletedProcess:
-        script = Path(spack_config.__file__).with_name("spack_scripts") / "concretize.py"
+        script = Path(spack_config.__file__).with_name("scripts") / "concretize.py"
         done = subprocess.run(
             [str(self.spack_exe), "-e", str(self.env_dir), "python", str(script)],
             env={**_spack_env(), "OCIBENCH_SHAPE": shape},
@@ -489,7 +490,7 @@ def test_concretizes(concretizer: ConcretizerPool, shape: str) -> None:
 def test_gpu_shape_concretizes_cuda_aware(concretizer: ConcretizerPool, shape: str) -> None:
     roots = concretizer.result(shape)
     data = shapes.load(shape)
-    arch = str(data.gpus["cuda_arch"])
+    arch = data.gpus["arch"]
     ompi = roots["openmpi"][0]
     assert variants(ompi)["cuda"] is True
     assert variants(ompi)["schedulers"] == ["slurm"]
@@ -529,7 +530,7 @@ def test_transport_stack_concretizes_as_the_tech_tips(concretizer: ConcretizerPo
     if gpu:
         gdrcopy = ompi["deps"]["gdrcopy"]
         assert gdrcopy["version"] == "2.5.1" and not gdrcopy["external"]
-        assert gdrcopy["variants"]["cuda_arch"] == [str(shapes.load(shape).gpus["cuda_arch"])]
+        assert gdrcopy["variants"]["cuda_arch"] == [shapes.load(shape).gpus["arch"]]
         assert "check" not in ompi["deps"]  # our gdrcopy: no libcheck from 2.5 on
         assert "gdrcopy" in roots and "nvbandwidth" in roots
     else:

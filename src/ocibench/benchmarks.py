@@ -234,7 +234,7 @@ class CheckSpec:
 
 
 _BUFFERS = Param("buffers", "where the two ranks' buffers live (H host, D device), as OMB's "
-                 "'-d cuda D H'", choices=("H-H", "D-D", "H-D", "D-H"), default="H-H")
+                 "'-d <gpu> D H'", choices=("H-H", "D-D", "H-D", "D-H"), default="H-H")
 _PLACEMENT = Param("placement", "host rank's core relative to the GPU, for H-D and D-H in one "
                    "node", choices=("same-numa", "same-socket", "other-socket"))
 _MPI = Param("mpi", "the MPI that IMB was built with", choices=("openmpi", "intel-mpi"),
@@ -315,7 +315,7 @@ def _omb_pt2pt(name: str, metric: str, title: str, sizes: str, options: tuple[st
                ) -> CheckSpec:
     """An OMB point-to-point benchmark between two ranks (c/mpi/pt2pt/standard)."""
     return CheckSpec(
-        name, f"OMB {name} {' '.join(options[-2:])} [-d cuda X Y]", metric,
+        name, f"OMB {name} {' '.join(options[-2:])} [-d <gpu> X Y]", metric,
         (_BUFFERS, _nodes(2, (1, 2)), _PLACEMENT, _omb_sizes(sizes)),
         family=_PT2PT_FAMILY, parser="omb", title=title, size_range="omb",
         ucx_buffers=True, directions=directions, ceilings=ceilings or {},
@@ -344,7 +344,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               family=_OSU_COLLECTIVES, parser="omb", title="# OSU MPI Allreduce Latency Test",
               size_range="omb",
               command=("osu_allreduce", "-x", "10", "-i", "10", "-m", "4:268435456")),
-    CheckSpec("osu_xccl_allreduce", "OMB osu_xccl_allreduce -m 1073741824:1073741824 -d cuda",
+    CheckSpec("osu_xccl_allreduce", "OMB osu_xccl_allreduce -m 1073741824:1073741824 -d <gpu>",
               "latency",
               (_nodes(1, (1, 2)), _gpus_per_node(8), _omb_sizes("1073741824:1073741824")),
               collective="nccl", family=_OSU_COLLECTIVES, parser="omb",

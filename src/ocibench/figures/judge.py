@@ -277,8 +277,8 @@ class Facts:
         whose registry entry says they are UCX memories ("D-H": cuda, host)."""
         buffers = str(params.get("buffers") or "")
         spec = benchmarks.CHECKS.get(check)
-        memories = tuple(ucx_proto.MEMORY[b] for b in buffers.split("-")
-                         if b in ucx_proto.MEMORY) if spec and spec.ucx_buffers else ()
+        memories = tuple(m for b in buffers.split("-") for m in ucx_proto.MEMORY.get(b, ())
+                         ) if spec and spec.ucx_buffers else ()
         nodes = params.get("nodes")
         return replace(self, memories=memories,
                        nodes=nodes if isinstance(nodes, int) else None)

@@ -107,12 +107,8 @@ class Context:
 
 
 def vendor_of(shape: shapes.Shape) -> accelerators.Accelerator | None:
-    """The shape's row of the vendor table; a shape file written before the table
-    names no vendor, and every such file is NVIDIA's (it gives a ``cuda_arch``)."""
-    gpus = shape.gpus
-    if gpus and "vendor" not in gpus and "cuda_arch" in gpus:
-        return accelerators.VENDORS["nvidia"]
-    return accelerators.of(gpus)
+    """The shape's row of the vendor table; None on a CPU shape."""
+    return accelerators.of(shape.gpus)
 
 
 def _state_of(item: preflight.Item, absent: str = FAIL) -> str:

@@ -26,7 +26,8 @@ Partitions
     launcher is :mod:`ocibench.reframe.launchers` (the seeds' ``mpirun`` lines).
 
 Features (partition)
-    ``cpu``; ``gpu``, ``cuda``, ``nccl`` when the shape has GPUs; ``rdma`` when its
+    ``cpu``; ``gpu``, the vendor's feature and its collective library when the
+    shape has GPUs (``+nvgpu nccl``, ``+amdgpu rccl``: ocibench.accelerators); ``rdma`` when its
     network has RDMA; ``slurm`` under Slurm; ``multinode`` on ``multi``.
 
 Processor and devices (partition)
@@ -54,11 +55,11 @@ Environments (features; :data:`ENVIRONMENTS`)
     audits the shape's Lmod tree (:func:`ocibench.paths.module_root`) and
     ``$MODULEPATH`` (:mod:`ocibench.node.module_audit`), ``module use``-s the tree and
     loads the modules the tutorials load (``module load openmpi omb``; on GPU shapes
-    ``cuda nccl`` first).  ``extras.mpi_version`` is the shape's
-    ``software.stack.openmpi`` (``any`` when it names no version).  An environment
-    that the shape cannot offer (Intel MPI not in ``software.stack``) still exists,
-    with ``extras.unavailable`` giving the reason, so that its checks are listed and
-    then skipped with that reason.
+    the vendor's toolkit and collective library first, ocibench.accelerators).
+    ``extras.mpi_version`` is the shape's ``software.stack.openmpi`` (``any`` when it
+    names no version).  An environment that the shape cannot offer (Intel MPI not in
+    ``software.stack``) still exists, with ``extras.unavailable`` giving the reason, so
+    that its checks are listed and then skipped with that reason.
 
 Optional shape fields read here (all under ``cluster:``; absent on most shapes)::
 
@@ -108,7 +109,6 @@ SINFO_TIMEOUT_S = 5
 
 #: The module names of the shape's Lmod tree (Spack's lmod projections).
 MPI_MODULE = {"openmpi": "openmpi", "intel-mpi": "intel-mpi"}  # modules.yaml projections
-GPU_MODULES = ["cuda", "nccl"]
 
 #: ``software.stack`` keys that mean the shape's stack has Intel MPI.
 INTEL_MPI_STACK_KEYS = ("intel-oneapi-mpi", "intel-mpi")
@@ -287,8 +287,9 @@ def _nccl_sizes(shape: shapes.Shape) -> dict[str, dict[str, Any]]:
 
 def _features(shape: shapes.Shape) -> list[str]:
     features = ["cpu"]
-    if shape.gpu_count:
-        features += ["gpu", "cuda", "nccl"]
+    vendor = accelerators.of(shape.gpus)
+    if vendor:
+        features += ["gpu", vendor.reframe_feature, vendor.collective_package]
     rdma = (shape.data.get("network") or {}).get("rdma")
     if rdma and str(rdma).lower() != "none":
         features.append("rdma")
@@ -309,11 +310,11 @@ def _processor(shape: shapes.Shape) -> dict[str, Any]:
 
 
 def gpu_arch(shape: shapes.Shape) -> tuple[accelerators.Accelerator, str]:
-    """The vendor row and the architecture of a shape's GPUs: the one place this layer
-    reads them from a shape file.  (Shape files of this schema name NVIDIA's compute
-    capability, ``gpus.cuda_arch``; where they name ``gpus.{vendor, arch}`` this is
-    ``accelerators.of(shape.gpus), str(shape.gpus["arch"])``.)"""
-    return accelerators.VENDORS["nvidia"], str(shape.gpus["cuda_arch"])
+    """The vendor row and the architecture of a shape's GPUs (``gpus.{vendor, arch}``):
+    the one place this layer reads them from a shape file."""
+    vendor = accelerators.of(shape.gpus)
+    assert vendor is not None  # callers ask only of a shape with GPUs
+    return vendor, str(shape.gpus["arch"])
 
 
 def _devices(shape: shapes.Shape) -> list[dict[str, Any]]:
@@ -403,7 +404,8 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
                                   "launcher": INTELMPI if mpi == "intel-mpi" else OPENMPI}
         if mpi == "openmpi":   # the checks write options that differ by major version
             extras["mpi_version"] = str(stack.get("openmpi") or "any")
-        modules = (GPU_MODULES if env.gpu and shape.gpu_count else []) + \
+        vendor = accelerators.of(shape.gpus)
+        modules = (list(vendor.gpu_modules) if env.gpu and vendor else []) + \
             ([MPI_MODULE[mpi]] if mpi else []) + [env.module]
         prepare = list(use)
         if mpi == "intel-mpi" and not has_intel_mpi(shape):

@@ -19,6 +19,8 @@ from typing import Any
 
 import archspec.cpu
 
+from ocibench import accelerators
+
 #: Seconds a tool run while describing this machine may take: every command that loads
 #: the ``local`` shape waits for it, so a hung nvidia-smi (a GPU fallen off the bus
 #: hangs it in the driver) costs this much once, never forever.
@@ -172,44 +174,44 @@ def memory() -> dict[str, Any]:
     return {"type": "unknown", "size_gib": round(kib / 2**20, 1), "bandwidth_gbs": None}
 
 
-#: One line of ``nvidia-smi --query-gpu=index,name,compute_cap,pci.bus_id
-#: --format=csv,noheader``: "0, NVIDIA H100 80GB HBM3, 9.0, 00000000:18:00.0".
-_GPU_LINE = re.compile(r"([0-9]+), ([^,]+), ([0-9]+)\.([0-9]+), ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
-                       r"[0-9A-Fa-f]{2}\.[0-7])")
-
-
 def gpus(numa_nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """NVIDIA GPUs from nvidia-smi, with the NUMA node of each one's PCIe slot.
+    """The GPUs from their vendor's probe (:mod:`ocibench.accelerators`), with the NUMA
+    node of each one's PCIe slot.
 
-    None without nvidia-smi (no NVIDIA driver: no GPU to describe); ProbeError when
-    nvidia-smi is there but gives no answer: it failed, hung, or printed something
-    else than the CSV asked for."""
-    ran = run_tool(["nvidia-smi", "--query-gpu=index,name,compute_cap,pci.bus_id",
-                    "--format=csv,noheader"], PROBE_TIMEOUT_S)
-    if ran.missing:
-        return None
-    if ran.why:
-        raise ProbeError(f"`{ran.command}`: {ran.why}")
-    valid_nodes = {n["id"] for n in numa_nodes}
-    devices, model, arch = [], "", ""
-    for line in ran.out.strip().splitlines():
-        match = _GPU_LINE.fullmatch(line.strip())
-        if not match:
-            raise ProbeError(f"`{ran.command}` printed {line.strip()[:80]!r}, not "
-                             "index, name, compute_cap, pci.bus_id")
-        index, name, major, minor, bus = match.groups()
-        model, arch = name.strip(), major + minor
-        node = _pci_numa_node(bus)
-        numa_node = node if node in valid_nodes else min(valid_nodes)
-        devices.append({"index": int(index), "numa_node": numa_node})
-    if not devices:
-        raise ProbeError(f"`{ran.command}` listed no GPU")
-    return {"model": model, "cuda_arch": int(arch), "devices": devices}
+    None when no vendor's probe tool is here (no driver: no GPU to describe);
+    ProbeError when a probe is there but gives no answer: it failed, hung, or printed
+    something else than what it was asked."""
+    for vendor in accelerators.VENDORS.values():
+        ran = run_tool(list(vendor.probe_command), PROBE_TIMEOUT_S)
+        if ran.missing:
+            continue
+        if ran.why:
+            raise ProbeError(f"`{ran.command}`: {ran.why}")
+        if vendor.probe_parse is None:
+            raise ProbeError(f"`{ran.command}`: no reader of its output for "
+                             f"{vendor.vendor} GPUs (ocibench.accelerators)")
+        try:
+            found = vendor.probe_parse(ran.out)
+        except accelerators.ProbeFormatError as err:
+            raise ProbeError(f"`{ran.command}` {err}") from None
+        if not found:
+            raise ProbeError(f"`{ran.command}` listed no GPU")
+        valid_nodes = {n["id"] for n in numa_nodes}
+        devices = []
+        for gpu in found:
+            node = _pci_numa_node(gpu.bus_id)
+            devices.append({"index": gpu.index,
+                            "numa_node": node if node in valid_nodes else min(valid_nodes)})
+        return {"vendor": vendor.vendor, "model": found[-1].model, "arch": found[-1].arch,
+                "devices": devices}
+    return None
 
 
 def _pci_numa_node(bus_id: str) -> int:
-    # nvidia-smi prints 00000000:0F:00.0; sysfs uses 0000:0f:00.0 (bus_id matched
-    # _GPU_LINE: hex digits only, so the path stays under /sys/bus/pci/devices).
+    # A probe prints 00000000:0F:00.0; sysfs uses 0000:0f:00.0.  Hex digits only, so
+    # the path stays under /sys/bus/pci/devices.
+    if not re.fullmatch(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", bus_id):
+        return 0
     domain, rest = bus_id.lower().split(":", 1)
     path = Path("/sys/bus/pci/devices") / f"{domain[-4:]}:{rest}" / "numa_node"
     try:

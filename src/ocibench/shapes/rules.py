@@ -12,6 +12,8 @@ against the one registry of each concept:
 * ``limit`` names a key of ``links`` (or ``memory``) and bounds a rate;
 * ``requires`` names capabilities of :mod:`ocibench.capabilities`;
 * every core sits in exactly one NUMA node, every GPU on a NUMA node that exists;
+* ``gpus.vendor`` is a row of :mod:`ocibench.accelerators` and ``gpus.arch`` an
+  architecture of that vendor;
 * figure ids are unique.
 
 :func:`problem` answers the first fault as one line naming the field, and the
@@ -30,7 +32,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
-from ocibench import benchmarks, capabilities, metrics
+from ocibench import accelerators, benchmarks, capabilities, metrics
 from ocibench.paths import SITE_DIR
 
 #: The schema ships beside the shipped shape files (editors find it there); shape
@@ -276,6 +278,14 @@ def _gpu_problems(data: dict[str, Any]) -> Iterator[str]:
     gpus = data.get("gpus")
     if not gpus:
         return
+    try:
+        vendor = accelerators.of(gpus)
+    except accelerators.VendorError as err:
+        yield str(err)
+        return
+    wrong_arch = vendor.arch_problem(gpus["arch"])
+    if wrong_arch:
+        yield f"gpus.arch: {wrong_arch}"
     numa_ids = sorted(n["id"] for n in data["cpu"]["numa_nodes"])
     indexes: set[int] = set()
     for i, device in enumerate(gpus["devices"]):
