@@ -63,8 +63,10 @@ class FakeNode:
     # ---------------------------------------------------------------- its parts
     def gpus(self, count: int, model: str | None = None) -> None:
         name = model or self.exp.gpu_model
+        arch = str(self.shape.gpus["arch"])  # "90" -> nvidia-smi's compute_cap "9.0"
+        cap = f"{arch[:-1]}.{arch[-1]}"
         (self.bin / "gpus.csv").write_text(
-            "".join(f"{i}, {name}, {bus_id(i)}\n" for i in range(count)))
+            "".join(f"{i}, {name}, {cap}, {bus_id(i)}\n" for i in range(count)))
 
     def remap(self, pending: str = "No", failure: str = "No", gpu: int = 0) -> None:
         rows = []

@@ -110,7 +110,7 @@ class Node:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         self.bin.mkdir(exist_ok=True)
-        query = "".join(f"{i}, {name}, {bus}\n" for i, name, bus in self.gpus)
+        query = "".join(f"{i}, {name}, 8.0, {bus}\n" for i, name, bus in self.gpus)
         nvlink = "".join(f"GPU {g}: {MODEL} (UUID: GPU-{g})\n"
                          + "".join(f"\t Link {n}: {s}\n" for n, s in enumerate(links))
                          for g, links in self.links.items())
@@ -517,7 +517,7 @@ def test_the_local_shape_loads_past_a_hanging_or_garbled_nvidia_smi(
     monkeypatch.setattr(probe, "PROBE_TIMEOUT_S", 2)
     monkeypatch.setenv("PATH", f"{node.bin}{os.pathsep}{node.path}")   # lscpu: the real one
     for body, why in (("/bin/sleep 600 &\nwait", "ran past 2 s"),
-                      ("echo 'No devices were found, or so'", "not index, name")):
+                      ("echo 'No devices were found, or so'", "not the CSV asked for")):
         _tool("nvidia-smi", body)(node)
         started = time.monotonic()
         local = shapes.load("local")

@@ -194,8 +194,8 @@ def _parse_nvidia_smi(out: str) -> list[ProbedGpu]:
     for line in out.strip().splitlines():
         match = _NVIDIA_SMI_LINE.fullmatch(line.strip())
         if not match:
-            raise ProbeFormatError(f"printed {line.strip()[:80]!r}, not index, name, "
-                                   "compute_cap, pci.bus_id")
+            raise ProbeFormatError(f"printed {line.strip()[:80]!r}, not the CSV asked for "
+                                   "(index, name, compute_cap, pci.bus_id)")
         index, name, major, minor, bus = match.groups()
         found.append(ProbedGpu(int(index), name.strip(), major + minor, bus))
     return found

@@ -95,8 +95,7 @@ class Context:
     def listing(self) -> tuple[list[preflight.Gpu], Ran]:
         """The GPUs the vendor's tool lists, asked once per run."""
         if self._listing is None:
-            command = self.vendor.probe_command if self.vendor else None
-            self._listing = preflight.list_gpus(command, timeout=self.timeout())
+            self._listing = preflight.list_gpus(self.vendor, timeout=self.timeout())
         return self._listing
 
     def gpu_tool_silent(self) -> Finding | None:

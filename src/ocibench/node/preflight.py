@@ -233,26 +233,26 @@ class Gpu:
     bdf: str
 
 
-def list_gpus(command: tuple[str, ...] | None = None,
+def list_gpus(vendor: accelerators.Accelerator | None,
               timeout: float | None = None) -> tuple[list[Gpu], Ran]:
-    """The GPUs nvidia-smi lists (``command``: the vendor row's probe command, which
-    prints the same CSV; ``timeout``: the healthcheck's shorter one).  Output that is
-    not the CSV asked for (a driver message on stdout with exit 0, a changed format)
-    sets ``why``: the GPUs are then unknown, not absent."""
-    ran = run(list(command or ("nvidia-smi", "--query-gpu=index,name,pci.bus_id",
-                               "--format=csv,noheader")), timeout)
-    gpus = []
-    for line in ran.out.splitlines() if not ran.why else []:
-        fields = [f.strip() for f in line.split(",")]
-        if not line.strip():
-            continue
-        if len(fields) != 3 or not re.fullmatch(r"[0-9]{1,4}", fields[0]) \
-                or not _BUS_ID.fullmatch(fields[2]):
-            ran.why = (f"printed {line.strip()[:80]!r}, not the CSV asked for "
-                       "(index, name, pci.bus_id)")
-            return [], ran
-        gpus.append(Gpu(int(fields[0]), fields[1], _sysfs_bdf(fields[2])))
-    return gpus, ran
+    """The GPUs the vendor's probe lists (its row's command and reader, the same as
+    the local shape's probe uses; ``timeout``: the healthcheck's shorter one).  Output
+    the reader does not know (a driver message on stdout with exit 0, a changed format)
+    sets ``why``: the GPUs are then unknown, not absent.  No vendor (a CPU shape):
+    nvidia-smi's listing is still asked, so a GPU the shape does not declare is seen."""
+    vendor = vendor or accelerators.VENDORS["nvidia"]
+    ran = run(list(vendor.probe_command), timeout)
+    if ran.why:
+        return [], ran
+    if vendor.probe_parse is None:
+        ran.why = f"no reader of its output for {vendor.vendor} GPUs (ocibench.accelerators)"
+        return [], ran
+    try:
+        found = vendor.probe_parse(ran.out)
+    except accelerators.ProbeFormatError as err:
+        ran.why = str(err)
+        return [], ran
+    return [Gpu(g.index, g.model, _sysfs_bdf(g.bus_id)) for g in found], ran
 
 
 # --------------------------------------------------------------------------- probes
@@ -780,7 +780,7 @@ class Preflight:
 
 def preflight(shape: shapes.Shape, root: Path = Path("/")) -> Preflight:
     exp = expectations(shape)
-    gpus = list_gpus()
+    gpus = list_gpus(accelerators.of(shape.gpus))
     probes = list(PROBES) + [probe_rdma_device(d) for d in exp.rdma_devices]
     items = [p(root, exp, gpus) for p in probes]
     _one_of(items, capabilities.GPUDIRECT)
