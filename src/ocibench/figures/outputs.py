@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Union
 
-from ocibench import benchmarks, metrics
+from ocibench import accelerators, benchmarks, metrics
 
 # Union, not "|": a module-level alias is evaluated at import, and Python 3.9 has no "|".
 Values = dict[Union[int, str], float]
@@ -250,14 +250,18 @@ def _expect_count(check: str, what: str, expected: int, seen: int) -> None:
 # --- OSU Micro-Benchmarks ---------------------------------------------------------
 
 #: OMB's title line, per check: "# OSU <API><ACCEL> <name> v7.5".  <ACCEL> is what
-#: -d asked for: "-CUDA" with -d cuda, nothing without -d (c/util/osu_util_mpi.c,
-#: print_preamble / print_version_message: printf(benchmark_header, "-CUDA") or "").
-_OMB_TITLES = {
+#: -d asked for: each vendor's ``omb_title_tag`` ("-CUDA" with -d cuda, "-ROCM" with
+#: -d rocm), nothing without -d (c/util/osu_util_mpi.c, print_preamble /
+#: print_version_message: printf(benchmark_header, "-CUDA") / "-ROCM" / "").  <API> of
+#: the xccl benchmarks is the collective library they were built with (None here: any
+#: vendor's ``collective``; c/xccl/util/osu_util_xccl_interface.h OMB_XCCL_TYPE_STR,
+#: "NCCL" or "RCCL", OMB 7.4).
+_OMB_TITLES: dict[str, tuple[str | None, str]] = {
     "osu_latency": ("MPI", "Latency Test"),
     "osu_bw": ("MPI", "Bandwidth Test"),
     "osu_alltoall": ("MPI", "All-to-All Personalized Exchange Latency Test"),
     "osu_allreduce": ("MPI", "Allreduce Latency Test"),
-    "osu_xccl_allreduce": ("NCCL", "Allreduce Latency Test"),
+    "osu_xccl_allreduce": (None, "Allreduce Latency Test"),
 }
 _ROW = re.compile(r"^\d+\s+\S+")
 #: OMB 7.4 and older print the buffers of a -d run under the title (7.5 does not):
@@ -270,14 +274,20 @@ _OMB_CAPS = (re.compile(r"Limiting max message size to: (\d+)"),
              re.compile(r"Continuing with max message size of (\d+) bytes"))
 
 
+def _omb_apis(check: str) -> list[str]:
+    api = _OMB_TITLES[check][0]
+    return [api] if api else [vendor.collective for vendor in accelerators.VENDORS.values()]
+
+
 def _omb_title(check: str, lines: list[str]) -> str:
     """OMB's title line of the one run in ``lines``, whatever its accelerator."""
-    api, name = _OMB_TITLES[check]
-    title = re.compile(rf"# OSU {api}(?:-[A-Z]+(?: MANAGED)?)? {re.escape(name)}\b")
+    apis, name = _omb_apis(check), _OMB_TITLES[check][1]
+    title = re.compile(rf"# OSU (?:{'|'.join(apis)})(?:-[A-Z]+(?: MANAGED)?)? "
+                       rf"{re.escape(name)}\b")
     found = [line for line in lines if title.match(line)]
     if not found:
         other = next((line for line in lines if line.startswith("# OSU ")), None)
-        raise Unjudged(f"not {check} output: no '# OSU {api} {name}' title "
+        raise Unjudged(f"not {check} output: no '# OSU {' or '.join(apis)} {name}' title "
                        f"({'its title is ' + repr(other) if other else 'first line '}"
                        f"{'' if other else _first_line(lines)})")
     if len(found) > 1:
@@ -285,25 +295,47 @@ def _omb_title(check: str, lines: list[str]) -> str:
     return found[0]
 
 
-def _omb_buffers(check: str, title: str, lines: list[str], params: dict[str, Any]) -> None:
-    """The title (and OMB 7.4's buffer line) must show the buffers the run claims:
-    -CUDA for D-D, H-D, D-H and NCCL; none for host buffers.  A host-buffer output
-    judged as a D-D figure would otherwise pass as a device measurement."""
-    api, name = _OMB_TITLES[check]
-    buffers = params.get("buffers", "D-D" if api == "NCCL" else "H-H")
+def omb_vendor(title: str) -> accelerators.Accelerator | None:
+    """The vendor whose device buffers OMB's ``title`` names (its ``omb_title_tag``), or
+    None for a run without -d."""
+    head = title.split(" ")[2] if title.count(" ") >= 2 else ""
+    return next((vendor for vendor in accelerators.VENDORS.values()
+                 if head.endswith(vendor.omb_title_tag)), None)
+
+
+def _omb_buffers(check: str, title: str, lines: list[str], params: dict[str, Any]) -> str:
+    """The title (and OMB 7.4's buffer line) must show the buffers the run claims: a
+    vendor's tag (-CUDA, -ROCM) for D-D, H-D, D-H and the xccl benchmarks; none for host
+    buffers.  A host-buffer output judged as a D-D figure would otherwise pass as a
+    device measurement.  Returns the title's API (MPI, or the collective library)."""
+    api = title.split(" ")[2].split("-")[0]
+    name = _OMB_TITLES[check][1]
+    xccl = _OMB_TITLES[check][0] is None
+    buffers = params.get("buffers", "D-D" if xccl else "H-H")
+    vendor = omb_vendor(title)
+    tags = " or ".join(v.omb_title_tag.lstrip("-") for v in accelerators.VENDORS.values())
     shown = next((m for m in map(_OMB_BUFFERS.match, lines) if m), None)
     if shown and "-".join(shown.groups()) != buffers:
+        flag = vendor.buffer_flag if vendor else \
+            "|".join(v.buffer_flag for v in accelerators.VENDORS.values())
         raise SanityError(f"{check}: the output says {shown.string!r}; "
-                          f"buffers={buffers} is -d cuda {buffers.replace('-', ' ')}")
-    cuda = title.startswith(f"# OSU {api}-CUDA {name}")
-    if buffers == "H-H" and cuda and shown is None:
-        raise SanityError(f"{check}: the title {title!r} is a -d cuda run; host buffers "
-                          f"(H-H) are OMB without -d: '# OSU {api} {name}'")
-    if buffers != "H-H" and not cuda:
+                          f"buffers={buffers} is -d {flag} {buffers.replace('-', ' ')}")
+    if buffers == "H-H" and vendor and shown is None:
+        raise SanityError(f"{check}: the title {title!r} is a -d {vendor.buffer_flag} run; "
+                          f"host buffers (H-H) are OMB without -d: '# OSU {api} {name}'")
+    if buffers != "H-H" and not vendor:
         what = f"buffers={buffers}" if "buffers" in params else f"{api} on GPUs"
-        raise SanityError(f"{check}: the title {title!r} is not a CUDA run; {what} needs "
-                          f"'# OSU {api}-CUDA {name}' (OMB run with -d cuda "
-                          f"{buffers.replace('-', ' ')})")
+        needs = " or ".join(
+            f"'# OSU {v.collective if xccl else api}{v.omb_title_tag} {name}' (OMB run "
+            f"with -d {v.buffer_flag} {buffers.replace('-', ' ')})"
+            for v in accelerators.VENDORS.values())
+        raise SanityError(f"{check}: the title {title!r} is not a {tags} run; {what} "
+                          f"needs {needs}")
+    if xccl and vendor and api != vendor.collective:
+        raise SanityError(f"{check}: the title {title!r} names {api} with "
+                          f"{vendor.omb_title_tag} buffers: OMB's {vendor.collective} build "
+                          f"prints '# OSU {vendor.collective}{vendor.omb_title_tag} {name}'")
+    return api
 
 
 def _omb_cap(check: str, text_lines: list[str], rows: list[list[str]],
@@ -327,14 +359,15 @@ def _omb_cap(check: str, text_lines: list[str], rows: list[list[str]],
 
 def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     title = _omb_title(check, lines)
-    _omb_buffers(check, title, lines, params)
+    api = _omb_buffers(check, title, lines, params)
     body = lines[lines.index(title) + 1:]
     header = next((i for i, line in enumerate(body) if line.startswith("# Size")), None)
     if header is None:
         raise SanityError(f"output truncated: missing the '# Size' header of {check}")
-    if check == "osu_xccl_allreduce":
-        # OMB's NCCL benchmarks print "#Using NCCL" once per rank, before the title.
-        ranks = sum(1 for line in lines if line == "#Using NCCL")
+    if _OMB_TITLES[check][0] is None:
+        # OMB's xccl benchmarks print "#Using NCCL" (RCCL) once per rank, before the
+        # title (c/xccl/util/osu_util_xccl_interface.c omb_xccl_interface_inject).
+        ranks = sum(1 for line in lines if line == f"#Using {api}")
         _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
     rows = [line.split() for line in body[header + 1:] if _ROW.match(line)]
     sizes = benchmarks.expected_sizes(check, params)
