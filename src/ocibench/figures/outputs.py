@@ -29,7 +29,7 @@ import math
 import re
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, Union
 
 from ocibench import accelerators, benchmarks, metrics
@@ -88,6 +88,9 @@ class Measurement:
     #: incomparable with a documented figure ("one process drove 2 GPUs (-g 2); the
     #: figures are one rank per GPU: mpirun -np 2 ... -g 1"); None when it does not.
     method: str | None = None
+    #: The GPU vendor whose software printed the output, where it says so (OMB's title
+    #: tag, the collective tests' or library's version banner); None where it does not.
+    vendor: str | None = None
     #: metric -> key -> every sample of a run that repeated itself (nccl-tests -N):
     #: ``values`` then holds each key's median, and these show the spread.
     samples: dict[str, dict[int | str, tuple[float, ...]]] = field(default_factory=dict)
@@ -374,7 +377,9 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     _omb_cap(check, lines, rows, sizes, params)
     values = _size_table(check, rows, 1, sizes)
     metric = benchmarks.CHECKS[check].metric
-    return Measurement(check, metric, UNITS[metric], values)
+    found = omb_vendor(title)
+    return Measurement(check, metric, UNITS[metric], values,
+                       vendor=found.vendor if found else None)
 
 
 # --- nccl-tests -------------------------------------------------------------------
@@ -446,8 +451,28 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     rows = [_nccl_row(check, columns, line) for line in lines[headers[0] + 1:]
             if _NCCL_ROW.match(line)]
     oob = oobs[0]
-    return _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
-                             params, method)
+    measured = _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
+                                 params, method)
+    return replace(measured, vendor=collective_vendor(lines))
+
+
+def collective_vendor(lines: list[str]) -> str | None:
+    """The vendor whose collective tests printed ``lines``, by the tests' banner
+    ("# nccl-tests version 2.18.2 ...", nccl-tests src/common.cu since 2.18; "rccl-tests:
+    Version develop:a52452e", ROCm/rccl-tests src/common.cu), else by the library's
+    ("NCCL version 2.9.9+cuda11.2" with NCCL_DEBUG=VERSION; "RCCL version : 2.22.3"):
+    each vendor's collective_tests_package, then its collective.  The banner goes first
+    because RCCL keeps NCCL's names in its own logs.  None where no line says, or where
+    two vendors do."""
+    for names in ((v.collective_tests_package for v in accelerators.VENDORS.values()),
+                  (v.collective for v in accelerators.VENDORS.values())):
+        patterns = {vendor: re.compile(rf"{re.escape(name.lower())}:? version\b")
+                    for vendor, name in zip(accelerators.VENDORS, names)}
+        seen = {vendor for line in lines for vendor, pattern in patterns.items()
+                if pattern.match(line.lstrip("# ").lower())}
+        if seen:
+            return seen.pop() if len(seen) == 1 else None
+    return None
 
 
 def _nccl_header(line: str) -> bool:
