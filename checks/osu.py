@@ -1,4 +1,7 @@
-"""OSU Micro-Benchmarks: the command lines of seeds 000 (CUDA/NCCL) and 002 (host).
+"""OSU Micro-Benchmarks: the command lines of seeds 000 (GPUs) and 002 (host).
+
+Device buffers are the shape's vendor's (ocibench.accelerators): ``-d cuda D H`` on
+NVIDIA, ``-d rocm D H`` on AMD; the xccl benchmarks run on its collective library.
 
     osu_latency / osu_bw            buffers H-H | D-D, nodes 1 | 2
     osu_latency_host_device /       buffers H-D | D-H in one node, placement same-numa |
@@ -15,6 +18,8 @@ from typing import Any
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, variable
 
+from ocibench import accelerators
+
 from .base import EveryGpuCheck, OcibenchCheck, host_device_cores, pin_ranks
 
 #: OMB options per benchmark, as the seeds give them (seed 000 sec 2-1/2-2, 002 sec 3-x).
@@ -24,9 +29,15 @@ PT2PT_OPTS = {"osu_latency": LATENCY_OPTS, "osu_bw": BW_OPTS}
 #: seed 000 sec 2-5/2-6: osu_xccl_allreduce at 1 GiB
 XCCL_BYTES = 1 << 30
 
-#: OMB's -d cuda buffer letters: "D-H" -> ["D", "H"].
-def _cuda_opts(buffers: str) -> list[str]:
-    return [] if buffers == "H-H" else ["-d", "cuda", *buffers.split("-")]
+def buffer_opts(check: OcibenchCheck, buffers: str) -> list[str]:
+    """OMB's buffer options: none for H-H, ``-d <flag> D H`` for D-H with the flag of
+    the shape's GPU vendor (its row's ``buffer_flag``)."""
+    if buffers == "H-H":
+        return []
+    vendor = accelerators.of(check._shape().gpus)
+    check.skip_if(vendor is None, f"{buffers} buffers need GPUs; shape "
+                  f"{check._shape().name} has none")
+    return vendor.omb_buffer_options(buffers)
 
 
 def largest_size(limit: int, ranks: int, memory_gib: float, buffers_per_rank: int) -> int:
@@ -75,7 +86,7 @@ class _Pt2Pt(_OsuBase):
         if self.iterations > 0:
             options[options.index("-x") + 1] = options[options.index("-i") + 1] = \
                 str(self.iterations)
-        self.executable_opts = options + _cuda_opts(buffers)
+        self.executable_opts = options + buffer_opts(self, buffers)
         if nodes > 1:
             device = self.ucx_device("mpi")
             if device:
@@ -230,7 +241,7 @@ class osu_xccl_allreduce(EveryGpuCheck):
         # 2 x H200 machine (docs/gpu-results.md).  The limit equal to the message
         # size changes nothing else, on either version.
         self.executable_opts = ["-x", "10", "-i", "10", "-m", f"{XCCL_BYTES}:{XCCL_BYTES}",
-                                "-M", str(XCCL_BYTES), "-d", "cuda", "D", "D"]
+                                "-M", str(XCCL_BYTES), *buffer_opts(self, "D-D")]
         device = self.ucx_device("mpi")
         if device:
             self.export("UCX_NET_DEVICES", device)

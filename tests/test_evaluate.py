@@ -521,8 +521,8 @@ def test_nvbandwidth_reads_the_copies_omb_makes():
      .replace("SUM host_to_device_memcpy_ce", "XSUM"),
      "host_to_device_memcpy_ce: 'Error: cuMemcpyAsync failed'"),
     (lambda t: t.split("pageable host_to_device")[0]
-     + "pageable_copy: no CUDA driver (libcuda.so.1): cannot open\n",
-     "nvbandwidth: pageable_copy: no CUDA driver (libcuda.so.1)"),
+     + "pageable_copy: no GPU driver (libcuda.so.1): cannot open\n",
+     "nvbandwidth: pageable_copy: no GPU driver (libcuda.so.1)"),
     (lambda t: t.replace("pageable device_to_host GPU 0", "pageable device_to_host GPU 3"),
      "no 'pageable device_to_host GPU 0: ... GB/s' line"),
 ])
@@ -543,7 +543,7 @@ def test_pageable_copy_without_a_driver_says_so_in_one_line(capsys):
         pass
     assert pageable_copy.main(["--copies", "1"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("pageable_copy: no CUDA driver (libcuda.so.1)") and err.count("\n") == 1
+    assert err.startswith("pageable_copy: no GPU driver (libcuda.so.1)") and err.count("\n") == 1
 
 
 def test_nvbandwidth_reads_a_real_capture_without_the_pageable_step():

@@ -349,7 +349,7 @@ def test_cli_unknown_shape_lists_known_ones() -> None:
 def _real_nvcc() -> Path | None:
     for candidate in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
         if candidate and Path(candidate).is_file():
-            toolkit = machine.cuda_toolkit_of(Path(candidate))
+            toolkit = machine.toolkit_of(Path(candidate))
             if toolkit:
                 return toolkit / "bin" / "nvcc"
     return None

@@ -32,6 +32,38 @@ class ProbedGpu:
     bus_id: str   # PCI address as the tool prints it (domain:bus:device.function)
 
 
+@dataclass(frozen=True)
+class DriverStub:
+    """A toolkit's stand-in for the driver's library, for a build host without the
+    driver: binaries linked against the driver can start and run host-buffer
+    benchmarks, while every driver call fails (nothing pretends there is a GPU)."""
+
+    #: The driver's library as the dynamic linker knows it (``ldconfig -p``).
+    library: str
+    #: The stub's file name and the toolkit directories that may hold it.
+    stub: str
+    stub_dirs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HostCopyApi:
+    """The driver API through which ocibench.node.pageable_copy times copies between a
+    pageable host buffer and a GPU, each entry point by its role."""
+
+    library: str
+    init: str
+    device_count: str
+    device_get: str
+    context_retain: str
+    context_set: str
+    context_release: str
+    alloc: str
+    free: str
+    to_device: str
+    to_host: str
+    error_string: str
+
+
 class ProbeFormatError(ValueError):
     """A probe's output line that is not what the probe asked for."""
 
@@ -58,8 +90,17 @@ class Accelerator:
     #: first one decides whether a machine-described shape has the toolkit at all.
     toolkit_packages: tuple[str, ...]
     #: Spack's variant spelling in a detected external spec (``~cuda``/``+cuda``):
-    #: whether the machine's Open MPI takes device buffers.
+    #: whether the machine's Open MPI takes device buffers.  Open MPI's ompi_info then
+    #: says ``mpi_built_with_<x>_support`` (Open MPI 5; ``opal_`` in 4.1; spack-packages'
+    #: openmpi determine_variants reads the same parameter).
     mpi_aware_variant: str
+    #: The toolkit's compiler whose dry run names the toolkit (``TOP=``): a wrapper of
+    #: it on PATH is resolved to the real toolkit (ocibench.node.machine); or None.
+    toolkit_compiler: str | None
+    #: The toolkit's driver stub (see DriverStub), or None where there is none.
+    driver_stub: DriverStub | None
+    #: The driver API of the pageable-copy measurement, or None: not measured.
+    host_copy: HostCopyApi | None
 
     # ---- the collective library (NCCL's API: RCCL is its port, with its env vars)
     collective: str
@@ -67,6 +108,9 @@ class Accelerator:
     #: The variant of OMB (the xccl benchmarks) and of UCC (its TL) for the library.
     collective_variant: str
     collective_tests_package: str
+    #: Whether the tests' recipe names the target (nccl-tests is a CudaPackage;
+    #: rccl-tests is not a ROCmPackage and builds for the targets of its hip).
+    collective_tests_arch: bool
 
     # ---- the benchmarks' buffers
     #: OMB's ``-d <buffer_flag>`` (c/util/osu_util.c, process_options: "cuda",
@@ -85,6 +129,9 @@ class Accelerator:
     ucx_ipc_transport: str
     #: UCX's loadable modules for the vendor (``uct_<x>_MODULES`` in ``ucx_info -b``).
     ucx_module: str
+    #: The capability (ocibench.capabilities) of the links between the GPUs of a node,
+    #: which the IPC transport shows in UCX's protocol tables (NVLink, xGMI).
+    device_link: str
     #: Whether UCX can use GDRCopy: spack-packages' ucx conflicts("+rocm",
     #: when="+gdrcopy"): "gdrcopy > 2.0 does not support rocm".
     gdr_copy: bool
@@ -115,10 +162,6 @@ class Accelerator:
     def spack_arch(self, arch: str) -> str:
         """The Spack variant naming the target: ``cuda_arch=80``, ``amdgpu_target=gfx942``."""
         return f"{self.spack_arch_variant}={arch}"
-
-    def gpu_variants(self, arch: str) -> list[str]:
-        """The variants of a recipe built for this vendor's GPUs of ``arch``."""
-        return [self.spack_variant, self.spack_arch(arch)]
 
     def omb_buffer_options(self, buffers: str) -> list[str]:
         """OMB's options for a buffer pair: none for H-H, ``-d cuda D H`` for D-H."""
@@ -161,16 +204,30 @@ NVIDIA = Accelerator(
     spack_arch_variant="cuda_arch",
     toolkit_packages=("cuda",),
     mpi_aware_variant="cuda",
+    toolkit_compiler="nvcc",
+    driver_stub=DriverStub(
+        library="libcuda.so.1", stub="libcuda.so",
+        stub_dirs=("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs")),
+    # The CUDA driver API of libcuda.so.1 (cuda.h): the driver's library, so that no
+    # toolkit is needed on the node.
+    host_copy=HostCopyApi(
+        library="libcuda.so.1", init="cuInit", device_count="cuDeviceGetCount",
+        device_get="cuDeviceGet", context_retain="cuDevicePrimaryCtxRetain",
+        context_set="cuCtxSetCurrent", context_release="cuDevicePrimaryCtxRelease",
+        alloc="cuMemAlloc_v2", free="cuMemFree_v2", to_device="cuMemcpyHtoD_v2",
+        to_host="cuMemcpyDtoH_v2", error_string="cuGetErrorString"),
     collective="NCCL",
     collective_package="nccl",
     collective_variant="+nccl",
     collective_tests_package="nccl-tests",
+    collective_tests_arch=True,
     buffer_flag="cuda",
     omb_title_tag="-CUDA",
     ucx_memory="cuda",
     ucx_copy_transport="cuda_copy",
     ucx_ipc_transport="cuda_ipc",
     ucx_module="cuda",
+    device_link="nvlink",
     gdr_copy=True,
     ceiling_package="nvbandwidth",
     probe_command=("nvidia-smi", "--query-gpu=index,name,compute_cap,pci.bus_id",
@@ -199,16 +256,21 @@ AMD = Accelerator(
                       "rocm-core", "roctracer-dev-api", "hipify-clang",
                       "rocprofiler-register", "rocm-cmake"),
     mpi_aware_variant="rocm",
+    toolkit_compiler=None,      # Spack's detection of hip reports /opt/rocm itself
+    driver_stub=None,
+    host_copy=None,             # HIP has no primary-context calls: not measured yet
     collective="RCCL",
     collective_package="rccl",
     collective_variant="+rccl",       # OMB 7.4 configure --enable-rcclomb; ucc +rccl
     collective_tests_package="rccl-tests",
+    collective_tests_arch=False,
     buffer_flag="rocm",
     omb_title_tag="-ROCM",
     ucx_memory="rocm",
     ucx_copy_transport="rocm_copy",
     ucx_ipc_transport="rocm_ipc",
     ucx_module="rocm",
+    device_link="xgmi",     # 7 links per MI300X (rocm.blogs.amd.com, mi300x-rccl-xgmi)
     gdr_copy=False,
     # ROCm/system-acceptance-docs (mi300x.md) measures peer-to-peer with TransferBench;
     # rocm-bandwidth-test is the nvbandwidth-like sweep.  Both are builtin packages.

@@ -157,7 +157,7 @@ class CheckSpec:
 
 
 _BUFFERS = Param("buffers", "where the two ranks' buffers live (H host, D device), as OMB's "
-                 "'-d cuda D H'", choices=("H-H", "D-D", "H-D", "D-H"), default="H-H")
+                 "'-d <gpu> D H'", choices=("H-H", "D-D", "H-D", "D-H"), default="H-H")
 _PLACEMENT = Param("placement", "host rank's core relative to the GPU, for H-D and D-H in one "
                    "node", choices=("same-numa", "same-socket", "other-socket"))
 _MPI = Param("mpi", "the MPI that IMB was built with", choices=("openmpi", "intel-mpi"),
@@ -212,15 +212,15 @@ _MSGLOG = Param("msglog", "IMB -msglog MINLOG:MAXLOG; sizes 0 and 2^MINLOG..2^MA
                 _range_text, default="3:28", kind="MINLOG:MAXLOG")
 
 CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
-    CheckSpec("osu_latency", "OMB osu_latency -m 1:1 [-d cuda X Y]", "latency",
+    CheckSpec("osu_latency", "OMB osu_latency -m 1:1 [-d <gpu> X Y]", "latency",
               (_BUFFERS, _nodes(2, (1, 2)), _PLACEMENT, _omb_sizes("1:1"))),
-    CheckSpec("osu_bw", "OMB osu_bw -m 268435456:268435456 [-d cuda X Y]", "bandwidth",
+    CheckSpec("osu_bw", "OMB osu_bw -m 268435456:268435456 [-d <gpu> X Y]", "bandwidth",
               (_BUFFERS, _nodes(2, (1, 2)), _PLACEMENT, _omb_sizes("268435456:268435456"))),
     CheckSpec("osu_alltoall", "OMB osu_alltoall -m 1:67108864", "latency",
               (_nodes(1), _ranks_per_node(36), _omb_sizes("1:67108864"))),
     CheckSpec("osu_allreduce", "OMB osu_allreduce -m 4:268435456", "latency",
               (_nodes(4), _ranks_per_node(36), _omb_sizes("4:268435456"))),
-    CheckSpec("osu_xccl_allreduce", "OMB osu_xccl_allreduce -m 1073741824:1073741824 -d cuda",
+    CheckSpec("osu_xccl_allreduce", "OMB osu_xccl_allreduce -m 1073741824:1073741824 -d <gpu>",
               "latency",
               (_nodes(1, (1, 2)), _gpus_per_node(8), _omb_sizes("1073741824:1073741824")),
               collective="nccl"),

@@ -113,8 +113,9 @@ PRESENT, ABSENT, UNEXPECTED, UNKNOWN = "present", "absent", "unexpected", "unkno
 
 #: The transport ``ucx_info -d`` lists when the capability works on this node (the names
 #: of src/uct/*/ in openucx/ucx); ucx_proto reads protocol tables with the same names.
+#: The GPUs' own copy transport is their vendor's (accelerators: ``ucx_copy_transport``).
 UCX_TRANSPORT_FOR = {"gdrdrv": "gdr_copy", "xpmem": "xpmem", "cma": "cma",
-                     "gpus": "cuda_copy", "rdma": "rc_verbs"}
+                     "rdma": "rc_verbs"}
 
 
 def lacking(report: dict[str, Any]) -> set[str]:

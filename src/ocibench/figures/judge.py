@@ -244,8 +244,8 @@ class Facts:
         """These facts with the run's buffers and nodes: the point-to-point checks'
         buffers ("D-H": cuda, host), as UCX names their memory types."""
         buffers = str(params.get("buffers") or "")
-        memories = tuple(ucx_proto.MEMORY[b] for b in buffers.split("-")
-                         if b in ucx_proto.MEMORY) if check in ("osu_latency", "osu_bw") else ()
+        memories = tuple(m for b in buffers.split("-") for m in ucx_proto.MEMORY.get(b, ())
+                         ) if check in ("osu_latency", "osu_bw") else ()
         nodes = params.get("nodes")
         return replace(self, memories=memories,
                        nodes=nodes if isinstance(nodes, int) else None)

@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ocibench import capabilities
+from ocibench import accelerators, capabilities
 from ocibench.capabilities import CAPABILITIES
 
 #: ``[1795367862.612545] [vm:17630:0]   <text>``: UCS_LOG_COMPACT_FMT.
@@ -57,15 +57,17 @@ _HEADER_CELLS = {"Count", "Range", "Description", "Config"}
 
 #: The transports of UCX that show, when a row's lanes name them, that a node has a
 #: capability (ocibench.capabilities): the names ``ucx_info -d`` lists, as preflight
-#: reads them (capabilities.UCX_TRANSPORT_FOR), plus cuda_ipc (CUDA IPC between the GPUs
-#: of a node: NVLink where the GPUs have it) and the RDMA transports (src/uct/ib:
+#: reads them (capabilities.UCX_TRANSPORT_FOR), plus each vendor's IPC transport for its
+#: links between the GPUs of a node (accelerators: ``device_link`` -> ``ucx_ipc_transport``,
+#: cuda_ipc for NVLink) and the RDMA transports (src/uct/ib:
 #: rc_verbs, rc_mlx5, dc_mlx5, ud_verbs, ud_mlx5), which GPUDirect RDMA
 #: (nvidia_peermem) needs for GPU memory.
 _RDMA = ("rc_", "dc_", "ud_")
 TRANSPORTS: dict[str, tuple[str, ...]] = {
     **{name: (tl,) for name, tl in capabilities.UCX_TRANSPORT_FOR.items()
        if name in CAPABILITIES and name != "rdma"},
-    "nvlink": ("cuda_ipc",),
+    **{a.device_link: (a.ucx_ipc_transport,) for a in accelerators.VENDORS.values()
+       if a.device_link in CAPABILITIES},
     "rdma": _RDMA,
     "nvidia_peermem": _RDMA,
 }
@@ -225,8 +227,9 @@ def _route(cells: list[str]) -> Route | None:
 
 # --- what a run's messages took -------------------------------------------------------
 
-#: OMB's buffer letters -> UCX's memory type names (ucs_memory_type_names).
-MEMORY = {"H": "host", "D": "cuda"}
+#: OMB's buffer letters -> UCX's memory type names (ucs_memory_type_names): a device
+#: buffer is any vendor's (accelerators: ``ucx_memory``); a run's tables name one.
+MEMORY = {"H": ("host",), "D": tuple(a.ucx_memory for a in accelerators.VENDORS.values())}
 
 
 def size_words(size: int) -> str:

@@ -1,4 +1,4 @@
-"""What this machine provides to Spack: compilers, externals, the CUDA toolkit and driver.
+"""What this machine provides to Spack: compilers, externals, the GPU toolkit and driver.
 
 Machine-described shapes (``local`` and any shape file that lists no compilers) take
 their compilers and externals from here: ``spack compiler find`` / ``spack external
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ocibench import paths, shapes
+from ocibench import accelerators, paths, shapes
 
 #: Cached result of machine detection (spack compiler find / external find).
 MACHINE_FILE = "machine.json"
@@ -32,7 +32,9 @@ MACHINE_FILE = "machine.json"
 #: 2-core machine does not rebuild perl or cmake).
 DETECT_COMPILERS = ("gcc", "llvm", "aocc", "intel-oneapi-compilers", "nvhpc")
 DETECT_EXTERNALS = (
-    "openmpi", "cuda", "hwloc", "rdma-core", "slurm", "libfabric",
+    "openmpi", "hwloc", "rdma-core", "slurm", "libfabric",
+    # each vendor's toolkit (ocibench.accelerators): cuda, hip
+    *(a.toolkit_packages[0] for a in accelerators.VENDORS.values()),
     # build tools only: a library found without its headers would break builds
     "cmake", "gmake", "perl", "autoconf", "automake", "libtool", "m4", "pkgconf",
     "python", "bison", "flex", "gawk", "diffutils", "findutils", "tar", "git",
@@ -111,13 +113,15 @@ def detect_machine(out_dir: Path, refresh: bool = False) -> Machine:
 
 
 def _clean_detected(found: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """Drop detection artefacts: pyenv shims as a Python prefix, a CUDA 'prefix' that
-    only holds an nvcc wrapper (/usr/local), duplicate specs."""
+    """Drop detection artefacts: pyenv shims as a Python prefix, a GPU toolkit 'prefix'
+    that only holds a wrapper of its compiler (/usr/local), duplicate specs."""
+    compilers = {a.toolkit_packages[0]: a.toolkit_compiler
+                 for a in accelerators.VENDORS.values() if a.toolkit_compiler}
     clean: dict[str, list[dict[str, Any]]] = {}
     for name, entries in found.items():
         kept, seen = [], set()
-        if name == "cuda":
-            entries = [_cuda_toolkit_entry(e) for e in entries]
+        if name in compilers:
+            entries = [_toolkit_entry(e, compilers[name]) for e in entries]
         for entry in entries:
             prefix = Path(entry["prefix"])
             if "shims" in prefix.parts:
@@ -131,8 +135,8 @@ def _clean_detected(found: dict[str, list[dict[str, Any]]]) -> dict[str, list[di
     return clean
 
 
-def _cuda_toolkit_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """The CUDA entry with the toolkit's own prefix.
+def _toolkit_entry(entry: dict[str, Any], name: str) -> dict[str, Any]:
+    """The toolkit's entry with the toolkit's own prefix (``name``: its compiler).
 
     Spack names a CUDA prefix after the directory of the first nvcc on PATH.  Some
     images put shell wrappers (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`) in
@@ -141,25 +145,25 @@ def _cuda_toolkit_entry(entry: dict[str, Any]) -> dict[str, Any]:
     OMB's configure fails to link -lcuda.  nvcc itself knows its toolkit: its
     dry run prints `TOP=<toolkit>/bin/..`.
     """
-    nvcc = Path(entry["prefix"]) / "bin" / "nvcc"
-    if _is_elf(nvcc):
+    compiler = Path(entry["prefix"]) / "bin" / name
+    if _is_elf(compiler):
         return entry
-    toolkit = cuda_toolkit_of(nvcc)
+    toolkit = toolkit_of(compiler)
     if toolkit is None:
         raise MachineError(
-            f"{nvcc} is not the CUDA compiler itself and does not name its toolkit "
-            f"(`nvcc --dryrun` printed no TOP=): put the toolkit's bin/ on PATH")
+            f"{compiler} is not the compiler itself and does not name its toolkit "
+            f"(`{name} --dryrun` printed no TOP=): put the toolkit's bin/ on PATH")
     return {**entry, "prefix": str(toolkit)}
 
 
-def cuda_toolkit_of(nvcc: Path) -> Path | None:
-    """The prefix of the CUDA toolkit that `nvcc` (the compiler or a wrapper of it)
-    runs, from the TOP= line of its dry run; None when it names none."""
+def toolkit_of(compiler: Path) -> Path | None:
+    """The prefix of the toolkit that ``compiler`` (a vendor's ``toolkit_compiler`` or
+    a wrapper of it) runs, from the TOP= line of its dry run; None when it names none."""
     with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "probe.cu"
+        source = Path(tmp) / "probe.cu"   # nvcc compiles by suffix: an empty CUDA source
         source.write_text("")
         try:
-            done = subprocess.run([str(nvcc), "--dryrun", "-c", str(source)], cwd=tmp,
+            done = subprocess.run([str(compiler), "--dryrun", "-c", str(source)], cwd=tmp,
                                   capture_output=True, text=True, timeout=60, check=False)
         except OSError:
             return None
@@ -167,7 +171,7 @@ def cuda_toolkit_of(nvcc: Path) -> Path | None:
     if not match:
         return None
     toolkit = Path(match.group(1)).resolve()
-    return toolkit if _is_elf(toolkit / "bin" / "nvcc") else None
+    return toolkit if _is_elf(toolkit / "bin" / compiler.name) else None
 
 
 def _is_elf(path: Path) -> bool:
@@ -262,33 +266,36 @@ def detect_boost(root: Path = Path("/")) -> dict[str, Any] | None:
     return None
 
 
-def has_cuda_driver() -> bool:
-    """True when the NVIDIA driver's libcuda.so.1 is known to the dynamic linker."""
+def has_driver(library: str) -> bool:
+    """True when the driver's ``library`` (libcuda.so.1) is known to the dynamic linker."""
     ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
     try:
         out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=False).stdout
     except OSError:
         return False
-    return "libcuda.so.1 " in out
+    return f"{library} " in out
 
 
-def cuda_driver_stub(cuda_prefix: str) -> Path | None:
-    """A directory whose libcuda.so.1 is the CUDA toolkit's driver stub, for machines
-    with a CUDA toolkit but no NVIDIA driver (no GPU).
+def driver_stub(vendor: accelerators.Accelerator, toolkit_prefix: str) -> Path | None:
+    """A directory whose driver library is the toolkit's stub, for machines with the
+    vendor's toolkit but not its driver (no GPU); None without a stub.
 
-    Binaries built with CUDA (OMB +cuda links libcuda) cannot even start without a
-    libcuda.so.1.  The stub lets them start and run host-buffer benchmarks; every CUDA
+    Binaries built for the GPUs (OMB +cuda links libcuda) cannot even start without the
+    driver's library.  The stub lets them start and run host-buffer benchmarks; every
     driver call returns CUDA_ERROR_STUB_LIBRARY, so nothing pretends there is a GPU.
-    Only the `cuda` module of such a machine puts it on LD_LIBRARY_PATH.
+    Only the toolkit's module of such a machine puts it on LD_LIBRARY_PATH.
     """
-    for libdir in ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs"):
-        stub = Path(cuda_prefix) / libdir / "libcuda.so"
+    known = vendor.driver_stub
+    if known is None:
+        return None
+    for libdir in known.stub_dirs:
+        stub = Path(toolkit_prefix) / libdir / known.stub
         if stub.is_file():
             break
     else:
         return None
-    stub_dir = paths.cache_dir() / "cuda-driver-stub"
-    link = stub_dir / "libcuda.so.1"
+    stub_dir = paths.cache_dir() / f"{vendor.vendor}-driver-stub"
+    link = stub_dir / known.library
     stub_dir.mkdir(parents=True, exist_ok=True)
     if not link.is_symlink() or os.readlink(link) != str(stub):
         link.unlink(missing_ok=True)

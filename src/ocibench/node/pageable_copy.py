@@ -6,9 +6,11 @@ with ``posix_memalign`` (pageable), and a copy from pageable memory goes through
 driver's staging buffer at a lower rate (on 2 x H200: 8.2 GB/s host to GPU against
 55 GB/s pinned, docs/gpu-results.md).  This is that rate, measured the plainest way:
 synchronous ``cuMemcpyHtoD``/``cuMemcpyDtoH`` of a pageable buffer (Python's own
-allocation, written before the first copy), through the CUDA driver API in
-``libcuda.so.1`` (the driver's, so no toolkit is needed), after warm-up copies, timed
+allocation, written before the first copy), through the driver API of the vendor's
+row in ocibench.accelerators (``host_copy``: for NVIDIA the CUDA driver API of
+``libcuda.so.1``, the driver's, so no toolkit is needed), after warm-up copies, timed
 with the wall clock around each copy.  GB/s are 10^9 bytes per second, nvbandwidth's.
+The vendor is the first whose driver library loads.
 
     python3 -m ocibench.node.pageable_copy [--size BYTES] [--copies N] [--h2d-gpu G] [--d2h-gpu G]
 
@@ -28,6 +30,8 @@ import statistics
 import sys
 import time
 
+from ocibench import accelerators
+
 #: OMB's osu_bw message in the checks (-m 268435456): the rate at that size.
 SIZE = 268435456
 COPIES, WARMUP = 20, 3
@@ -40,50 +44,56 @@ class CopyError(RuntimeError):
     """The measurement cannot run; the message is one line."""
 
 
-def _driver() -> ctypes.CDLL:
-    try:
-        return ctypes.CDLL("libcuda.so.1")
-    except OSError as err:
-        raise CopyError(f"no CUDA driver (libcuda.so.1): {err}") from None
+def _driver() -> tuple[accelerators.HostCopyApi, ctypes.CDLL]:
+    """The first vendor's driver API whose library loads here."""
+    apis = [a.host_copy for a in accelerators.VENDORS.values() if a.host_copy]
+    errors = []
+    for api in apis:
+        try:
+            return api, ctypes.CDLL(api.library)
+        except OSError as err:
+            errors.append(str(err))
+    raise CopyError(f"no GPU driver ({', '.join(a.library for a in apis)}): "
+                    f"{'; '.join(errors)}")
 
 
-def _call(cuda: ctypes.CDLL, name: str, *args) -> None:
-    status = getattr(cuda, name)(*args)
+def _call(api: accelerators.HostCopyApi, lib: ctypes.CDLL, name: str, *args) -> None:
+    status = getattr(lib, name)(*args)
     if status != 0:
         text = ctypes.c_char_p()
-        cuda.cuGetErrorString(status, ctypes.byref(text))
-        why = text.value.decode() if text.value else f"CUresult {status}"
+        getattr(lib, api.error_string)(status, ctypes.byref(text))
+        why = text.value.decode() if text.value else f"status {status}"
         raise CopyError(f"{name}: {why}")
 
 
 def measure(gpu: int, to_device: bool, size: int = SIZE, copies: int = COPIES) -> float:
     """GB/s of synchronous copies between a pageable host buffer and GPU ``gpu``: the
     median over ``copies`` after WARMUP."""
-    cuda = _driver()
-    _call(cuda, "cuInit", 0)
+    api, lib = _driver()
+    _call(api, lib, api.init, 0)
     count = ctypes.c_int()
-    _call(cuda, "cuDeviceGetCount", ctypes.byref(count))
+    _call(api, lib, api.device_count, ctypes.byref(count))
     if gpu >= count.value:
         raise CopyError(f"GPU {gpu} asked for; this node has {count.value}")
     device, context = ctypes.c_int(), ctypes.c_void_p()
-    _call(cuda, "cuDeviceGet", ctypes.byref(device), gpu)
-    _call(cuda, "cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
-    _call(cuda, "cuCtxSetCurrent", context)
+    _call(api, lib, api.device_get, ctypes.byref(device), gpu)
+    _call(api, lib, api.context_retain, ctypes.byref(context), device)
+    _call(api, lib, api.context_set, context)
     memory = ctypes.c_uint64()
-    _call(cuda, "cuMemAlloc_v2", ctypes.byref(memory), ctypes.c_size_t(size))
+    _call(api, lib, api.alloc, ctypes.byref(memory), ctypes.c_size_t(size))
     host = ctypes.create_string_buffer(size)   # pageable; zeroed, hence touched
-    name, args = (("cuMemcpyHtoD_v2", (memory, host, ctypes.c_size_t(size))) if to_device
-                  else ("cuMemcpyDtoH_v2", (host, memory, ctypes.c_size_t(size))))
+    name, args = ((api.to_device, (memory, host, ctypes.c_size_t(size))) if to_device
+                  else (api.to_host, (host, memory, ctypes.c_size_t(size))))
     rates = []
     try:
         for index in range(WARMUP + copies):
             start = time.perf_counter()
-            _call(cuda, name, *args)   # synchronous for pageable host memory
+            _call(api, lib, name, *args)   # synchronous for pageable host memory
             if index >= WARMUP:
                 rates.append(size / (time.perf_counter() - start) / 1e9)
     finally:
-        cuda.cuMemFree_v2(memory)
-        cuda.cuDevicePrimaryCtxRelease(device)
+        getattr(lib, api.free)(memory)
+        getattr(lib, api.context_release)(device)
     return statistics.median(rates)
 
 

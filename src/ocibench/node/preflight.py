@@ -62,9 +62,9 @@ PCIE_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 CAP_SYS_PTRACE = 19
 
 #: UCX's loadable transport modules a capability needs (``uct_MODULES`` and
-#: ``uct_cuda_MODULES`` in ``ucx_info -b``; src/uct/*/configure.m4 of openucx/ucx).
-UCX_MODULE_FOR = {"gdrdrv": "gdrcopy", "xpmem": "xpmem", "cma": "cma", "rdma": "ib",
-                  "gpus": "cuda"}
+#: ``uct_<vendor>_MODULES`` in ``ucx_info -b``; src/uct/*/configure.m4 of openucx/ucx).
+#: The GPUs' own module is their vendor's (accelerators: ``ucx_module``).
+UCX_MODULE_FOR = {"gdrdrv": "gdrcopy", "xpmem": "xpmem", "cma": "cma", "rdma": "ib"}
 
 
 @dataclass
@@ -102,6 +102,7 @@ class Expectations:
     gpu_numa: list[int]            # NUMA node of GPU i
     capabilities: dict[str, Any]   # ocibench.capabilities names -> declared value
     rdma_devices: list[str]        # "mlx5_6:1", from network.ucx_net_devices
+    vendor: accelerators.Accelerator | None = None   # the GPUs' row, from gpus.vendor
 
     @property
     def gpu_count(self) -> int:
@@ -126,6 +127,7 @@ def expectations(shape: shapes.Shape) -> Expectations:
         gpu_numa=[int(d["numa_node"]) for d in sorted(devices, key=lambda d: d["index"])],
         capabilities=caps,
         rdma_devices=sorted(set(rdma)) if caps.get("rdma") else [],
+        vendor=accelerators.of(shape.gpus),
     )
 
 
@@ -638,16 +640,15 @@ def probe_rdma_device(device: str) -> Callable[..., Item]:
     return probe
 
 
-def _needed(exp: Expectations, table: dict[str, str]) -> list[str]:
-    """What UCX must have for the capabilities the shape requires."""
-    names = [c for c in table if c != "gpus" and exp.requires(c)]
-    if exp.binding and exp.gpu_count:
-        names.append("gpus")
-    return [table[c] for c in names]
+def _needed(exp: Expectations, table: dict[str, str], gpus: str | None) -> list[str]:
+    """What UCX must have for the capabilities the shape requires, and ``gpus`` (the
+    vendor's module or copy transport) where the shape has GPUs."""
+    needed = [table[c] for c in table if exp.requires(c)]
+    return needed + [gpus] if gpus and exp.binding and exp.gpu_count else needed
 
 
 def probe_ucx_built(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
-    needed = _needed(exp, UCX_MODULE_FOR)
+    needed = _needed(exp, UCX_MODULE_FOR, exp.vendor and exp.vendor.ucx_module)
     ran = run(["ucx_info", "-b"])
     if ran.why:
         return _tool_item("ucx built", ran, bool(needed))
@@ -668,7 +669,7 @@ def probe_ucx_built(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) 
 
 
 def probe_ucx_transports(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
-    needed = _needed(exp, UCX_TRANSPORT_FOR)
+    needed = _needed(exp, UCX_TRANSPORT_FOR, exp.vendor and exp.vendor.ucx_copy_transport)
     ran = run(["ucx_info", "-d"])
     if ran.why:
         return _tool_item("ucx transports", ran, bool(needed))
@@ -693,27 +694,30 @@ def _ompi_values(out: str) -> dict[str, str]:
         r"^mca:[^:]+:[^:]+:param:([^:]+):value:(.*)$", out, re.MULTILINE)}
 
 
-def probe_ompi_cuda(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
+def probe_ompi_gpu(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
+    """Whether Open MPI takes the GPUs' buffers: its ``<x>_built_with_<vendor>_support``
+    parameter (the vendor's ``mpi_aware_variant``; without GPUs, the first vendor's)."""
+    vendor = exp.vendor or next(iter(accelerators.VENDORS.values()))
+    item = f"openmpi {vendor.mpi_aware_variant}"
     required = exp.binding and exp.gpu_count > 0
     ran = run(["ompi_info", "--parsable", "--all"])
     if ran.why:
-        return _tool_item("openmpi cuda", ran, required)
+        return _tool_item(item, ran, required)
     values = _ompi_values(ran.out)
     if not values:
-        return Item("openmpi cuda", UNKNOWN, "printed no mca:...:param: line (not "
+        return Item(item, UNKNOWN, "printed no mca:...:param: line (not "
                     "ompi_info --parsable)", ran.command, required)
-    # Open MPI 5: mpi_built_with_cuda_support; 4.1: opal_built_with_cuda_support.
-    key = next((k for k in ("mpi_built_with_cuda_support", "opal_built_with_cuda_support")
-                if k in values), None)
+    # Open MPI 5: mpi_built_with_<x>_support; 4.1: opal_built_with_<x>_support.
+    param = f"built_with_{vendor.mpi_aware_variant}_support"
+    key = next((k for k in (f"mpi_{param}", f"opal_{param}") if k in values), None)
     if key is None:
-        return Item("openmpi cuda", ABSENT, "ompi_info names no *_built_with_cuda_support",
-                    ran.command, required)
+        return Item(item, ABSENT, f"ompi_info names no *_{param}", ran.command, required)
     if values[key] == "true":
-        return Item("openmpi cuda", PRESENT, f"{key} true", ran.command, required)
+        return Item(item, PRESENT, f"{key} true", ran.command, required)
     if values[key] != "false":
-        return Item("openmpi cuda", UNKNOWN, f"{key} reads {values[key][:40]!r}",
+        return Item(item, UNKNOWN, f"{key} reads {values[key][:40]!r}",
                     ran.command, required)
-    return Item("openmpi cuda", ABSENT, f"{key} false", ran.command, required)
+    return Item(item, ABSENT, f"{key} false", ran.command, required)
 
 
 def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
@@ -754,7 +758,7 @@ def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -
 PROBES: tuple[Callable[..., Item], ...] = (
     probe_gpus, probe_nvlink, probe_pcie, probe_numa, probe_gdrdrv, probe_xpmem,
     probe_nvidia_peermem, probe_amd_peermem, probe_dmabuf, probe_cma, probe_memlock,
-    probe_ucx_built, probe_ucx_transports, probe_ompi_cuda, probe_ompi_pml,
+    probe_ucx_built, probe_ucx_transports, probe_ompi_gpu, probe_ompi_pml,
 )
 
 

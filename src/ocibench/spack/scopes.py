@@ -46,7 +46,9 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +58,12 @@ from ocibench import accelerators, capabilities, paths, shapes
 from ocibench.node.machine import (
     DETECT_COMPILERS,
     Machine,
-    cuda_driver_stub,
     detect_machine,
     detect_tools,
     detect_xpmem,
-    has_cuda_driver,
+    driver_stub,
     has_device,
+    has_driver,
 )
 from ocibench.paths import REPO_ROOT, SITE_DIR
 
@@ -77,7 +79,6 @@ DETECTED_FILE = "detected.yaml"
 LOCAL_DEVELOP_DIR = paths.cache_dir() / "develop"
 #: The definition that spack.yaml's `specs:` references.
 SPECS_DEFINITION = "ocibench_specs"
-#: The environment's committed, shape-independent layers.
 
 #: Detected externals the environment must use, never rebuild (the machine's MPI
 #: is "the image's MPI" of a machine-described shape; every vendor's toolkit and
@@ -95,16 +96,8 @@ COMPILER_EXES = {
 }
 #: MPI implementations a stack may name; each MPI-using benchmark is built once per MPI.
 MPI_PACKAGES = ("openmpi", "intel-oneapi-mpi")
-#: Benchmarks linked against MPI.
-MPI_USERS = ("osu-micro-benchmarks", "intel-mpi-benchmarks", "nccl-tests")
-#: Built only where there is CUDA (GPU shapes; local with a CUDA toolkit).
-GPU_ONLY = ("nccl-tests",)
-#: Built only where the shape has an RDMA network (perftest: OCI's ib_write_bw/lat checks).
-RDMA_ONLY = ("perftest",)
-#: Built wherever there are GPUs, beside the stack: NVIDIA's nvbandwidth measures the
-#: node's own copy-engine ceilings (host<->device, device<->device) that the GPU
-#: figures are judged against (issue 10, item 5).
-GPU_HELPERS = ("nvbandwidth",)
+#: Built only for their vendor's GPUs (nccl-tests, rccl-tests: see _collective_tests).
+GPU_ONLY = tuple(a.collective_tests_package for a in accelerators.VENDORS.values())
 #: The versions OCI's tech tips build under Open MPI 5.0.8: "gpu-with-ubuntu" sec 3-1
 #: (GPU shapes: GDRCopy 2.5.1, UCX 1.19.0, UCC 1.5.0) and "build-openmpi" sec 1-1-5
 #: and 1-1-6 (BM.Optimized3.36: UCX 1.19.0, UCC 1.5.0); ocitutorials
@@ -159,10 +152,13 @@ class Facts:
     accel: accelerators.Accelerator | None
     arch: str | None
     arch_why: str
+    #: software.stack: package -> version ("any" or none: the recipe's preferred one).
+    stack: dict[str, Any]
     slurm: bool
     rdma: bool
     mpi_external: bool  # the MPI is the image's/machine's, not built by Spack
-    driver_stub: Path | None = None  # machine-described, toolkit but no driver: see gather
+    #: machine-described, the toolkit but no driver: ocibench.node.machine.driver_stub
+    stub_dir: Path | None = None
     #: What UCX is built to use (gdrdrv, xpmem, cma -> True/False): the shape's
     #: ``capabilities:``, or on a machine-described shape what this node has
     #: (:func:`_build_capabilities`).
@@ -204,8 +200,9 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
     accel, arch, why = _accelerator(shape, externals)
     network = shape.data.get("network") or {}
     stub = None
-    if accel is accelerators.NVIDIA and is_machine_described(shape) and not has_cuda_driver():
-        stub = cuda_driver_stub(externals["cuda"][0]["prefix"])
+    if accel and accel.driver_stub and is_machine_described(shape) \
+            and not has_driver(accel.driver_stub.library):
+        stub = driver_stub(accel, externals[accel.toolkit_packages[0]][0]["prefix"])
     if is_machine_described(shape) and "xpmem" not in externals:
         found = detect_xpmem(root)
         if found:
@@ -217,10 +214,11 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
         accel=accel,
         arch=arch,
         arch_why=why,
+        stack=dict(sw.get("stack") or {}),
         slurm=shape.data["scheduler"] == "slurm",
         rdma=str(network.get("rdma", "none")).lower() not in ("none", ""),
         mpi_external=mpi_external,
-        driver_stub=stub,
+        stub_dir=stub,
         build_caps=_build_capabilities(shape, accel, root),
         notes=[mpi_note] if mpi_note else [],
     )
@@ -288,8 +286,8 @@ def _machine_mpi(shape: shapes.Shape, externals: dict[str, list[dict[str, Any]]]
                          for e in found):
         return True, ""
     name = re.split(r"[~+\s]", found[0]["spec"], maxsplit=1)[0]
-    return False, (f"this machine's {name} is not CUDA-aware and "
-                   "there are GPUs: Open MPI is built (over UCX)")
+    return False, (f"this machine's {name} is not {aware.mpi_aware_variant.upper()}-aware "
+                   "and there are GPUs: Open MPI is built (over UCX)")
 
 
 def _build_capabilities(shape: shapes.Shape, accel: accelerators.Accelerator | None,
@@ -319,156 +317,216 @@ def _build_capabilities(shape: shapes.Shape, accel: accelerators.Accelerator | N
     }
 
 
-def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[str]]:
-    """(requirements per package, root specs, notes) for the shape's software.stack.
-
-    Each rule cites the seed document and section that needs it.
-    """
-    shape = facts.shape
-    sw = shape.data["software"]
-    stack: dict[str, Any] = dict(sw["stack"])
-    build: dict[str, Any] = sw.get("build") or {}
-    require: dict[str, list[str]] = {}
-    specs: list[str] = []
-    notes: list[str] = list(facts.notes)
-
-    def version(name: str) -> list[str]:
-        value = stack.get(name)
-        if value is None or str(value) in ("any", ""):
-            return []
-        return [f"@{value}"]
-
-    if not facts.accel:
-        for name in GPU_ONLY:
-            if name in stack:
-                notes.append(f"{name}: left out, no GPU toolkit on {shape.name}")
-                stack.pop(name)
-    if not facts.rdma:
-        for name in RDMA_ONLY:
-            if name in stack:
-                notes.append(f"{name}: left out, no RDMA network on {shape.name}")
-                stack.pop(name)
-    mpis = [m for m in MPI_PACKAGES if m in stack]
-
-    for name in stack:
-        req = version(name)
-        extra = build.get(name) or {}
-        if name == "openmpi":
-            if facts.mpi_external:
-                notes.append("openmpi: this machine's MPI, used as an external (not built)")
-                req = []
-            else:
-                # seed 002 sec 1 / 000 sec 1: UCX-based OpenMPI (UCX_NET_DEVICES in every
-                # run), with UCC as both tech tips configure it (build-openmpi sec 1-2,
-                # gpu-with-ubuntu sec 3-2: --with-ucx --with-ucc).  Not on a machine-
-                # described shape: Open MPI 5.0's coll/ucc is off unless coll_ucc_enable=1
-                # (ompi/mca/coll/ucc/coll_ucc_component.c), so the seeds' figures did not
-                # use it, and UCC +cuda compiles for every GPU architecture (see
-                # _transport_rules): a long build on a borrowed machine for nothing.
-                req.append("fabrics=ucx" if is_machine_described(shape) else "fabrics=ucx,ucc")
-                if facts.accel:
-                    # seed 000 sec 1: CUDA-aware OpenMPI for -d cuda D D
-                    req.append(facts.accel.spack_variant)
-                if facts.slurm:
-                    # seed 002 sec 1 (build-openmpi tip): OpenMPI for Slurm, with the
-                    # external PMIx that srun --mpi=pmix also uses
-                    req += ["schedulers=slurm", "~internal-pmix"]
-            specs.append("openmpi")
-        elif name == "osu-micro-benchmarks":
-            if facts.accel:
-                # seed 000 sec 1: --enable-cuda --enable-ncclomb (osu_xccl_* on GPUs)
-                req += [facts.accel.spack_variant, facts.accel.collective_variant,
-                        facts.accel.spack_arch(facts.arch)]
-            specs += [f"osu-micro-benchmarks ^{m}" for m in mpis if m == "openmpi"] or [name]
-        elif name == "nccl-tests":
-            # seed 003 sec 2: make MPI=1 with OpenMPI, CUDA and NCCL
-            req += ["+mpi", facts.accel.spack_arch(facts.arch)]
-            specs.append("nccl-tests ^openmpi" if "openmpi" in mpis else name)
-        elif name == "intel-mpi-benchmarks":
-            # seed 004 sec 1 and 2: IMB once with OpenMPI and once with Intel MPI
-            specs += [f"intel-mpi-benchmarks ^{m}" for m in mpis] or [name]
-        else:
-            specs.append(name)
-        if extra.get("variants"):
-            req += str(extra["variants"]).split()
-        if extra.get("compiler"):
-            # last: in Spack 1.x whatever follows %compiler constrains the compiler node
-            req.append(f"%{extra['compiler']}")
-        if req:
-            require[name] = req
-
-    if facts.accel:
-        # modules of their own: seeds 000/003 `module load nvhpc`
-        specs += list(facts.accel.gpu_modules)
-        if shape.gpus:
-            # the node's own ceilings need its GPUs (a build host with a CUDA toolkit
-            # and no GPU has none to measure)
-            specs += list(GPU_HELPERS)
-    if "openmpi" in require and any(r.startswith("fabrics=") and "ucx" in r
-                                    for r in require["openmpi"]):
-        _transport_rules(facts, require, specs, notes)
-    return require, specs, notes
+# --------------------------------------------------------------------------- the rules
+#
+# One rule per package: what the shape's facts ask of it (its variants) and which root
+# specs it adds, each citing the seed document or the tech tip that needs it.  A stack
+# package without a rule is built as the builtin recipe's defaults, at its version.
 
 
-def _transport_rules(facts: Facts, require: dict[str, list[str]], specs: list[str],
-                     notes: list[str]) -> None:
-    """UCX, GDRCopy, XPMEM and UCC under the Open MPI this shape builds, as OCI's tech
-    tips build them ("gpu-with-ubuntu" sec 3-1 on GPU shapes, "build-openmpi" sec
-    1-1 on BM.Optimized3.36), each variant from a capability of the nodes."""
-    shape, caps = facts.shape, facts.build_caps
+@dataclass(frozen=True)
+class Plan:
+    """What one package contributes: its requirement (beside the shape's target) and
+    the root specs it adds, or why it is left out; ``None`` from a transport rule: the
+    package is not needed."""
+
+    require: tuple[str, ...] = ()
+    specs: tuple[str, ...] = ()
+    note: str = ""
+    #: Why the package is not built on this shape (the plan is then empty).
+    left_out: str = ""
+
+
+def _openmpi(f: Facts, version: list[str]) -> Plan:
+    if f.mpi_external:
+        return Plan(specs=("openmpi",),
+                    note="openmpi: this machine's MPI, used as an external (not built)")
+    # seed 002 sec 1 / 000 sec 1: UCX-based OpenMPI (UCX_NET_DEVICES in every run), with
+    # UCC as both tech tips configure it (build-openmpi sec 1-2, gpu-with-ubuntu sec 3-2:
+    # --with-ucx --with-ucc).  Not on a machine-described shape: Open MPI 5.0's coll/ucc
+    # is off unless coll_ucc_enable=1 (ompi/mca/coll/ucc/coll_ucc_component.c), so the
+    # seeds' figures did not use it, and UCC for GPUs compiles for every architecture
+    # (see _ucc): a long build on a borrowed machine for nothing.
+    req = [*version, "fabrics=ucx" if is_machine_described(f.shape) else "fabrics=ucx,ucc"]
+    if f.accel:
+        req.append(f.accel.spack_variant)  # seed 000 sec 1: device buffers (-d cuda D D)
+    if f.slurm:
+        # seed 002 sec 1 (build-openmpi tip): OpenMPI for Slurm, with the external PMIx
+        # that srun --mpi=pmix also uses
+        req += ["schedulers=slurm", "~internal-pmix"]
+    return Plan(tuple(req), ("openmpi",))
+
+
+def _omb(f: Facts, version: list[str]) -> Plan:
+    # seed 000 sec 1: --enable-cuda --enable-ncclomb (osu_xccl_* on GPUs); the ROCm
+    # build is the same with the vendor's variants (OMB 7.4 --enable-rocm --enable-rcclomb)
+    gpu = [f.accel.spack_variant, f.accel.collective_variant,
+           f.accel.spack_arch(f.arch)] if f.accel else []
+    return Plan((*version, *gpu), _per_mpi(f, "osu-micro-benchmarks", ("openmpi",)))
+
+
+def _collective_tests(vendor: accelerators.Accelerator, f: Facts, version: list[str]) -> Plan:
+    if f.accel is not vendor:
+        return Plan(left_out=f"{vendor.collective_tests_package} runs on {vendor.vendor} "
+                    f"GPUs; {f.shape.name} has {f.accel.vendor if f.accel else 'no'} GPU toolkit")
+    # seed 003 sec 2: make MPI=1 with OpenMPI, CUDA and NCCL (the arch only where the
+    # recipe has the variant: rccl-tests builds for the targets of its hip)
+    arch = [vendor.spack_arch(f.arch)] if vendor.collective_tests_arch else []
+    return Plan((*version, "+mpi", *arch),
+                _per_mpi(f, vendor.collective_tests_package, ("openmpi",)))
+
+
+def _imb(f: Facts, version: list[str]) -> Plan:
+    # seed 004 sec 1 and 2: IMB once with OpenMPI and once with Intel MPI
+    return Plan(tuple(version), _per_mpi(f, "intel-mpi-benchmarks", MPI_PACKAGES))
+
+
+def _perftest(f: Facts, version: list[str]) -> Plan:
+    # OCI's ib_write_bw/lat checks: only where the shape has an RDMA network
+    if not f.rdma:
+        return Plan(left_out=f"no RDMA network on {f.shape.name}")
+    return Plan(tuple(version), ("perftest",))
+
+
+def _per_mpi(f: Facts, name: str, mpis: tuple[str, ...]) -> tuple[str, ...]:
+    """``name ^<mpi>`` for each of ``mpis`` the stack builds, else ``name`` alone."""
+    return tuple(f"{name} ^{m}" for m in mpis if m in f.stack) or (name,)
+
+
+#: The rules of software.stack's packages.  The collective tests are per vendor: a
+#: GPU shape's stack lists its vendor's (nccl-tests, rccl-tests).
+STACK_RULES: dict[str, Callable[[Facts, list[str]], Plan]] = {
+    "openmpi": _openmpi,
+    "osu-micro-benchmarks": _omb,
+    "intel-mpi-benchmarks": _imb,
+    "perftest": _perftest,
+    **{a.collective_tests_package: partial(_collective_tests, a)
+       for a in accelerators.VENDORS.values()},
+}
+
+
+def _ucx(f: Facts) -> Plan:
+    caps = f.build_caps
     ucx = [f"@{TECH_TIP_VERSIONS['ucx']}"]
     if caps["cma"]:
         # Cross Memory Attach: UCX's configure builds it by default and the tech tips
         # keep that default (build-openmpi sec 0 lists CMA among UCX's in-node
         # transports); Spack's recipe defaults it off.
         ucx.append("+cma")
-    if facts.rdma:
+    if f.rdma:
         # seeds 000 sec 2-3, 002 sec 3, 004 sec 1: UCX_NET_DEVICES=mlx5_N:1 (RoCEv2 on
         # ConnectX); build-openmpi sec 0: UD, RC and DC over the cluster network.  UCX's
         # configure builds them (and rdmacm, mlx5 direct verbs) by default; Spack's
         # recipe has them off.  (shape_rules holds capabilities.rdma equal to network.)
         ucx += ["+verbs", "+rdmacm", "+rc", "+ud", "+dc", "+mlx5_dv"]
-    if facts.accel:
+    if f.accel:
         # seed 000 sec 2-3/2-4: device buffers across nodes; gpu-with-ubuntu sec 3-1:
         # configure-release --with-cuda
-        ucx.append(facts.accel.spack_variant)
+        ucx.append(f.accel.spack_variant)
     if caps["gdrdrv"]:
-        # gpu-with-ubuntu sec 3-1: GDRCopy 2.5.1 (its gdrdrv module loaded by a service),
-        # UCX --with-gdrcopy: small GPU messages by CPU load/store through BAR1
-        # (docs/gpu-results.md: 15.9 us D-D at 1 B without it).  A root of its own, so
-        # that its tools (gdrcopy_sanity, _copylat, _copybw) are in the module tree.
-        ucx.append("+gdrcopy")
-        require["gdrcopy"] = [f"@{TECH_TIP_VERSIONS['gdrcopy']}",
-                              facts.accel.spack_arch(facts.arch)]
-        specs.append("gdrcopy")
+        ucx.append("+gdrcopy")  # see _gdrcopy
     if caps["xpmem"]:
-        # gpu-with-ubuntu sec 3-1, build-openmpi sec 1-1-4/1-1-5: XPMEM (user library
-        # and kernel module from one build), UCX --with-xpmem.  The library is the
-        # node's, beside its kernel module: an external.
+        # gpu-with-ubuntu sec 3-1, build-openmpi sec 1-1-4/1-1-5: UCX --with-xpmem
         ucx.append("+xpmem")
-        if not facts.externals.get("xpmem"):
-            if not is_machine_described(shape):
-                raise SpackConfigError(
-                    f"{shape.name}: capabilities.xpmem is true but software.externals has no "
-                    "xpmem: name the XPMEM user library that comes with the nodes' kernel "
-                    "module (the tech tips install it with --prefix=/opt/xpmem)")
-            # /dev/xpmem without a library where the tech tips or the system put it:
-            # Spack builds the library only (the kernel module is the node's).
-            require["xpmem"] = ["~kernel-module"]
-            notes.append("xpmem: /dev/xpmem but no user library found; Spack builds it "
-                         "(~kernel-module, from xpmem's master branch)")
-    require["ucx"] = ucx
-    if is_machine_described(shape):
-        return  # no UCC: see openmpi's fabrics in _stack_rules
+    return Plan(tuple(ucx))
+
+
+def _gdrcopy(f: Facts) -> Plan | None:
+    # gpu-with-ubuntu sec 3-1: GDRCopy 2.5.1 (its gdrdrv module loaded by a service),
+    # UCX --with-gdrcopy: small GPU messages by CPU load/store through BAR1
+    # (docs/gpu-results.md: 15.9 us D-D at 1 B without it).  A root of its own, so
+    # that its tools (gdrcopy_sanity, _copylat, _copybw) are in the module tree.
+    if not f.build_caps["gdrdrv"]:
+        return None
+    return Plan((f"@{TECH_TIP_VERSIONS['gdrcopy']}", f.accel.spack_arch(f.arch)), ("gdrcopy",))
+
+
+def _xpmem(f: Facts) -> Plan | None:
+    # gpu-with-ubuntu sec 3-1, build-openmpi sec 1-1-4/1-1-5: XPMEM's user library and
+    # kernel module come from one build: the library is the node's, an external.
+    if not f.build_caps["xpmem"] or f.externals.get("xpmem"):
+        return None
+    if not is_machine_described(f.shape):
+        raise SpackConfigError(
+            f"{f.shape.name}: capabilities.xpmem is true but software.externals has no "
+            "xpmem: name the XPMEM user library that comes with the nodes' kernel "
+            "module (the tech tips install it with --prefix=/opt/xpmem)")
+    # /dev/xpmem without a library where the tech tips or the system put it: Spack
+    # builds the library only (the kernel module is the node's).
+    return Plan(("~kernel-module",), note="xpmem: /dev/xpmem but no user library found; "
+                "Spack builds it (~kernel-module, from xpmem's master branch)")
+
+
+def _ucc(f: Facts) -> Plan | None:
+    if is_machine_described(f.shape):
+        return None  # no UCC: see _openmpi
     # UCC 1.5.0 under Open MPI (both tech tips); on GPU shapes --with-cuda --with-nccl
-    # (gpu-with-ubuntu sec 3-1).  No cuda_arch, as in the tech tip: UCC's configure
-    # then compiles for every architecture its CUDA supports (config/m4/cuda.m4), and
-    # the recipe would otherwise demand an NCCL built for that cuda_arch, which the
-    # image's NCCL external does not declare.
-    ucc = [f"@{TECH_TIP_VERSIONS['ucc']}"]
-    if facts.accel:
-        ucc += [facts.accel.spack_variant, facts.accel.collective_variant]
-    require["ucc"] = ucc
+    # (gpu-with-ubuntu sec 3-1).  No arch, as in the tech tip: UCC's configure then
+    # compiles for every architecture the toolkit supports (config/m4/cuda.m4), and the
+    # recipe would otherwise demand a collective library built for that arch, which
+    # the image's external does not declare.
+    gpu = (f.accel.spack_variant, f.accel.collective_variant) if f.accel else ()
+    return Plan((f"@{TECH_TIP_VERSIONS['ucc']}", *gpu))
+
+
+#: UCX, GDRCopy, XPMEM and UCC under the Open MPI a shape builds over UCX, as OCI's
+#: tech tips build them ("gpu-with-ubuntu" sec 3-1 on GPU shapes, "build-openmpi" sec
+#: 1-1 on BM.Optimized3.36), each variant from a capability of the nodes.
+TRANSPORT_RULES: dict[str, Callable[[Facts], Plan | None]] = {
+    "ucx": _ucx, "gdrcopy": _gdrcopy, "xpmem": _xpmem, "ucc": _ucc,
+}
+
+
+def _gpu_roots(f: Facts) -> Plan | None:
+    if not f.accel:
+        return None
+    # The toolkit and the collective library as modules of their own (seeds 000/003
+    # `module load nvhpc`), and on a shape with GPUs the node's copy ceilings, which
+    # the GPU figures are judged against (issue 10, item 5); a build host with a
+    # toolkit and no GPU has none to measure.
+    ceiling = (f.accel.ceiling_package,) if f.shape.gpus else ()
+    return Plan(specs=(*f.accel.gpu_modules, *ceiling))
+
+
+def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[str]]:
+    """(requirements per package, root specs, notes): each package of software.stack
+    through its rule (STACK_RULES), then the GPU roots, then the transports under an
+    Open MPI built over UCX (TRANSPORT_RULES)."""
+    build: dict[str, Any] = facts.shape.data["software"].get("build") or {}
+    require: dict[str, list[str]] = {}
+    specs: list[str] = []
+    notes: list[str] = list(facts.notes)
+    for name, value in facts.stack.items():
+        version = [] if value is None or str(value) in ("any", "") else [f"@{value}"]
+        rule = STACK_RULES.get(name)
+        plan = rule(facts, version) if rule else Plan(tuple(version), (name,))
+        if plan.left_out:
+            notes.append(f"{name}: left out, {plan.left_out}")
+            continue
+        _add(plan, name, require, specs, notes, build.get(name) or {})
+    gpu = _gpu_roots(facts)
+    if gpu:
+        specs += gpu.specs
+    if any(r.startswith("fabrics=") and "ucx" in r for r in require.get("openmpi", [])):
+        for name, rule in TRANSPORT_RULES.items():
+            plan = rule(facts)
+            if plan is not None:
+                _add(plan, name, require, specs, notes, {})
+    return require, specs, notes
+
+
+def _add(plan: Plan, name: str, require: dict[str, list[str]], specs: list[str],
+         notes: list[str], extra: dict[str, Any]) -> None:
+    """Merge one package's plan, with its ``software.build`` entry (variants, then the
+    compiler last: in Spack 1.x whatever follows %compiler constrains the compiler)."""
+    req = list(plan.require) + str(extra.get("variants") or "").split()
+    if extra.get("compiler"):
+        req.append(f"%{extra['compiler']}")
+    if req:
+        require[name] = req
+    specs += plan.specs
+    if plan.note:
+        notes.append(plan.note)
 
 
 def derive(shape: shapes.Shape, machine: Machine | None = None,
@@ -509,7 +567,6 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
         compiler = [r for r in req if r.startswith("%")]
         pkg["require"] = [" ".join(own + [f"target={target}"] + compiler)]
 
-    core = [c for c in compiler_specs]
     env_vars = {
         "set": {
             "OCIBENCH_SHAPE": shape.name,
@@ -533,15 +590,17 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
         "packages": packages,
         "modules": {"default": {
             "roots": {"lmod": str(paths.module_root(shape.name))},
-            "lmod": {"core_compilers": core},
+            "lmod": {"core_compilers": compiler_specs},
         }},
         "env_vars": env_vars,
     }
-    if facts.driver_stub:
-        scope["modules"]["default"]["lmod"]["cuda"] = {
-            "environment": {"prepend_path": {"LD_LIBRARY_PATH": str(facts.driver_stub)}}}
-        notes.append(f"no NVIDIA driver: the cuda module puts the toolkit's libcuda stub "
-                     f"({facts.driver_stub}) on LD_LIBRARY_PATH (host-buffer runs only)")
+    if facts.stub_dir and facts.accel:
+        toolkit = facts.accel.toolkit_packages[0]
+        scope["modules"]["default"]["lmod"][toolkit] = {
+            "environment": {"prepend_path": {"LD_LIBRARY_PATH": str(facts.stub_dir)}}}
+        notes.append(f"no {facts.accel.vendor} driver: the {toolkit} module puts the "
+                     f"toolkit's driver stub ({facts.stub_dir}) on LD_LIBRARY_PATH "
+                     "(host-buffer runs only)")
     if not is_machine_described(shape):
         scope["concretizer"] = {"targets": {"host_compatible": False}}
     mirrors = _mirrors()

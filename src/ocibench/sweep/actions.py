@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ocibench import metrics
+from ocibench import accelerators, metrics
 from ocibench.figures.judge import Row
 from ocibench.metrics import Action
 
@@ -49,12 +49,17 @@ MAX_DRAIN_FRACTION = 0.25
 #: matched before any pattern below.
 COULD_NOT_JUDGE = metrics.COULD_NOT_JUDGE
 
+#: An MPI that does not take the GPUs' buffers, in each vendor's words (ocibench.accelerators:
+#: "CUDA-aware", "cuda support" as in ompi_info's *_built_with_cuda_support).
+_GPU_AWARE = "|".join(f"{a.mpi_aware_variant}-aware|{a.mpi_aware_variant} support"
+                      for a in accelerators.VENDORS.values())
+
 #: Failure lines (checks/base.py failure_line, reframe_slurm) -> action, first match.
 _PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), action) for pattern, action in (
         (r"Lmod has detected|module\(s\) are unknown|unsafe module tree", Action.FIX_SOFTWARE),
         (r"command not found|cannot open shared object file|No module named", Action.FIX_SOFTWARE),
-        (r"is written for Open MPI|needs Open MPI|CUDA-aware|cuda support", Action.FIX_SOFTWARE),
+        (r"is written for Open MPI|needs Open MPI|" + _GPU_AWARE, Action.FIX_SOFTWARE),
         (r"network device .* is not available|no port \d+ of", Action.DRAIN),
         (r"#wrong|Out of bounds values|NODE_FAIL|BOOT_FAIL|Xid", Action.DRAIN),
     ))

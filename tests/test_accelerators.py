@@ -1,0 +1,123 @@
+"""The vendor table (ocibench.accelerators) and what derives from a row.
+
+An AMD shape here is BM.GPU4.8's file with its GPUs, toolkit and collective tests
+swapped for AMD's: it stands for the shape files the AMD issue adds, so that what the
+table derives for a second vendor is checked in this tree.  The Spack scope is derived
+by the real ocibench.spack.scopes (no Spack run: tests/test_spack_env.py concretizes).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ocibench import accelerators, shapes
+from ocibench.reframe import site
+from ocibench.shapes import rules
+from ocibench.spack import scopes
+
+ROCM = {"hip": {"spec": "hip@6.4.3", "prefix": "/opt/rocm-6.4.3"},
+        "rccl": {"spec": "rccl@6.4.3", "prefix": "/opt/rocm-6.4.3"}}
+
+
+def amd_shape(arch: str = "gfx942") -> shapes.Shape:
+    """BM.GPU4.8 made an AMD shape: vendor, arch, ROCm externals, rccl-tests, and no
+    NVIDIA-only capability (GPUDirect through dma-buf)."""
+    base = shapes.load("BM.GPU4.8")
+    data = copy.deepcopy(base.data)
+    data["gpus"].update(vendor="amd", arch=arch, model="AMD Instinct MI300X")
+    externals = data["software"]["externals"]
+    del externals["cuda"], externals["nccl"]
+    externals.update(ROCM)
+    stack = data["software"]["stack"]
+    stack["rccl-tests"] = stack.pop("nccl-tests")
+    caps = data["capabilities"]
+    for name in ("gdrdrv", "nvidia_peermem", "nvlink"):
+        caps.pop(name, None)
+    caps["dmabuf"] = True
+    data["figures"] = []
+    return shapes.Shape(name="BM.GPU.AMD-test.8", data=data, path=base.path)
+
+
+#: Fields a vendor may leave None: what its stack does not have (a driver stub, a
+#: compiler wrapper to resolve) or what ocibench does not measure on it yet.
+OPTIONAL = {"probe_parse", "toolkit_compiler", "driver_stub", "host_copy"}
+
+
+def test_every_row_fills_every_field() -> None:
+    for row in accelerators.VENDORS.values():
+        for name, value in vars(row).items():
+            if name not in OPTIONAL:
+                assert value not in ("", (), None), f"{row.vendor}.{name} is empty"
+
+
+@pytest.mark.parametrize("vendor, arch, variant, device", [
+    ("nvidia", "80", "cuda_arch=80", "sm_80"),
+    ("amd", "gfx942", "amdgpu_target=gfx942", "gfx942"),
+    ("amd", "gfx950", "amdgpu_target=gfx950", "gfx950"),
+])
+def test_a_row_spells_the_arch_for_spack_and_reframe(vendor, arch, variant, device) -> None:
+    row = accelerators.VENDORS[vendor]
+    assert row.arch_problem(arch) is None
+    assert row.spack_arch(arch) == variant
+    assert row.device_arch(arch) == device
+
+
+def test_the_amd_shape_is_valid() -> None:
+    assert rules.problem(amd_shape().data) is None
+
+
+def test_reframe_partitions_of_each_vendor() -> None:
+    nvidia = site._partitions(shapes.load("BM.GPU4.8"), False, None)[0]
+    amd = site._partitions(amd_shape(), False, None)[0]
+    assert nvidia["devices"] == [{"type": "gpu", "arch": "sm_80", "num_devices": 8}]
+    assert amd["devices"] == [{"type": "gpu", "arch": "gfx942", "num_devices": 8}]
+    assert {"gpu", "nvgpu", "nccl"} <= set(nvidia["features"])
+    assert {"gpu", "amdgpu", "rccl"} <= set(amd["features"])
+    assert not {"nvgpu", "nccl"} & set(amd["features"])
+
+
+def _scope(shape: shapes.Shape) -> tuple[dict, list[str]]:
+    scope = scopes.derive(shape)
+    pkgs = scope["packages"]
+    return ({name: pkgs[name]["require"][0].split() for name in pkgs
+             if isinstance((pkgs[name].get("require") or [None])[0], str)},
+            scope["definitions"][0][scopes.SPECS_DEFINITION])
+
+
+def test_an_amd_shape_builds_the_rocm_stack() -> None:
+    require, specs = _scope(amd_shape())
+    assert "+rocm" in require["openmpi"] and "+cuda" not in require["openmpi"]
+    assert {"+rocm", "+rccl", "amdgpu_target=gfx942"} <= set(require["osu-micro-benchmarks"])
+    assert "+rocm" in require["ucx"]
+    # spack-packages' ucx: conflicts("+rocm", when="+gdrcopy"), and no gdrcopy root
+    assert "+gdrcopy" not in require["ucx"] and "gdrcopy" not in require
+    assert {"+rocm", "+rccl"} <= set(require["ucc"])
+    # rccl-tests has no amdgpu_target variant (not a ROCmPackage)
+    assert "+mpi" in require["rccl-tests"]
+    assert not any(r.startswith("amdgpu_target") for r in require["rccl-tests"])
+    roots = {s.split()[0] for s in specs}
+    assert {"hip", "rccl", "transferbench", "rccl-tests"} <= roots
+    assert not {"cuda", "nccl", "nvbandwidth", "nccl-tests", "gdrcopy"} & roots
+
+
+def test_the_other_vendors_collective_tests_are_left_out() -> None:
+    shape = amd_shape()
+    shape.data["software"]["stack"]["nccl-tests"] = "2.16.3"
+    scope = scopes.derive(shape)
+    assert "nccl-tests" not in scope["packages"]
+    assert any(n.startswith("nccl-tests: left out, nccl-tests runs on nvidia GPUs")
+               for n in scope["_notes"]), scope["_notes"]
+
+
+def test_an_amd_shape_without_rocm_externals_names_the_missing_one() -> None:
+    shape = amd_shape()
+    del shape.data["software"]["externals"]["hip"]
+    with pytest.raises(scopes.SpackConfigError,
+                       match="vendor amd needs software.externals.hip"):
+        scopes.derive(shape)
+
+
+def test_the_image_packages_are_never_built() -> None:
+    assert {"cuda", "nccl", "hip", "rccl", "hsa-rocr-dev"} <= scopes.NOT_BUILDABLE

@@ -1,0 +1,107 @@
+"""Outside the vendor table (ocibench.accelerators), no code says a vendor's stack.
+
+The words are the table's own (each row's buffer flag and Spack variant: cuda, rocm),
+looked for in what the code does: its names and its string literals, in src/ and
+checks/.  Comments and docstrings may say them: they explain and cite (a seed's
+``-d cuda D D``, UCX's src/uct/cuda).  A vendor added to the table adds its words.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ocibench import accelerators
+from ocibench.paths import REPO_ROOT
+
+TABLE = REPO_ROOT / "src" / "ocibench" / "accelerators.py"
+
+#: Files that may still say a vendor's words, each with the reason; the test fails once
+#: a file here says none (the entry is then stale and goes).
+ALLOWED = {
+    # The OMB title tags (-CUDA) and nccl-tests' "CUDA failure" crash marker: the AMD
+    # branch reads the title tags from the table (omb_title_tag); its merge ends this.
+    "src/ocibench/figures/outputs.py": "OMB's title tags, pending the AMD parsers",
+    # provenance.json's "cuda" field is a stored format that the report reads back:
+    # renaming it needs a reader of both spellings.
+    "src/ocibench/node/provenance.py": "provenance.json's cuda field",
+    "src/ocibench/report/load.py": "provenance.json's cuda field",
+    "src/ocibench/report/html.py": "provenance.json's cuda field",
+}
+
+
+def vendor_words() -> re.Pattern[str]:
+    words = {w for a in accelerators.VENDORS.values()
+             for w in (a.buffer_flag, a.spack_variant.lstrip("+"), a.ucx_memory)}
+    return re.compile("|".join(sorted(words)), re.IGNORECASE)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                             ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def _texts(node: ast.AST, docstrings: set[int]) -> list[str]:
+    """The names and string literals one node of the syntax tree holds."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [] if id(node) in docstrings else [node.value]
+    for kind, attr in ((ast.Name, "id"), (ast.Attribute, "attr"), (ast.arg, "arg"),
+                       (ast.FunctionDef, "name"), (ast.ClassDef, "name"),
+                       (ast.alias, "name"), (ast.keyword, "arg")):
+        if isinstance(node, kind):
+            value = getattr(node, attr)
+            return [value] if value else []
+    return []
+
+
+def said(source: str, words: re.Pattern[str]) -> list[str]:
+    """'line: word in text' for each vendor word in the code of ``source``."""
+    tree = ast.parse(source)
+    docstrings = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        for text in _texts(node, docstrings):
+            for match in words.finditer(text):
+                found.append(f"{getattr(node, 'lineno', '?')}: {match.group(0)} in {text[:60]!r}")
+    return found
+
+
+def test_the_words_are_the_tables() -> None:
+    words = vendor_words()
+    assert words.fullmatch("cuda") and words.fullmatch("ROCM")
+
+
+def test_the_scan_finds_code_and_skips_what_explains() -> None:
+    words = vendor_words()
+    source = ('"""Seeds run -d cuda."""\n'
+              "# UCX's src/uct/cuda\n"
+              "def f(has_rocm):\n"
+              '    """cuda in a docstring"""\n'
+              '    return ["-d", "cuda"]\n')
+    assert [line.split(":")[0] for line in said(source, words)] == ["3", "5"]
+
+
+def test_no_code_outside_the_table_says_a_vendors_words() -> None:
+    words = vendor_words()
+    files = sorted([*(REPO_ROOT / "src").rglob("*.py"), *(REPO_ROOT / "checks").rglob("*.py")])
+    assert TABLE in files
+    found, stale = {}, []
+    for path in files:
+        if path == TABLE:
+            continue
+        rel = str(path.relative_to(REPO_ROOT))
+        where = said(path.read_text(), words)
+        if rel in ALLOWED:
+            stale += [] if where else [rel]
+        elif where:
+            found[rel] = where
+    assert not found, "vendor words outside ocibench.accelerators: " + "; ".join(
+        f"{rel}:{lines[0]}" + (f" (+{len(lines) - 1})" if len(lines) > 1 else "")
+        for rel, lines in found.items())
+    assert not stale, f"ALLOWED lists files that no longer say a vendor's words: {stale}"
