@@ -162,3 +162,72 @@ def test_each_gpu_shape_probes_its_own_vendors_peer_memory(tmp_path):
                                                         tmp_path).items}
     assert {"amd_peermem", "dmabuf"} <= amd and "nvidia_peermem" not in amd
     assert {"nvidia_peermem", "dmabuf"} <= nvidia and "amd_peermem" not in nvidia
+
+
+# --------------------------------------------------------------------------- dry runs
+
+def _dry_run(system: str, tmp: Path) -> dict[str, dict]:
+    """`reframe --dry-run` of every check on ``system``, as tests/test_reframe.py runs
+    it: display name -> {case, job script lines, launch line, skip reason}."""
+    from test_reframe import job_lines, reframe, report_cases, skip_reasons
+    report = tmp / "report.json"
+    result = reframe(["--dry-run", "--system", system, "--report-file", str(report)], tmp)
+    assert report.is_file(), f"{system}: no report\n{result.stdout}\n{result.stderr}"
+    skips = skip_reasons(result.stdout)
+    found = {}
+    for case in report_cases(report):
+        name = case["display_name"]
+        lines = [] if name in skips else job_lines(case)
+        launch = next((line for line in lines if line.startswith(("mpirun ", "  ssh \"$client"))),
+                      "")
+        launch = re.sub(r'"\$\{OCIBENCH_HOSTFILE:\?[^}]*\}"', "HOSTFILE", launch)
+        found[name] = {"lines": lines, "launch": launch, "skip": skips.get(name)}
+    return found
+
+
+@pytest.fixture(scope="module")
+def amd_dry_runs(tmp_path_factory):
+    return {shape: _dry_run(shape.replace(".", "_"), tmp_path_factory.mktemp(shape))
+            for shape in ("BM.GPU.MI300X.8", "BM.GPU.MI355X.8")}
+
+
+@pytest.mark.parametrize("shape", ["BM.GPU.MI300X.8", "BM.GPU.MI355X.8"])
+def test_amd_command_lines_in_a_dry_run(amd_dry_runs, shape):
+    """OMB -d rocm (D-D, H-D, D-H), OMB's xccl all-reduce and rccl-tests' all_reduce_perf
+    with OCI's RCCL settings of the shape, perftest on the shape's NICs; the modules
+    the tutorials load (`module load openmpi omb`, the toolkit and RCCL first)."""
+    case = amd_dry_runs[shape]
+    data = shapes.load(shape).data
+    env = " ".join(f"-x {k}={v}" for k, v in data["network"]["collective_env"].items()
+                   if k != "NCCL_DEBUG")
+    assert case["osu_latency %buffers=D-D %nodes=1"]["launch"] == \
+        "mpirun -n 2 --report-bindings osu_latency -x 1000 -i 10000 -m 1:1 -d rocm D D"
+    assert case["osu_bw_host_device %buffers=H-D %placement=same-numa"]["launch"].endswith(
+        "numactl -l osu_bw -x 10 -i 10 -m 268435456:268435456 -d rocm H D")
+    assert case["osu_latency_host_device %buffers=D-H %placement=same-numa"]["launch"].endswith(
+        "numactl -l osu_latency -x 1000 -i 10000 -m 1:1 -d rocm D H")
+    omb = case["osu_bw %buffers=D-D %nodes=1"]["lines"]
+    assert [line for line in omb if line.startswith("module load")] == \
+        ["module load hip", "module load rccl", "module load openmpi", "module load omb"]
+    for name in ("osu_xccl_allreduce %nodes=2", "nccl_all_reduce_perf %nodes=2"):
+        launch = case[name]["launch"]
+        assert launch.startswith("mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH "
+                                 "-x LD_LIBRARY_PATH ")
+        for item in env.split(" -x "):
+            assert item.removeprefix("-x ") in launch, (name, item)
+        # NCCL's INFO log (the path judgement reads it) overrides OCI's WARN
+        assert "-x NCCL_DEBUG=INFO" in launch and "NCCL_DEBUG=WARN" not in launch
+    assert case["osu_xccl_allreduce %nodes=2"]["launch"].endswith(
+        "osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -M 1073741824 -d rocm D D")
+    # rccl-tests, over the sizes of OCI's health checks (its floors), one rank per GPU
+    rccl = case["nccl_all_reduce_perf %nodes=1"]
+    assert "module load rccl-tests" in rccl["lines"]
+    assert rccl["launch"].startswith("mpirun -n 8 -x ") and env in rccl["launch"].replace(
+        " -x NCCL_DEBUG=INFO", "")
+    assert rccl["launch"].endswith("all_reduce_perf -b 1G -e 16G -f 2 -t 1 -g 1")
+    # perftest on each of the shape's cluster-network NICs
+    for i, hca in enumerate(data["network"]["hcas"]):
+        assert f"--report_gbits -d {hca} -i 1 $server" in case[f"ib_write_bw %hca={i}"]["launch"]
+    assert "none at index 8" in case["ib_write_bw %hca=8"]["skip"]
+    # NVIDIA's copy-ceiling tool is not run on AMD GPUs
+    assert "nvbandwidth measures another vendor's GPUs" in case["nvbandwidth"]["skip"]

@@ -153,6 +153,9 @@ class Accelerator:
     #: GPUDirect RDMA: the capabilities (ocibench.capabilities) that each give the RDMA
     #: NIC the GPU's memory, any one of which will do; a 2-node GPU figure requires one.
     gpudirect: tuple[str, ...] = ()
+    #: Whether the project's perftest recipe builds for this vendor's GPUs (ib_write_bw
+    #: --use_<buffer_flag>): its ``spack_variant`` and target variant exist there.
+    perftest_gpu: bool = False
 
     def device_arch(self, arch: str) -> str:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""
@@ -284,6 +287,9 @@ AMD = Accelerator(
     # (/sys/kernel/mm/memory_peers/amdkfd/version), and uses dma-buf where
     # NCCL_DMABUF_ENABLE allows; OCI turns dma-buf off on BM.GPU.MI355X.8.
     gpudirect=("amd_peermem", "dmabuf"),
+    # perftest +rocm: AMD's GPU-to-NIC acceptance runs ib_write_bw --use_rocm
+    # (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
+    perftest_gpu=True,
 )
 
 VENDORS: dict[str, Accelerator] = {a.vendor: a for a in (NVIDIA, AMD)}

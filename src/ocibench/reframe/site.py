@@ -260,13 +260,19 @@ def _documented_param(shape: shapes.Shape, check: str, name: str) -> Any:
 
 def _nccl_sizes(shape: shapes.Shape) -> dict[str, dict[str, Any]]:
     """nodes -> the size options of the published nccl-tests run at that node count
-    (ocitutorials' H100 page: -b 1G -e 16G -f 2); absent: the seeds' -b 10G -e 10G."""
+    (ocitutorials' H100 page: -b 1G -e 16G -f 2); at a node count with no published
+    run, those of the first floor there (OCI's single-node RCCL health check on
+    BM.GPU.MI300X.8: -b 1G -e 16G -f 2), so that the run is judged against it; absent:
+    the seeds' -b 10G -e 10G."""
     sizes: dict[str, dict[str, Any]] = {}
-    for fig in shape.figures:
-        if fig["check"] == "nccl_all_reduce_perf" and "values" in fig:
+    figures = [f for f in shape.figures if f["check"] == "nccl_all_reduce_perf"]
+    published = {str(f["params"].get("nodes", 1)) for f in figures if "values" in f}
+    for fig in figures:
+        nodes = str(fig["params"].get("nodes", 1))
+        if ("values" in fig) == (nodes in published) and nodes not in sizes:
             given = {k: fig["params"][k] for k in NCCL_SIZE_PARAMS if k in fig["params"]}
             if given:
-                sizes[str(fig["params"].get("nodes", 1))] = given
+                sizes[nodes] = given
     return sizes
 
 
@@ -380,6 +386,9 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
         if mpi == "openmpi":   # the checks write options that differ by major version
             extras["mpi_version"] = str(stack.get("openmpi") or "any")
         vendor = accelerators.of(shape.gpus)
+        if name == "nccl-tests" and vendor:
+            # the collective tests of the shape's vendor (rccl-tests on AMD)
+            bench = vendor.collective_tests_package
         modules = (list(vendor.gpu_modules) if gpu and vendor else []) + \
             ([MPI_MODULE[mpi]] if mpi else []) + [bench]
         prepare = list(use)
@@ -387,6 +396,13 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
             extras["unavailable"] = (
                 f"{shape.name} has no Intel MPI in software.stack of "
                 f"site/shapes/{shape.name}.yaml (add intel-oneapi-mpi to build it)")
+            modules, prepare = [], []
+        ceilings = {v.ceiling_package for v in accelerators.VENDORS.values()}
+        if bench in ceilings and vendor and bench != vendor.ceiling_package:
+            extras["unavailable"] = (
+                f"{bench} measures another vendor's GPUs: {shape.name}'s are "
+                f"{vendor.vendor}'s, whose copy ceilings {vendor.ceiling_package} measures "
+                "(no check runs it yet)")
             modules, prepare = [], []
         if name == "perftest" and perftest_unavailable(shape):
             extras["unavailable"] = perftest_unavailable(shape)

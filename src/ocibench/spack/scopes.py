@@ -385,7 +385,10 @@ def _perftest(f: Facts, version: list[str]) -> Plan:
     # OCI's ib_write_bw/lat checks: only where the shape has an RDMA network
     if not f.rdma:
         return Plan(left_out=f"no RDMA network on {f.shape.name}")
-    return Plan(tuple(version), ("perftest",))
+    # ib_write_bw on GPU memory where the recipe builds for the vendor (perftest_gpu)
+    gpu = ([f.accel.spack_variant, f.accel.spack_arch(f.arch)]
+           if f.accel and f.accel.perftest_gpu else [])
+    return Plan((*version, *gpu), ("perftest",))
 
 
 def _per_mpi(f: Facts, name: str, mpis: tuple[str, ...]) -> tuple[str, ...]:
