@@ -13,6 +13,7 @@ and in place).  The table, the figures compared, is as published.
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 from pathlib import Path
@@ -231,3 +232,48 @@ def test_amd_command_lines_in_a_dry_run(amd_dry_runs, shape):
     assert "none at index 8" in case["ib_write_bw %hca=8"]["skip"]
     # NVIDIA's copy-ceiling tool is not run on AMD GPUs
     assert "nvbandwidth measures another vendor's GPUs" in case["nvbandwidth"]["skip"]
+
+
+# --------------------------------------------------------------------------- Spack
+
+def _concretize(spack_exe: Path, tmp: Path, shape: str):
+    """Concretize ``shape``'s scope in a private copy of the environment, as
+    tests/test_spack_env.py does (never the checkout's spack.lock)."""
+    import subprocess
+    import sys
+
+    from ocibench.spack import scopes
+    for name in ("spack.yaml", "packages.yaml", "modules.yaml"):
+        (tmp / name).write_text((Path(__file__).parents[1] / name).read_text())
+    (tmp / "repos").symlink_to(Path(__file__).parents[1] / "repos")
+    scopes.write([shape], tmp / "site" / "spack" / "generated", detected=shape)
+    script = Path(scopes.__file__).with_name("scripts") / "concretize.py"
+    env = {**os.environ, "OCIBENCH_SHAPE": shape, "SPACK_PYTHON": sys.executable}
+    return subprocess.run([str(spack_exe), "-e", str(tmp), "python", str(script)], env=env,
+                          capture_output=True, text=True, timeout=3000)
+
+
+@pytest.mark.spack
+def test_mi300x_concretizes_with_rocm_for_gfx942(spack_exe, tmp_path):
+    """The pinned recipes take every requirement the rules write for BM.GPU.MI300X.8,
+    over the image's ROCm as externals (docs/amd.md: what that proves)."""
+    from concretized_stack import assert_stack, roots_by_name, variants
+    done = _concretize(spack_exe, tmp_path, "BM.GPU.MI300X.8")
+    assert done.returncode == 0, done.stderr[-3000:]
+    roots = roots_by_name(done.stdout)
+    assert_stack("BM.GPU.MI300X.8", roots)
+    omb = variants(roots["osu-micro-benchmarks"][0])
+    assert omb["rocm"] and omb["rccl"] and omb["amdgpu_target"] == ["gfx942"]
+    assert variants(roots["openmpi"][0])["rocm"]
+    assert variants(roots["perftest"][0])["rocm"]
+    assert "rccl-tests" in roots and "transferbench" in roots
+    assert roots["hip"][0]["external"] and roots["rccl"][0]["external"]
+
+
+@pytest.mark.spack
+def test_mi355x_needs_gfx950_which_the_pinned_recipes_lack(spack_exe, tmp_path):
+    """ROCmPackage in spack-packages releases/v2025.11 has no amdgpu_target=gfx950
+    (spack-packages ea8584695d added it): the solve stops naming the value."""
+    done = _concretize(spack_exe, tmp_path, "BM.GPU.MI355X.8")
+    assert done.returncode != 0
+    assert "gfx950" in done.stderr
