@@ -163,6 +163,9 @@ def test_gpu_scope_builds_gpu_aware(name: str) -> None:
     if vendor.collective_tests_arch:
         assert vendor.spack_arch(arch) in pkgs[vendor.collective_tests_package]["require"][0]
     assert vendor.spack_variant in pkgs["ucx"]["require"][0]
+    if vendor.arch_required:   # ROCmPackage: +rocm with amdgpu_target=none conflicts
+        for name in ("openmpi", "ucc"):
+            assert vendor.spack_arch(arch) in pkgs[name]["require"][0].split(), name
     specs = " ".join(scope["definitions"][0][spack_config.SPECS_DEFINITION])
     assert f"{vendor.collective_tests_package} ^openmpi" in specs
     assert all(f"{module} " in specs for module in vendor.gpu_modules)

@@ -156,6 +156,10 @@ class Accelerator:
     #: Whether the project's perftest recipe builds for this vendor's GPUs (ib_write_bw
     #: --use_<buffer_flag>): its ``spack_variant`` and target variant exist there.
     perftest_gpu: bool = False
+    #: Whether every recipe built with ``spack_variant`` must also name the target:
+    #: spack-packages' ROCmPackage conflicts("amdgpu_target=none", when="+rocm") (Open
+    #: MPI and UCC included); CudaPackage has no such conflict.
+    arch_required: bool = False
 
     def device_arch(self, arch: str) -> str:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""
@@ -290,6 +294,7 @@ AMD = Accelerator(
     # perftest +rocm: AMD's GPU-to-NIC acceptance runs ib_write_bw --use_rocm
     # (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
     perftest_gpu=True,
+    arch_required=True,
 )
 
 VENDORS: dict[str, Accelerator] = {a.vendor: a for a in (NVIDIA, AMD)}

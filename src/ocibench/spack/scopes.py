@@ -350,6 +350,8 @@ def _openmpi(f: Facts, version: list[str]) -> Plan:
     req = [*version, "fabrics=ucx" if is_machine_described(f.shape) else "fabrics=ucx,ucc"]
     if f.accel:
         req.append(f.accel.spack_variant)  # seed 000 sec 1: device buffers (-d cuda D D)
+        if f.accel.arch_required:
+            req.append(f.accel.spack_arch(f.arch))
     if f.slurm:
         # seed 002 sec 1 (build-openmpi tip): OpenMPI for Slurm, with the external PMIx
         # that srun --mpi=pmix also uses
@@ -469,6 +471,8 @@ def _ucc(f: Facts) -> Plan | None:
     # recipe would otherwise demand a collective library built for that arch, which
     # the image's external does not declare.
     gpu = (f.accel.spack_variant, f.accel.collective_variant) if f.accel else ()
+    if f.accel and f.accel.arch_required:
+        gpu += (f.accel.spack_arch(f.arch),)
     return Plan((f"@{TECH_TIP_VERSIONS['ucc']}", *gpu))
 
 
