@@ -14,7 +14,8 @@ import pytest
 
 from ocibench import accelerators, shapes
 from ocibench.reframe import site
-from ocibench.shapes import rules
+from ocibench.report.load import _provenance as report_provenance
+from ocibench.shapes import probe, rules
 from ocibench.spack import scopes
 
 ROCM = {"hip": {"spec": "hip@6.4.3", "prefix": "/opt/rocm-6.4.3"},
@@ -121,3 +122,47 @@ def test_an_amd_shape_without_rocm_externals_names_the_missing_one() -> None:
 
 def test_the_image_packages_are_never_built() -> None:
     assert {"cuda", "nccl", "hip", "rccl", "hsa-rocr-dev"} <= scopes.NOT_BUILDABLE
+
+
+def test_a_provenance_from_before_the_table_still_names_its_toolkit() -> None:
+    """provenance.json named the toolkit by its package ("cuda": "12.9.86") before the
+    vendor table; the report reads that as the toolkit field."""
+    assert report_provenance({"cuda": "12.9.86"})["toolkit"] == "cuda 12.9.86"
+    assert report_provenance({"toolkit": "hip 6.4.43484"})["toolkit"] == "hip 6.4.43484"
+    assert report_provenance({})["toolkit"] is None
+
+
+def _fake_tool(bin_dir, name: str, output: str) -> None:
+    tool = bin_dir / name
+    # echo, a shell builtin: PATH holds only the fake tools
+    tool.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in output.splitlines()))
+    tool.chmod(0o755)
+
+
+NUMA = [{"id": 0, "socket": 0, "cores": [0, 7]}]
+
+
+def test_the_local_probe_reads_the_vendors_tool(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    # nvidia-smi --query-gpu=index,name,compute_cap,pci.bus_id --format=csv,noheader
+    _fake_tool(tmp_path, "nvidia-smi", "0, NVIDIA H100 80GB HBM3, 9.0, 00000000:18:00.0\n"
+                                       "1, NVIDIA H100 80GB HBM3, 9.0, 00000000:2A:00.0")
+    found = probe.gpus(NUMA)
+    assert found == {"vendor": "nvidia", "model": "NVIDIA H100 80GB HBM3", "arch": "90",
+                     "devices": [{"index": 0, "numa_node": 0}, {"index": 1, "numa_node": 0}]}
+    # what the probe describes is a valid gpus section (vendor and arch checked)
+    data = copy.deepcopy(shapes.load("BM.GPU4.8").data)
+    data["gpus"] = {**found, "devices": [{"index": i, "numa_node": 3} for i in range(2)]}
+    assert rules.problem(data) is None
+
+
+def test_a_probe_without_a_reader_is_unknown_not_absent(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _fake_tool(tmp_path, "amd-smi", "[]")
+    with pytest.raises(probe.ProbeError, match="no reader of its output for amd GPUs"):
+        probe.gpus(NUMA)
+
+
+def test_no_vendor_tool_means_no_gpus(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert probe.gpus(NUMA) is None

@@ -80,7 +80,7 @@ def test_e6_stream_build_is_the_published_one() -> None:
     build = shapes.load("BM.Standard.E6.256").data["software"]["build"]["stream"]
     assert build["compiler"] == "aocc@5.0.0"
     assert set(build["variants"].split()) == {
-        "array_size=430080000", "+nt_store", "type=double", "+openmp", "cflags=-mavx2"}
+        "stream_array_size=430080000", "+nt_store", "stream_type=double", "+openmp", "cflags=-mavx2"}
 
 
 @pytest.mark.parametrize("name", WITH_FLOORS)

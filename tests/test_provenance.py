@@ -16,7 +16,7 @@ import pytest
 from ocibench import paths
 from ocibench.node import provenance
 
-FIELDS = {"shape", "hostname", "date", "specs", "modules", "mpi", "ucx", "nccl", "cuda",
+FIELDS = {"shape", "hostname", "date", "specs", "modules", "mpi", "ucx", "nccl", "toolkit",
           "driver"}
 
 
@@ -38,8 +38,8 @@ def bare_env(monkeypatch, tmp_path) -> Path:
 def test_without_any_tool_every_field_is_there_and_null(bare_env):
     found = provenance.collect()
     assert set(found) == FIELDS
-    assert {k: found[k] for k in ("mpi", "ucx", "nccl", "cuda", "driver")} == dict.fromkeys(
-        ("mpi", "ucx", "nccl", "cuda", "driver"))
+    assert {k: found[k] for k in ("mpi", "ucx", "nccl", "toolkit", "driver")} == dict.fromkeys(
+        ("mpi", "ucx", "nccl", "toolkit", "driver"))
     assert (found["shape"], found["specs"], found["modules"]) == ("local", [], [])
     assert datetime.fromisoformat(found["date"]).utcoffset().total_seconds() == 0
 
@@ -90,7 +90,29 @@ def test_real_tools_are_read():
     if shutil.which("ompi_info"):
         assert re.match(r"Open MPI v?\d+\.\d+", provenance.mpi_version() or "")
     if shutil.which("nvcc"):
-        assert re.fullmatch(r"\d+\.\d+\.\d+", provenance.cuda_version() or "")
+        assert re.fullmatch(r"cuda \d+\.\d+\.\d+", provenance.toolkit_version() or "")
+
+
+def _tool(bin_dir: Path, name: str, output: str) -> None:
+    tool = bin_dir / name
+    tool.write_text(f"#!/bin/sh\nprintf '%s\\n' '{output}'\n")
+    tool.chmod(0o755)
+
+
+@pytest.mark.parametrize("tools, toolkit, driver", [
+    # nvcc --version's last line (CUDA 12.9), nvidia-smi's driver query
+    ({"nvcc": "Cuda compilation tools, release 12.9, V12.9.86",
+      "nvidia-smi": "575.57.08"}, "cuda 12.9.86", "575.57.08"),
+    # hipconfig --version; amd-smi version's line (ROCm/amdsmi VersionCommands.version)
+    ({"hipconfig": "6.4.43484-123eb6fb5",
+      "amd-smi": "AMDSMI Tool: 25.5.1+41065ee | AMDSMI Library version: 25.5.1 | "
+                 "ROCm version: 6.4.3 | amdgpu version: 6.12.12"}, "hip 6.4.43484", "6.12.12"),
+])
+def test_each_vendors_toolkit_and_driver_are_read(bare_env, tools, toolkit, driver):
+    for name, output in tools.items():
+        _tool(bare_env, name, output)
+    assert provenance.toolkit_version() == toolkit
+    assert provenance.driver_version() == driver
 
 
 def test_module_prints_json():

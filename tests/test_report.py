@@ -186,7 +186,7 @@ def test_reframe_results_carry_measured_documented_limit_and_provenance(report_d
         assert spec["module"] == "osu-micro-benchmarks/7.5.1"
         assert prov["modules"] == MODULES.split(":")
         assert prov["hosts"] and prov["date"]
-        assert {"mpi", "ucx", "nccl", "cuda", "driver", "shape"} <= set(prov)
+        assert {"mpi", "ucx", "nccl", "toolkit", "driver", "shape"} <= set(prov)
 
 
 def test_seed_evaluations_match_their_documented_figures(report_dir, seed_evaluations):

@@ -54,7 +54,8 @@ UCX_SWITCHES = {"cuda", "gdrcopy", "xpmem", "cma", "knem"} | RDMA_UCX
 
 #: seed 001 sec 2: clang -DSTREAM_TYPE=double -DSTREAM_ARRAY_SIZE=430080000 -O3
 #: -mcmodel=large -fopenmp -fnt-store, with AOCC 5.0 (sec 0).
-E5_STREAM = {"array_size": "430080000", "nt_store": True, "type": "double", "openmp": True}
+E5_STREAM = {"stream_array_size": "430080000", "nt_store": True, "stream_type": "double",
+             "openmp": True}
 
 
 # --------------------------------------------------------------------------- YAML
@@ -342,10 +343,10 @@ def test_unknown_compiler_is_an_error() -> None:
 def test_build_entry_sets_compiler_and_variants() -> None:
     def edit(data):
         data["software"]["build"] = {"stream": {"compiler": "aocc@5.0.0",
-                                                "variants": "array_size=123 +nt_store"}}
+                                                "variants": "stream_array_size=123 +nt_store"}}
 
     req = _derive("BM.Standard.E5.192", edit)["packages"]["stream"]["require"][0].split()
-    assert {"%aocc@5.0.0", "array_size=123", "+nt_store", "@5.10"} <= set(req)
+    assert {"%aocc@5.0.0", "stream_array_size=123", "+nt_store", "@5.10"} <= set(req)
     # whatever follows %compiler would constrain the compiler, not stream
     assert req[-1] == "%aocc@5.0.0"
 

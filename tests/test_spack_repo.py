@@ -74,7 +74,8 @@ spack:
 
 #: The documented STREAM build of BM.Standard.E5.192 (seed 001 sec 2).  In Spack 1.x
 #: everything after `%aocc@5` would constrain aocc, so the compiler comes last.
-E5_STREAM = "stream@5.10 array_size=430080000 +nt_store type=double +openmp %aocc@5"
+E5_STREAM = ("stream@5.10 stream_array_size=430080000 +nt_store stream_type=double +openmp "
+             "%aocc@5")
 SEED_001_FLAGS = ["-DSTREAM_TYPE=double", "-DSTREAM_ARRAY_SIZE=430080000", "-O3",
                   "-mcmodel=large", "-fopenmp", "-fnt-store"]
 GPU_OMB = "osu-micro-benchmarks@7.4 +cuda +nccl cuda_arch=90 ^openmpi"
@@ -146,10 +147,12 @@ EXPECTED = {
         "methods": ["build_directory", "nccl_configure_args", "setup_run_environment"],
     },
     "stream": {
-        "added": ["variant array_size ", "variant nt_store ", "variant type ",
-                  "variant openmp default=True", "requires %c=aocc"],
-        "dropped": ["depends_on fortran ", "variant stream_array_size ",
-                    "variant stream_type "],
+        # the builtin's variant names, with validated values and stream.c's defaults
+        "added": ["variant stream_array_size default=10000000 ",
+                  "variant stream_type default=double values=double,float ",
+                  "variant nt_store ", "variant openmp default=True", "requires %c=aocc"],
+        "dropped": ["depends_on fortran ", "variant stream_array_size default=none ",
+                    "variant stream_type default=none "],
     },
     "nccl-tests": {"methods": ["setup_build_environment", "build_targets", "spack_build_dir",
                                "install"]},
@@ -185,8 +188,8 @@ def test_a_new_recipe_has_no_builtin_to_override(directives, package):
 
 
 BAD_INPUT = {
-    "stream array_size=-1": "array_size='-1' is invalid",
-    "stream array_size=abc": "array_size='abc' is invalid",
+    "stream stream_array_size=-1": "stream_array_size='-1' is invalid",
+    "stream stream_array_size=abc": "stream_array_size='abc' is invalid",
     "stream +nt_store %gcc": "+nt_store needs a C compiler with a non-temporal-store flag",
     "osu-micro-benchmarks +nccl ~cuda": "+nccl needs +cuda",
 }
@@ -206,9 +209,10 @@ def test_bad_input_is_refused_with_its_reason(refused, spec, problem):
 
 def test_the_cli_refuses_bad_input_too(spack):
     """The refusal the user meets: `spack spec` of a bad value exits non-zero with it."""
-    proc = spack("spec", "stream", "array_size=abc", timeout=SOLVE_S)
-    assert proc.returncode != 0, f"`spack spec stream array_size=abc` was accepted:\n{proc.stdout}"
-    assert BAD_INPUT["stream array_size=abc"] in output(proc), output(proc)
+    proc = spack("spec", "stream", "stream_array_size=abc", timeout=SOLVE_S)
+    assert proc.returncode != 0, (
+        f"`spack spec stream stream_array_size=abc` was accepted:\n{proc.stdout}")
+    assert BAD_INPUT["stream stream_array_size=abc"] in output(proc), output(proc)
 
 
 @pytest.fixture(scope="session")
@@ -276,4 +280,4 @@ def test_e5_stream_compiles_with_the_seed_001_flags(concretized):
     assert stream["compiler"] == "aocc"
     assert stream["cflags"] == SEED_001_FLAGS
     assert "fortran" not in stream["dependencies"]
-    assert "stream_array_size" not in stream["variants"]
+    assert stream["variants"]["stream_array_size"] == "430080000"

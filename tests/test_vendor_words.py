@@ -22,11 +22,6 @@ ALLOWED = {
     # The OMB title tags (-CUDA) and nccl-tests' "CUDA failure" crash marker: the AMD
     # branch reads the title tags from the table (omb_title_tag); its merge ends this.
     "src/ocibench/figures/outputs.py": "OMB's title tags, pending the AMD parsers",
-    # provenance.json's "cuda" field is a stored format that the report reads back:
-    # renaming it needs a reader of both spellings.
-    "src/ocibench/node/provenance.py": "provenance.json's cuda field",
-    "src/ocibench/report/load.py": "provenance.json's cuda field",
-    "src/ocibench/report/html.py": "provenance.json's cuda field",
 }
 
 

@@ -64,6 +64,14 @@ class HostCopyApi:
     error_string: str
 
 
+@dataclass(frozen=True)
+class VersionQuery:
+    """A command whose output gives a version: the first group of ``pattern``."""
+
+    command: tuple[str, ...]
+    pattern: str
+
+
 class ProbeFormatError(ValueError):
     """A probe's output line that is not what the probe asked for."""
 
@@ -97,6 +105,10 @@ class Accelerator:
     #: The toolkit's compiler whose dry run names the toolkit (``TOP=``): a wrapper of
     #: it on PATH is resolved to the real toolkit (ocibench.node.machine); or None.
     toolkit_compiler: str | None
+    #: The versions a result's provenance records (ocibench.node.provenance): the
+    #: toolkit's and the GPU driver's.
+    toolkit_version: VersionQuery
+    driver_version: VersionQuery
     #: The toolkit's driver stub (see DriverStub), or None where there is none.
     driver_stub: DriverStub | None
     #: The driver API of the pageable-copy measurement, or None: not measured.
@@ -212,6 +224,10 @@ NVIDIA = Accelerator(
     toolkit_packages=("cuda",),
     mpi_aware_variant="cuda",
     toolkit_compiler="nvcc",
+    # "Cuda compilation tools, release 12.9, V12.9.86"
+    toolkit_version=VersionQuery(("nvcc", "--version"), r"release [\d.]+, V([\d.]+)"),
+    driver_version=VersionQuery(
+        ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"), r"^(\S+)"),
     driver_stub=DriverStub(
         library="libcuda.so.1", stub="libcuda.so",
         stub_dirs=("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs")),
@@ -264,6 +280,11 @@ AMD = Accelerator(
                       "rocprofiler-register", "rocm-cmake"),
     mpi_aware_variant="rocm",
     toolkit_compiler=None,      # Spack's detection of hip reports /opt/rocm itself
+    # hipconfig --version: "6.4.43484-123eb6fb5" (HIP's version, ROCm's release)
+    toolkit_version=VersionQuery(("hipconfig", "--version"), r"^(\d+\.\d+\.\d+)"),
+    # amd-smi version: "AMDSMI Tool: ... | ROCm version: 6.4.1 | amdgpu version: 6.12.12"
+    # (ROCm/amdsmi, amdsmi_cli VersionCommands.version: the amdgpu part by default)
+    driver_version=VersionQuery(("amd-smi", "version"), r"amdgpu version: ([\w.-]+)"),
     driver_stub=None,
     host_copy=None,             # HIP has no primary-context calls: not measured yet
     collective="RCCL",

@@ -1,5 +1,7 @@
 """Where a result came from: shape, host, date, Spack specs, and the versions of
-MPI, UCX, NCCL, CUDA and the GPU driver that a benchmark ran with.
+MPI, UCX, NCCL, the GPU toolkit (CUDA, ROCm's HIP) and the GPU driver that a benchmark
+ran with.  The toolkit and driver are asked of each vendor of ocibench.accelerators;
+the toolkit's is written with its package: ``cuda 12.9.86``.
 
 ``python3 -m ocibench.node.provenance`` prints :func:`collect` as JSON; the ReFrame
 checks run it before the benchmark and keep its output as ``provenance.json``.
@@ -18,6 +20,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from ocibench import accelerators
 
 #: Prefix of the variables that the generated Lmod modules set to "<name>@<version>/<hash>".
 SPEC_ENV_PREFIX = "OCIBENCH_SPEC_"
@@ -40,7 +44,7 @@ def collect() -> dict[str, Any]:
         "mpi": mpi_version(),
         "ucx": ucx_version(),
         "nccl": nccl_version(),
-        "cuda": cuda_version(),
+        "toolkit": toolkit_version(),
         "driver": driver_version(),
     }
 
@@ -116,15 +120,24 @@ def ucx_version() -> str | None:
     return match.group(1) if match else None
 
 
-def cuda_version() -> str | None:
-    match = re.search(r"release [\d.]+, V([\d.]+)", _run("nvcc", "--version") or "")
+def _version(query: accelerators.VersionQuery) -> str | None:
+    match = re.search(query.pattern, _run(*query.command) or "", re.MULTILINE)
     return match.group(1) if match else None
 
 
+def toolkit_version() -> str | None:
+    """The first vendor toolkit that answers, as ``<package> <version>``."""
+    for vendor in accelerators.VENDORS.values():
+        version = _version(vendor.toolkit_version)
+        if version:
+            return f"{vendor.toolkit_packages[0]} {version}"
+    return None
+
+
 def driver_version() -> str | None:
-    return _first_line(
-        _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
-    )
+    """The first vendor's GPU driver that answers."""
+    return next(filter(None, (_version(v.driver_version)
+                              for v in accelerators.VENDORS.values())), None)
 
 
 def nccl_version() -> str | None:

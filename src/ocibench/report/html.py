@@ -136,7 +136,7 @@ def _provenance(prov: dict[str, Any]) -> list[tuple[str, str | None]]:
         ("Spack specs", specs or None),
         ("modules", " ".join(prov["modules"]) if prov.get("modules") else None),
         ("MPI", _text(prov.get("mpi"))), ("UCX", _text(prov.get("ucx"))),
-        ("NCCL", _text(prov.get("nccl"))), ("CUDA", _text(prov.get("cuda"))),
+        ("NCCL", _text(prov.get("nccl"))), ("GPU toolkit", _text(prov.get("toolkit"))),
         ("driver", _text(prov.get("driver"))), ("shape", _text(prov.get("shape"))),
         ("hosts", ", ".join(prov["hosts"]) if prov.get("hosts") else None),
         ("date", _text(prov.get("date"))),

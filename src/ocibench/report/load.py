@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ocibench import benchmarks, jsonfile, metrics, shapes
+from ocibench import accelerators, benchmarks, jsonfile, metrics, shapes
 from ocibench.figures import evaluate as evaluation
 from ocibench.figures import judge, outputs, references, ucx_proto
 from ocibench.metrics import RunVerdict
@@ -36,7 +36,10 @@ PREFLIGHT_FILE = "preflight.json"
 
 #: What the report shows of a result's provenance; every key is present, None if unknown.
 PROVENANCE_FIELDS = ("shape", "hosts", "date", "specs", "modules",
-                     "mpi", "ucx", "nccl", "cuda", "driver")
+                     "mpi", "ucx", "nccl", "toolkit", "driver")
+#: Before the vendor table, provenance.json named the toolkit by its package ("cuda":
+#: "12.9.86"); such a field is read as ``toolkit`` ("cuda 12.9.86").
+_TOOLKIT_FIELDS = tuple(a.toolkit_packages[0] for a in accelerators.VENDORS.values())
 
 
 class InputError(ValueError):
@@ -366,6 +369,9 @@ def _provenance(raw: dict[str, Any] | None, **known: Any) -> dict[str, Any]:
     with what the run report knows (the job's nodes, its completion time)."""
     raw = raw if isinstance(raw, dict) else {}
     merged = {name: raw.get(name) for name in PROVENANCE_FIELDS}
+    if not merged["toolkit"]:
+        merged["toolkit"] = next((f"{name} {raw[name]}" for name in _TOOLKIT_FIELDS
+                                  if raw.get(name)), None)
     for name, value in known.items():
         if value and not merged.get(name):
             merged[name] = value
@@ -392,7 +398,8 @@ def _provenance(raw: dict[str, Any] | None, **known: Any) -> dict[str, Any]:
 REFRAME_DATA_VERSIONS = ("4.0", "4.1", "4.2")
 
 #: Provenance fields that are text, and those that are lists of text (ocibench.node.provenance).
-_PROVENANCE_TEXT = ("shape", "hostname", "date", "mpi", "ucx", "nccl", "cuda", "driver")
+_PROVENANCE_TEXT = ("shape", "hostname", "date", "mpi", "ucx", "nccl", "toolkit", "driver",
+                    *_TOOLKIT_FIELDS)
 _PROVENANCE_LISTS = ("hosts", "modules")
 
 

@@ -37,7 +37,7 @@ Optional shape-file field read here (additive to the schema in ocibench.shapes):
       build:                      # how a seed builds a stack package on this shape
         stream:
           compiler: aocc@5.0.0    # a compiler of software.compilers; default: the first
-          variants: array_size=430080000 +nt_store type=double +openmp
+          variants: stream_array_size=430080000 +nt_store stream_type=double +openmp
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ class Gdrcopy(BuiltinGdrcopy):
 def _drop_inherited_check(pkg_cls):
     """Remove the builtin's unconditional depends_on("check"); the conditional one
     above stays.  Spack has no directive that retracts a parent's directive, and each
-    package class has its own tables (see the stream override's _drop_inherited)."""
+    package class has its own tables (see the stream override's _drop_dependencies)."""
     for when in list(pkg_cls.dependencies):
         if when == Spec() and "check" in pkg_cls.dependencies[when]:
             del pkg_cls.dependencies[when]["check"]

@@ -55,13 +55,15 @@ class Stream(BuiltinStream):
     Seed 001 builds it on BM.Standard.E5.192 as
       clang -DSTREAM_TYPE=double -DSTREAM_ARRAY_SIZE=430080000 -O3 -mcmodel=large
             -fopenmp -fnt-store stream.c
-    which is `stream@5.10 array_size=430080000 +nt_store type=double +openmp %aocc@5`
+    which is `stream@5.10 stream_array_size=430080000 +nt_store stream_type=double +openmp
+    %aocc@5`
     (in Spack 1.x the compiler comes last: what follows `%aocc@5` constrains aocc)."""
 
+    # The builtin's variant names, with validated values (the builtin takes any string).
     variant(
-        "array_size",
+        "stream_array_size",
         default="10000000",
-        values=_integer_at_least("array_size", 1, "STREAM_ARRAY_SIZE (elements per array)"),
+        values=_integer_at_least("stream_array_size", 1, "STREAM_ARRAY_SIZE (elements per array)"),
         description="STREAM_ARRAY_SIZE: elements in each of the three arrays",
     )
     variant(
@@ -78,7 +80,7 @@ class Stream(BuiltinStream):
         description="OFFSET: extra elements that shift the relative alignment of the arrays",
     )
     variant(
-        "type",
+        "stream_type",
         default="double",
         values=tuple(TYPE_SIZES),
         multi=False,
@@ -104,8 +106,8 @@ class Stream(BuiltinStream):
         """The compile flags of stream.c, in the order seed 001 writes them."""
         spec = self.spec
         flags = [
-            f"-DSTREAM_TYPE={spec.variants['type'].value}",
-            f"-DSTREAM_ARRAY_SIZE={spec.variants['array_size'].value}",
+            f"-DSTREAM_TYPE={spec.variants['stream_type'].value}",
+            f"-DSTREAM_ARRAY_SIZE={spec.variants['stream_array_size'].value}",
         ]
         ntimes, offset = int(spec.variants["ntimes"].value), int(spec.variants["offset"].value)
         if ntimes != DEFAULT_NTIMES:
@@ -124,8 +126,8 @@ class Stream(BuiltinStream):
     def static_array_bytes(self):
         """Bytes of the three static arrays a[], b[], c[] of STREAM_ARRAY_SIZE+OFFSET."""
         variants = self.spec.variants
-        elements = int(variants["array_size"].value) + int(variants["offset"].value)
-        return 3 * elements * TYPE_SIZES[variants["type"].value]
+        elements = int(variants["stream_array_size"].value) + int(variants["offset"].value)
+        return 3 * elements * TYPE_SIZES[variants["stream_type"].value]
 
     def _nt_store_flag(self):
         compiler = self.spec["c"].name
@@ -146,23 +148,22 @@ class Stream(BuiltinStream):
         install("stream_c.exe", prefix.bin)
 
 
-def _drop_inherited(pkg_cls, *, dependencies=(), variants=()):
-    """Remove directives the builtin declares and this recipe must not have.
+def _drop_dependencies(pkg_cls, *names):
+    """Remove dependencies the builtin declares and this recipe must not have.
 
     Spack has no directive that retracts a parent's directive.  Each package class
     gets its own directive tables when it is created, so editing ours leaves the
     builtin class untouched.  tests/test_spack_repo.py checks the result through
     `spack spec` and `spack info`.
     """
-    for table, names in ((pkg_cls.dependencies, dependencies), (pkg_cls.variants, variants)):
-        for when in list(table):
-            for name in names:
-                table[when].pop(name, None)
-            if not table[when]:
-                del table[when]
+    table = pkg_cls.dependencies
+    for when in list(table):
+        for name in names:
+            table[when].pop(name, None)
+        if not table[when]:
+            del table[when]
 
 
-# No Fortran: only stream.c is built.  The builtin's stream_array_size and
-# stream_type are replaced by array_size and type (validated, and used for the
-# -mcmodel decision); keeping both spellings would let one silently do nothing.
-_drop_inherited(Stream, dependencies=("fortran",), variants=("stream_array_size", "stream_type"))
+# No Fortran: only stream.c is built.  The builtin's variants keep their names; this
+# class redefines them (validated, and used for the -mcmodel decision).
+_drop_dependencies(Stream, "fortran")
