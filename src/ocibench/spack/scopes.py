@@ -91,6 +91,8 @@ COMPILER_EXES = {
     "gcc": {"c": "bin/gcc", "cxx": "bin/g++", "fortran": "bin/gfortran"},
     "aocc": {"c": "bin/clang", "cxx": "bin/clang++", "fortran": "bin/flang"},
     "llvm": {"c": "bin/clang", "cxx": "bin/clang++"},
+    # ROCm's LLVM (/opt/rocm-<version>/llvm): rccl-tests requires("%cxx=llvm-amdgpu")
+    "llvm-amdgpu": {"c": "bin/amdclang", "cxx": "bin/amdclang++"},
     "intel-oneapi-compilers": {"c": "bin/icx", "cxx": "bin/icpx", "fortran": "bin/ifx"},
     "nvhpc": {"c": "bin/nvc", "cxx": "bin/nvc++", "fortran": "bin/nvfortran"},
 }
