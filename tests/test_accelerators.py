@@ -13,10 +13,14 @@ import copy
 import pytest
 
 from ocibench import accelerators, shapes
+from ocibench.figures import judge, ucx_proto
+from ocibench.metrics import Action
+from ocibench.paths import REPO_ROOT
 from ocibench.reframe import site
 from ocibench.report.load import _provenance as report_provenance
 from ocibench.shapes import probe, rules
 from ocibench.spack import scopes
+from ocibench.sweep import actions
 
 ROCM = {"hip": {"spec": "hip@6.4.3", "prefix": "/opt/rocm-6.4.3"},
         "rccl": {"spec": "rccl@6.4.3", "prefix": "/opt/rocm-6.4.3"}}
@@ -166,3 +170,29 @@ def test_a_probe_without_a_reader_is_unknown_not_absent(tmp_path, monkeypatch) -
 def test_no_vendor_tool_means_no_gpus(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert probe.gpus(NUMA) is None
+
+
+@pytest.mark.parametrize("reason", [
+    "ocibench: this Open MPI is not CUDA-aware: osu_latency -d cuda D D needs it",
+    "ocibench: this Open MPI is not ROCM-aware: osu_latency -d rocm D D needs it",
+])
+def test_an_mpi_without_the_vendors_gpu_support_is_a_software_fix(reason) -> None:
+    assert actions.for_failure(reason) is Action.FIX_SOFTWARE
+
+
+#: A real UCX 1.19 capture of osu_latency D-D on 2 x H200 (tests/data/ucx_proto/index.yaml:
+#: a 1-byte GPU message staged through host memory, eager copy-in copy-out over sysv).
+D2D_CAPTURE = REPO_ROOT / "tests" / "data" / "ucx_proto" / "osu_latency.d-d.h200x2.ucx-1.19.txt"
+
+
+@pytest.mark.parametrize("vendor", ["cuda", "rocm"])
+def test_a_device_buffer_is_any_vendors_ucx_memory(vendor) -> None:
+    """The judge reads UCX's tables of a run's device buffers whatever their vendor:
+    the H200 capture as it is, and with UCX's ROCm names (memory type rocm, src/uct/rocm)
+    in place of CUDA's, tables of the same format."""
+    text = D2D_CAPTURE.read_text().replace("cuda", vendor)
+    facts = judge.Facts(tables=tuple(ucx_proto.parse(text))).for_run(
+        "osu_latency", {"buffers": "D-D", "nodes": 1})
+    routes = ucx_proto.taken(facts.tables, 1, facts.memories, facts.nodes)
+    assert [(t.memory, t.route.protocol, t.route.lanes) for t in routes] == [
+        (vendor, "eager copy-in copy-out", ("sysv/memory",))]
