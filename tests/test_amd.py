@@ -220,12 +220,17 @@ def test_amd_command_lines_in_a_dry_run(amd_dry_runs, shape):
         assert "-x NCCL_DEBUG=INFO" in launch and "NCCL_DEBUG=WARN" not in launch
     assert case["osu_xccl_allreduce %nodes=2"]["launch"].endswith(
         "osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -M 1073741824 -d rocm D D")
-    # rccl-tests, over the sizes of OCI's health checks (its floors), one rank per GPU
+    # rccl-tests, one rank per GPU: on 2 nodes over the sizes of the published run (the
+    # MI355X file has none: those of its floor are not used, as on the NVIDIA shapes),
+    # on one node the seeds' 10 GiB
     rccl = case["nccl_all_reduce_perf %nodes=1"]
     assert "module load rccl-tests" in rccl["lines"]
     assert rccl["launch"].startswith("mpirun -n 8 -x ") and env in rccl["launch"].replace(
         " -x NCCL_DEBUG=INFO", "")
-    assert rccl["launch"].endswith("all_reduce_perf -b 1G -e 16G -f 2 -t 1 -g 1")
+    assert rccl["launch"].endswith("all_reduce_perf -b 10G -e 10G -t 1 -g 1")
+    sizes = "-b 1G -e 16G -f 2" if shape == "BM.GPU.MI300X.8" else "-b 10G -e 10G"
+    assert case["nccl_all_reduce_perf %nodes=2"]["launch"].endswith(
+        f"all_reduce_perf {sizes} -t 1 -g 1")
     # perftest on each of the shape's cluster-network NICs
     for i, hca in enumerate(data["network"]["hcas"]):
         assert f"--report_gbits -d {hca} -i 1 $server" in case[f"ib_write_bw %hca={i}"]["launch"]

@@ -260,19 +260,13 @@ def _documented_param(shape: shapes.Shape, check: str, name: str) -> Any:
 
 def _nccl_sizes(shape: shapes.Shape) -> dict[str, dict[str, Any]]:
     """nodes -> the size options of the published nccl-tests run at that node count
-    (ocitutorials' H100 page: -b 1G -e 16G -f 2); at a node count with no published
-    run, those of the first floor there (OCI's single-node RCCL health check on
-    BM.GPU.MI300X.8: -b 1G -e 16G -f 2), so that the run is judged against it; absent:
-    the seeds' -b 10G -e 10G."""
+    (ocitutorials' H100 page: -b 1G -e 16G -f 2); absent: the seeds' -b 10G -e 10G."""
     sizes: dict[str, dict[str, Any]] = {}
-    figures = [f for f in shape.figures if f["check"] == "nccl_all_reduce_perf"]
-    published = {str(f["params"].get("nodes", 1)) for f in figures if "values" in f}
-    for fig in figures:
-        nodes = str(fig["params"].get("nodes", 1))
-        if ("values" in fig) == (nodes in published) and nodes not in sizes:
+    for fig in shape.figures:
+        if fig["check"] == "nccl_all_reduce_perf" and "values" in fig:
             given = {k: fig["params"][k] for k in NCCL_SIZE_PARAMS if k in fig["params"]}
             if given:
-                sizes[nodes] = given
+                sizes[str(fig["params"].get("nodes", 1))] = given
     return sizes
 
 
