@@ -401,6 +401,12 @@ class EveryGpuCheck(OcibenchCheck):
         self.valid_systems = systems_for(self.nodes, gpu=True)
 
     def one_rank_per_gpu(self, extras: dict[str, Any]) -> None:
+        # The collective library's settings OCI recommends for the shape
+        # (network.collective_env: NCCL_IB_HCA, NCCL_IB_GID_INDEX, the net plugin...),
+        # first: the log level below overrides theirs.
+        network = shapes.load(extras["shape"]).data.get("network") or {}
+        for name, value in (network.get("collective_env") or {}).items():
+            self.export(name, str(value))
         # NCCL's log names the transport of every channel: the path the figure took
         # is judged with it (ocibench.figures.nccl_path), a few hundred lines per run.
         for name, value in nccl_path.DEBUG_ENV.items():

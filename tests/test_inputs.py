@@ -124,6 +124,8 @@ def _omb_bw(title: str, extra: str = "") -> str:
 
 HOST_BW = _omb_bw("# OSU MPI Bandwidth Test v7.5")
 CUDA_BW = _omb_bw("# OSU MPI-CUDA Bandwidth Test v7.5")
+#: OMB built with ROCm and run with -d rocm (c/util/osu_util_mpi.c: "-ROCM").
+ROCM_BW = _omb_bw("# OSU MPI-ROCM Bandwidth Test v7.5")
 
 
 @pytest.mark.parametrize("buffers", ["D-D", "H-D", "D-H"])
@@ -133,11 +135,13 @@ def test_a_host_buffer_output_is_no_device_run(buffers):
         params["placement"] = "same-numa"
     with pytest.raises(outputs.SanityError) as caught:
         outputs.parse("osu_bw", HOST_BW, params)
+    pair = buffers.replace('-', ' ')
     assert str(caught.value) == (
-        "osu_bw: the title '# OSU MPI Bandwidth Test v7.5' is not a CUDA run; "
+        "osu_bw: the title '# OSU MPI Bandwidth Test v7.5' is not a CUDA or ROCM run; "
         f"buffers={buffers} needs '# OSU MPI-CUDA Bandwidth Test' (OMB run with "
-        f"-d cuda {buffers.replace('-', ' ')})")
+        f"-d cuda {pair}) or '# OSU MPI-ROCM Bandwidth Test' (OMB run with -d rocm {pair})")
     assert outputs.parse("osu_bw", CUDA_BW, params).values == {268435456: 12245.67}
+    assert outputs.parse("osu_bw", ROCM_BW, params).values == {268435456: 12245.67}
 
 
 def test_the_issues_mislabelled_run_fails_on_the_cli(tmp_path):
@@ -148,7 +152,7 @@ def test_the_issues_mislabelled_run_fails_on_the_cli(tmp_path):
     done = _cli("osu_bw", str(out), "--shape", "BM.GPU4.8", "--set", "buffers=D-D",
                 "--set", "nodes=2")
     assert done.returncode == 1
-    assert "is not a CUDA run; buffers=D-D needs '# OSU MPI-CUDA Bandwidth Test'" \
+    assert "is not a CUDA or ROCM run; buffers=D-D needs '# OSU MPI-CUDA Bandwidth Test'" \
         in done.stderr.decode()
 
 
@@ -178,12 +182,39 @@ def test_collectives_are_host_runs_and_xccl_needs_nccl():
     params = {"nodes": 1, "gpus_per_node": 2}
     assert outputs.parse("osu_xccl_allreduce", xccl, params).values == {1073741824: 8955.18}
     # another OMB benchmark's output: not broken, not this check's (UNJUDGED)
-    with pytest.raises(outputs.Unjudged, match="no '# OSU NCCL Allreduce Latency Test' title "
-                       r"\(its title is '# OSU MPI-CUDA Allreduce"):
+    with pytest.raises(outputs.Unjudged, match="no '# OSU NCCL or RCCL Allreduce Latency Test' "
+                       r"title \(its title is '# OSU MPI-CUDA Allreduce"):
         outputs.parse("osu_xccl_allreduce", xccl.replace("NCCL-CUDA", "MPI-CUDA"), params)
-    with pytest.raises(outputs.SanityError, match="is not a CUDA run; NCCL on GPUs needs "
-                       "'# OSU NCCL-CUDA Allreduce Latency Test' \\(OMB run with -d cuda D D\\)"):
+    with pytest.raises(outputs.SanityError, match="is not a CUDA or ROCM run; NCCL on GPUs "
+                       "needs '# OSU NCCL-CUDA Allreduce Latency Test' \\(OMB run with -d cuda "
+                       "D D\\) or '# OSU RCCL-ROCM Allreduce Latency Test' \\(OMB run with -d "
+                       "rocm D D\\)"):
         outputs.parse("osu_xccl_allreduce", xccl.replace("NCCL-CUDA", "NCCL"), params)
+
+
+def test_xccl_on_rccl_counts_its_own_using_lines():
+    """OMB 7.4 built with --enable-rcclomb prints '#Using RCCL' once per rank and the
+    title '# OSU RCCL-ROCM Allreduce Latency Test' (c/xccl/util/osu_util_xccl_interface.c
+    omb_xccl_interface_inject; osu_util_xccl_interface.h OMB_XCCL_TYPE_STR "RCCL";
+    c/util/osu_util_mpi.c "-ROCM").  No such output is published: the lines are written
+    from those format strings."""
+    rccl = ("#Using RCCL\n#Using RCCL\n\n# OSU RCCL-ROCM Allreduce Latency Test v7.4\n"
+            "# Size       Avg Latency(us)\n1073741824           8955.18\n")
+    params = {"nodes": 1, "gpus_per_node": 2}
+    assert outputs.parse("osu_xccl_allreduce", rccl, params).values == {1073741824: 8955.18}
+    # '#Using NCCL' lines are another build's: the RCCL run's ranks are not counted
+    with pytest.raises(outputs.SanityError, match="ranks"):
+        outputs.parse("osu_xccl_allreduce", rccl.replace("Using RCCL", "Using NCCL"), params)
+    # an RCCL title on CUDA buffers is no build of OMB
+    with pytest.raises(outputs.SanityError, match="names RCCL with -CUDA buffers"):
+        outputs.parse("osu_xccl_allreduce", rccl.replace("RCCL-ROCM", "RCCL-CUDA"), params)
+    # a -d rocm H H run (OMB 7.4 says so under the title) is a host-buffer run
+    host = ROCM_BW.replace("v7.5\n", "v7.4\n# Send Buffer on HOST (H) and Receive Buffer on "
+                           "HOST (H)\n")
+    with pytest.raises(outputs.SanityError, match="buffers=D-D is -d rocm D D"):
+        outputs.parse("osu_bw", host, {"buffers": "D-D", "nodes": 2})
+    with pytest.raises(outputs.SanityError, match="is a -d rocm run; host buffers"):
+        outputs.parse("osu_bw", ROCM_BW, {"buffers": "H-H", "nodes": 2})
 
 
 # --------------------------------------------------------------------------- OMB's cap

@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ocibench import benchmarks, capabilities, metrics, paths, shapes
+from ocibench import accelerators, benchmarks, capabilities, metrics, paths, shapes
 from ocibench.shapes import rules as shape_rules
 
 SITE_SHAPES = shapes.SHAPES_DIR
@@ -108,12 +108,14 @@ def test_documented_gpu_figures_say_what_they_require() -> None:
 def test_every_two_node_gpu_figure_requires_gpudirect_one_way_or_the_other() -> None:
     """Issue 20 item 4: GPU buffers across nodes need GPUDirect RDMA, by nvidia_peermem
     or by dma-buf: each such figure requires one of the two, not peermem alone."""
-    either = capabilities.Requirement(capabilities.GPUDIRECT)
     seen = 0
     for name in shapes.known_shapes():
         if name == shapes.LOCAL:
             continue
-        for figure in shapes.load(name).figures:
+        shape = shapes.load(name)
+        vendor = accelerators.of(shape.gpus)
+        either = capabilities.Requirement(vendor.gpudirect) if vendor else None
+        for figure in shape.figures:
             params = figure["params"]
             on_gpus = params.get("buffers") == "D-D" or figure["check"].startswith("nccl_")
             if on_gpus and params.get("nodes") == 2:

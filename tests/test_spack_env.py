@@ -24,7 +24,7 @@ import yaml
 import concretized_stack
 from concretized_stack import variants
 from gpu_node import fake_root, local_with_gpus
-from ocibench import paths, shapes
+from ocibench import accelerators, paths, shapes
 from ocibench.node import machine
 from ocibench.paths import REPO_ROOT
 from ocibench.spack import scopes as spack_config
@@ -149,18 +149,27 @@ def test_documented_scope_has_what_its_readers_need(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", GPU_SHAPES)
-def test_gpu_scope_builds_cuda_aware(name: str) -> None:
-    arch = shapes.load(name).gpus["arch"]
+def test_gpu_scope_builds_gpu_aware(name: str) -> None:
+    """Each GPU shape builds its vendor's stack, every name from the vendor's row:
+    Open MPI and UCX +cuda | +rocm, OMB with the collective library's benchmarks for the
+    shape's arch, the collective tests, the toolkit's and library's modules."""
+    gpus = shapes.load(name).gpus
+    vendor, arch = accelerators.of(gpus), gpus["arch"]
     scope = _derive(name)
     pkgs = scope["packages"]
-    assert {"+cuda", "fabrics=ucx,ucc", "schedulers=slurm"} <= set(
+    assert {vendor.spack_variant, "fabrics=ucx,ucc", "schedulers=slurm"} <= set(
         pkgs["openmpi"]["require"][0].split())
-    assert {"+cuda", "+nccl", f"cuda_arch={arch}"} <= set(
+    assert {vendor.spack_variant, vendor.collective_variant, vendor.spack_arch(arch)} <= set(
         pkgs["osu-micro-benchmarks"]["require"][0].split())
-    assert f"cuda_arch={arch}" in pkgs["nccl-tests"]["require"][0]
-    assert "+cuda" in pkgs["ucx"]["require"][0]
+    if vendor.collective_tests_arch:
+        assert vendor.spack_arch(arch) in pkgs[vendor.collective_tests_package]["require"][0]
+    assert vendor.spack_variant in pkgs["ucx"]["require"][0]
+    if vendor.arch_required:   # ROCmPackage: +rocm with amdgpu_target=none conflicts
+        for name in ("openmpi", "ucc"):
+            assert vendor.spack_arch(arch) in pkgs[name]["require"][0].split(), name
     specs = " ".join(scope["definitions"][0][spack_config.SPECS_DEFINITION])
-    assert "nccl-tests ^openmpi" in specs and "cuda " in specs and "nccl " in specs
+    assert f"{vendor.collective_tests_package} ^openmpi" in specs
+    assert all(f"{module} " in specs for module in vendor.gpu_modules)
 
 
 def test_cpu_shape_has_no_gpu_specs() -> None:
@@ -201,12 +210,15 @@ def test_scope_builds_ucx_as_the_tech_tips(name: str) -> None:
     assert pkgs["xpmem"]["buildable"] is False
 
 
-def test_gpu_shapes_build_nvbandwidth() -> None:
+def test_gpu_shapes_build_their_vendors_ceiling_tool() -> None:
+    ceilings = {v.ceiling_package for v in accelerators.VENDORS.values()}
     for name in GPU_SHAPES:
+        ceiling = accelerators.of(shapes.load(name).gpus).ceiling_package
         specs = _derive(name)["definitions"][0][spack_config.SPECS_DEFINITION]
-        assert any(s.startswith("nvbandwidth ") for s in specs), name
+        assert any(s.startswith(f"{ceiling} ") for s in specs), name
+        assert not any(s.split()[0] in ceilings - {ceiling} for s in specs), name
     specs = _derive("BM.Optimized3.36")["definitions"][0][spack_config.SPECS_DEFINITION]
-    assert not any(s.startswith("nvbandwidth") for s in specs)
+    assert not any(s.split()[0] in ceilings for s in specs)
 
 
 def test_shape_that_forbids_cma_builds_ucx_without_it() -> None:

@@ -162,6 +162,16 @@ class Accelerator:
     device_arch_prefix: str
     #: Modules the GPU checks load beside MPI (the image's toolkit and collective library).
     gpu_modules: tuple[str, ...]
+    #: GPUDirect RDMA: the capabilities (ocibench.capabilities) that each give the RDMA
+    #: NIC the GPU's memory, any one of which will do; a 2-node GPU figure requires one.
+    gpudirect: tuple[str, ...] = ()
+    #: Whether the project's perftest recipe builds for this vendor's GPUs (ib_write_bw
+    #: --use_<buffer_flag>): its ``spack_variant`` and target variant exist there.
+    perftest_gpu: bool = False
+    #: Whether every recipe built with ``spack_variant`` must also name the target:
+    #: spack-packages' ROCmPackage conflicts("amdgpu_target=none", when="+rocm") (Open
+    #: MPI and UCC included); CudaPackage has no such conflict.
+    arch_required: bool = False
 
     def device_arch(self, arch: str) -> str:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""
@@ -249,6 +259,9 @@ NVIDIA = Accelerator(
     reframe_feature="nvgpu",
     device_arch_prefix="sm_",
     gpu_modules=("cuda", "nccl"),
+    # NCCL uses dma-buf where the GPU and the NIC's stack support it (NCCL_DMABUF_ENABLE,
+    # src/transport/net_ib.cc), else nvidia_peermem; UCX likewise.
+    gpudirect=("nvidia_peermem", "dmabuf"),
 )
 
 AMD = Accelerator(
@@ -295,6 +308,14 @@ AMD = Accelerator(
     reframe_feature="amdgpu",
     device_arch_prefix="gfx",
     gpu_modules=("hip", "rccl"),
+    # RCCL's net_ib.cc (ncclIbGdrSupport) looks for amdkfd's peer-memory registration
+    # (/sys/kernel/mm/memory_peers/amdkfd/version), and uses dma-buf where
+    # NCCL_DMABUF_ENABLE allows; OCI turns dma-buf off on BM.GPU.MI355X.8.
+    gpudirect=("amd_peermem", "dmabuf"),
+    # perftest +rocm: AMD's GPU-to-NIC acceptance runs ib_write_bw --use_rocm
+    # (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
+    perftest_gpu=True,
+    arch_required=True,
 )
 
 VENDORS: dict[str, Accelerator] = {a.vendor: a for a in (NVIDIA, AMD)}

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ocibench import accelerators
+
 #: How a shape file states a capability.
 FLAG = "flag"     # true / false
 COUNT = "count"   # a whole number, 0 meaning absent (links per GPU, ports per node)
@@ -47,6 +49,9 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
                "module (R515 or later) exports GPU memory as a dma-buf that the RDMA NIC "
                "registers (Linux 5.12 or later); the successor of nvidia_peermem",
                gpu_only=True),
+    Capability("amd_peermem", FLAG, "AMD's PeerDirect: amdgpu's KFD registers GPU memory "
+               "with the RDMA stack (ib_peer_mem), shown as memory_peers/amdkfd/version in "
+               "sysfs; RCCL's GPUDirect RDMA path where dma-buf is off", gpu_only=True),
     Capability("cma", FLAG, "Cross Memory Attach (process_vm_readv) allowed between a "
                "user's processes: single-copy shared memory without a kernel module"),
     Capability("nvlink", COUNT, "NVLink links per GPU (0: none)", gpu_only=True),
@@ -60,11 +65,9 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
 
 
 #: Capabilities that stand in for each other: GPUDirect RDMA either through the
-#: nvidia_peermem module or through dma-buf.  NCCL uses dma-buf where the GPU and the
-#: NIC's stack support it (NCCL_DMABUF_ENABLE, src/transport/net_ib.cc), else
-#: peermem; UCX likewise (uct_cuda_copy_md_is_dmabuf_supported, src/uct/cuda/
-#: cuda_copy/cuda_copy_md.c).  A node with one of them has GPUDirect RDMA.
-GPUDIRECT = ("nvidia_peermem", "dmabuf")
+#: vendor's peer-memory module or through dma-buf (each vendor's ``gpudirect`` in
+#: ocibench.accelerators).  A node with one of them has GPUDirect RDMA.
+GPUDIRECT_GROUPS = tuple(v.gpudirect for v in accelerators.VENDORS.values() if v.gpudirect)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ocibench import benchmarks, shapes
+from ocibench import accelerators, benchmarks, shapes
 from ocibench.benchmarks import CHECKS  # noqa: F401  (the registry, re-exported here)
 from ocibench.figures import judge, nccl_path, outputs, references, ucx_proto
 from ocibench.figures.judge import Row
@@ -145,6 +145,9 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
         return Evaluation(check, shape.name, resolved, unjudged=str(err), **known_of_run)
     except outputs.SanityError as err:
         return Evaluation(check, shape.name, resolved, sanity=str(err), **known_of_run)
+    other = _other_vendor(shape, measurement)
+    if other:
+        return Evaluation(check, shape.name, resolved, unjudged=other, **known_of_run)
     rows = judge.judge_run(shape, check, resolved, measurement.series(), measurement.units(),
                            facts)
     unjudged = None
@@ -158,6 +161,20 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
                 for row in rows]
     return Evaluation(check, shape.name, resolved, tuple(rows), unjudged=unjudged,
                       **known_of_run)
+
+
+def _other_vendor(shape: shapes.Shape, measurement: outputs.Measurement) -> str | None:
+    """Why ``measurement`` cannot be judged on ``shape``: its output names another GPU
+    vendor's software than the shape's (an nccl-tests output against an MI300X figure,
+    an OMB -d rocm run against an A100's).  Its numbers are another machine's: not
+    comparable, whatever they are.  None where they match or either is unknown."""
+    vendor = accelerators.of(shape.gpus)
+    if measurement.vendor is None or vendor is None or measurement.vendor == vendor.vendor:
+        return None
+    theirs = accelerators.VENDORS[measurement.vendor]
+    return (f"the output names {theirs.vendor}'s GPU software ({theirs.collective}, "
+            f"-d {theirs.buffer_flag}); {shape.name}'s GPUs are {vendor.vendor}'s: judge "
+            f"it on one of {theirs.vendor}'s shapes")
 
 
 def _keys_missed(shape: shapes.Shape, check: str, figures: list[references.Figure],

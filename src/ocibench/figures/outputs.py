@@ -29,10 +29,10 @@ import math
 import re
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, Union
 
-from ocibench import benchmarks, metrics
+from ocibench import accelerators, benchmarks, metrics
 
 # Union, not "|": a module-level alias is evaluated at import, and Python 3.9 has no "|".
 Values = dict[Union[int, str], float]
@@ -88,6 +88,9 @@ class Measurement:
     #: incomparable with a documented figure ("one process drove 2 GPUs (-g 2); the
     #: figures are one rank per GPU: mpirun -np 2 ... -g 1"); None when it does not.
     method: str | None = None
+    #: The GPU vendor whose software printed the output, where it says so (OMB's title
+    #: tag, the collective tests' or library's version banner); None where it does not.
+    vendor: str | None = None
     #: metric -> key -> every sample of a run that repeated itself (nccl-tests -N):
     #: ``values`` then holds each key's median, and these show the spread.
     samples: dict[str, dict[int | str, tuple[float, ...]]] = field(default_factory=dict)
@@ -251,18 +254,24 @@ def _expect_count(check: str, what: str, expected: int, seen: int) -> None:
 # --- OSU Micro-Benchmarks ---------------------------------------------------------
 
 #: OMB's title line: "# OSU <API><ACCEL> <name> v7.5".  The registry gives it without
-#: <ACCEL> ("# OSU MPI Latency Test", benchmarks.CheckSpec.title); <ACCEL> is what -d
-#: asked for: "-CUDA" with -d cuda, nothing without -d (c/util/osu_util_mpi.c,
-#: print_preamble / print_version_message: printf(benchmark_header, "-CUDA") or "").
+#: <ACCEL> ("# OSU MPI Latency Test", benchmarks.CheckSpec.title).  <ACCEL> is what -d
+#: asked for: each vendor's ``omb_title_tag`` ("-CUDA" with -d cuda, "-ROCM" with -d
+#: rocm), nothing without -d (c/util/osu_util_mpi.c, print_preamble /
+#: print_version_message: printf(benchmark_header, "-CUDA") / "-ROCM" / "").  <API> of
+#: the xccl benchmarks is the collective library they were built with, whichever
+#: vendor's (c/xccl/util/osu_util_xccl_interface.h OMB_XCCL_TYPE_STR, "NCCL" or "RCCL",
+#: OMB 7.4): the registry's title names one, any vendor's is read.
 _OMB_TITLE = re.compile(r"^# OSU (\w+) (.+)$")
 
 
-def _omb_api_name(check: str) -> tuple[str, str]:
-    """(API, name) of a check's OMB title: ("MPI", "Latency Test")."""
-    found = _OMB_TITLE.match(benchmarks.CHECKS[check].title)
+def _omb_api_name(check: str) -> tuple[str | None, str]:
+    """(API, name) of a check's OMB title: ("MPI", "Latency Test"); API None for an
+    xccl benchmark (any vendor's collective library)."""
+    spec = benchmarks.CHECKS[check]
+    found = _OMB_TITLE.match(spec.title)
     if not found:   # the registry's entry is wrong: a defect of ours, said as one
         raise ValueError(f"{check}: the registry's title is not '# OSU <API> <name>'")
-    return found.group(1), found.group(2)
+    return (None if spec.collective else found.group(1)), found.group(2)
 
 _ROW = re.compile(r"^\d+\s+\S+")
 #: OMB 7.4 and older print the buffers of a -d run under the title (7.5 does not):
@@ -275,14 +284,20 @@ _OMB_CAPS = (re.compile(r"Limiting max message size to: (\d+)"),
              re.compile(r"Continuing with max message size of (\d+) bytes"))
 
 
+def _omb_apis(check: str) -> list[str]:
+    api = _omb_api_name(check)[0]
+    return [api] if api else [vendor.collective for vendor in accelerators.VENDORS.values()]
+
+
 def _omb_title(check: str, lines: list[str]) -> str:
     """OMB's title line of the one run in ``lines``, whatever its accelerator."""
-    api, name = _omb_api_name(check)
-    title = re.compile(rf"# OSU {api}(?:-[A-Z]+(?: MANAGED)?)? {re.escape(name)}\b")
+    apis, name = _omb_apis(check), _omb_api_name(check)[1]
+    title = re.compile(rf"# OSU (?:{'|'.join(apis)})(?:-[A-Z]+(?: MANAGED)?)? "
+                       rf"{re.escape(name)}\b")
     found = [line for line in lines if title.match(line)]
     if not found:
         other = next((line for line in lines if line.startswith("# OSU ")), None)
-        raise Unjudged(f"not {check} output: no '# OSU {api} {name}' title "
+        raise Unjudged(f"not {check} output: no '# OSU {' or '.join(apis)} {name}' title "
                        f"({'its title is ' + repr(other) if other else 'first line '}"
                        f"{'' if other else _first_line(lines)})")
     if len(found) > 1:
@@ -290,25 +305,47 @@ def _omb_title(check: str, lines: list[str]) -> str:
     return found[0]
 
 
-def _omb_buffers(check: str, title: str, lines: list[str], params: dict[str, Any]) -> None:
-    """The title (and OMB 7.4's buffer line) must show the buffers the run claims:
-    -CUDA for D-D, H-D, D-H and NCCL; none for host buffers.  A host-buffer output
-    judged as a D-D figure would otherwise pass as a device measurement."""
-    api, name = _omb_api_name(check)
-    buffers = params.get("buffers", "D-D" if api == "NCCL" else "H-H")
+def omb_vendor(title: str) -> accelerators.Accelerator | None:
+    """The vendor whose device buffers OMB's ``title`` names (its ``omb_title_tag``), or
+    None for a run without -d."""
+    head = title.split(" ")[2] if title.count(" ") >= 2 else ""
+    return next((vendor for vendor in accelerators.VENDORS.values()
+                 if head.endswith(vendor.omb_title_tag)), None)
+
+
+def _omb_buffers(check: str, title: str, lines: list[str], params: dict[str, Any]) -> str:
+    """The title (and OMB 7.4's buffer line) must show the buffers the run claims: a
+    vendor's tag (-CUDA, -ROCM) for D-D, H-D, D-H and the xccl benchmarks; none for host
+    buffers.  A host-buffer output judged as a D-D figure would otherwise pass as a
+    device measurement.  Returns the title's API (MPI, or the collective library)."""
+    api = title.split(" ")[2].split("-")[0]
+    expected_api, name = _omb_api_name(check)
+    xccl = expected_api is None
+    buffers = params.get("buffers", "D-D" if xccl else "H-H")
+    vendor = omb_vendor(title)
+    tags = " or ".join(v.omb_title_tag.lstrip("-") for v in accelerators.VENDORS.values())
     shown = next((m for m in map(_OMB_BUFFERS.match, lines) if m), None)
     if shown and "-".join(shown.groups()) != buffers:
+        flag = vendor.buffer_flag if vendor else \
+            "|".join(v.buffer_flag for v in accelerators.VENDORS.values())
         raise SanityError(f"{check}: the output says {shown.string!r}; "
-                          f"buffers={buffers} is -d cuda {buffers.replace('-', ' ')}")
-    cuda = title.startswith(f"# OSU {api}-CUDA {name}")
-    if buffers == "H-H" and cuda and shown is None:
-        raise SanityError(f"{check}: the title {title!r} is a -d cuda run; host buffers "
-                          f"(H-H) are OMB without -d: '# OSU {api} {name}'")
-    if buffers != "H-H" and not cuda:
+                          f"buffers={buffers} is -d {flag} {buffers.replace('-', ' ')}")
+    if buffers == "H-H" and vendor and shown is None:
+        raise SanityError(f"{check}: the title {title!r} is a -d {vendor.buffer_flag} run; "
+                          f"host buffers (H-H) are OMB without -d: '# OSU {api} {name}'")
+    if buffers != "H-H" and not vendor:
         what = f"buffers={buffers}" if "buffers" in params else f"{api} on GPUs"
-        raise SanityError(f"{check}: the title {title!r} is not a CUDA run; {what} needs "
-                          f"'# OSU {api}-CUDA {name}' (OMB run with -d cuda "
-                          f"{buffers.replace('-', ' ')})")
+        needs = " or ".join(
+            f"'# OSU {v.collective if xccl else api}{v.omb_title_tag} {name}' (OMB run "
+            f"with -d {v.buffer_flag} {buffers.replace('-', ' ')})"
+            for v in accelerators.VENDORS.values())
+        raise SanityError(f"{check}: the title {title!r} is not a {tags} run; {what} "
+                          f"needs {needs}")
+    if xccl and vendor and api != vendor.collective:
+        raise SanityError(f"{check}: the title {title!r} names {api} with "
+                          f"{vendor.omb_title_tag} buffers: OMB's {vendor.collective} build "
+                          f"prints '# OSU {vendor.collective}{vendor.omb_title_tag} {name}'")
+    return api
 
 
 def _omb_cap(check: str, text_lines: list[str], rows: list[list[str]],
@@ -332,7 +369,7 @@ def _omb_cap(check: str, text_lines: list[str], rows: list[list[str]],
 
 def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     title = _omb_title(check, lines)
-    _omb_buffers(check, title, lines, params)
+    api = _omb_buffers(check, title, lines, params)
     body = lines[lines.index(title) + 1:]
     # A pasted session may run another benchmark after this one (EESSI's posts print
     # osu_bibw, then osu_latency): this run's table ends at the next OMB title.
@@ -341,16 +378,19 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     header = next((i for i, line in enumerate(body) if line.startswith("# Size")), None)
     if header is None:
         raise SanityError(f"output truncated: missing the '# Size' header of {check}")
-    if benchmarks.CHECKS[check].collective == "nccl":
-        # OMB's NCCL benchmarks print "#Using NCCL" once per rank, before the title.
-        ranks = sum(1 for line in lines if line == "#Using NCCL")
+    if benchmarks.CHECKS[check].collective:
+        # OMB's xccl benchmarks print "#Using NCCL" (RCCL) once per rank, before the
+        # title (c/xccl/util/osu_util_xccl_interface.c omb_xccl_interface_inject).
+        ranks = sum(1 for line in lines if line == f"#Using {api}")
         _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
     rows = [line.split() for line in body[header + 1:] if _ROW.match(line)]
     sizes = benchmarks.expected_sizes(check, params)
     _omb_cap(check, lines, rows, sizes, params)
     values = _size_table(check, rows, 1, sizes)
     metric = benchmarks.CHECKS[check].metric
-    return Measurement(check, metric, UNITS[metric], values)
+    found = omb_vendor(title)
+    return Measurement(check, metric, UNITS[metric], values,
+                       vendor=found.vendor if found else None)
 
 
 # --- nccl-tests -------------------------------------------------------------------
@@ -422,8 +462,28 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     rows = [_nccl_row(check, columns, line) for line in lines[headers[0] + 1:]
             if _NCCL_ROW.match(line)]
     oob = oobs[0]
-    return _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
-                             params, method)
+    measured = _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
+                                 params, method)
+    return replace(measured, vendor=collective_vendor(lines))
+
+
+def collective_vendor(lines: list[str]) -> str | None:
+    """The vendor whose collective tests printed ``lines``, by the tests' banner
+    ("# nccl-tests version 2.18.2 ...", nccl-tests src/common.cu since 2.18; "rccl-tests:
+    Version develop:a52452e", ROCm/rccl-tests src/common.cu), else by the library's
+    ("NCCL version 2.9.9+cuda11.2" with NCCL_DEBUG=VERSION; "RCCL version : 2.22.3"):
+    each vendor's collective_tests_package, then its collective.  The banner goes first
+    because RCCL keeps NCCL's names in its own logs.  None where no line says, or where
+    two vendors do."""
+    for names in ((v.collective_tests_package for v in accelerators.VENDORS.values()),
+                  (v.collective for v in accelerators.VENDORS.values())):
+        patterns = {vendor: re.compile(rf"{re.escape(name.lower())}:? version\b")
+                    for vendor, name in zip(accelerators.VENDORS, names)}
+        seen = {vendor for line in lines for vendor, pattern in patterns.items()
+                if pattern.match(line.lstrip("# ").lower())}
+        if seen:
+            return seen.pop() if len(seen) == 1 else None
+    return None
 
 
 def _nccl_header(line: str) -> bool:

@@ -446,6 +446,28 @@ def probe_nvidia_peermem(root: Path, exp: Expectations, gpus: tuple[list[Gpu], R
     return Item("nvidia_peermem", ABSENT, "module not loaded", evidence, required)
 
 
+#: Where amdgpu's KFD shows its peer-memory registration, by kernel (RCCL's
+#: src/transport/net_ib.cc ncclIbGdrSupport tries them in this order: Ubuntu 22.04's
+#: 5.15, 22.04.4 HWE's 6.5, 24.04's 6.8).
+AMD_PEERMEM_PATHS = ("sys/kernel/mm/memory_peers/amdkfd/version",
+                     "sys/kernel/memory_peers/amdkfd/version",
+                     "sys/memory_peers/amdkfd/version")
+
+
+def probe_amd_peermem(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
+    required = exp.requires("amd_peermem")
+    evidence = "read " + ", ".join(str(root / rel) for rel in AMD_PEERMEM_PATHS)
+    found = [(rel, _exists(root, rel)) for rel in AMD_PEERMEM_PATHS]
+    there = next((rel for rel, seen in found if seen is True), None)
+    if there:
+        return Item("amd_peermem", PRESENT, f"/{there}", evidence, required)
+    unread = [seen for _, seen in found if isinstance(seen, str)]
+    if unread:
+        return Item("amd_peermem", UNKNOWN, "; ".join(unread), evidence, required)
+    return Item("amd_peermem", ABSENT, "amdkfd registers no peer memory (no "
+                "memory_peers/amdkfd/version)", evidence, required)
+
+
 def _module_loaded(root: Path, module: str) -> bool | str:
     """Whether a kernel module is loaded: in /proc/modules, or /sys/module/<name>
     exists (a module built into the kernel is only there).  Why not, as text, where
@@ -739,8 +761,8 @@ def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -
 
 PROBES: tuple[Callable[..., Item], ...] = (
     probe_gpus, probe_nvlink, probe_pcie, probe_numa, probe_gdrdrv, probe_xpmem,
-    probe_nvidia_peermem, probe_dmabuf, probe_cma, probe_memlock, probe_ucx_built,
-    probe_ucx_transports, probe_ompi_gpu, probe_ompi_pml,
+    probe_nvidia_peermem, probe_amd_peermem, probe_dmabuf, probe_cma, probe_memlock,
+    probe_ucx_built, probe_ucx_transports, probe_ompi_gpu, probe_ompi_pml,
 )
 
 
@@ -782,9 +804,21 @@ def preflight(shape: shapes.Shape, root: Path = Path("/")) -> Preflight:
     exp = expectations(shape)
     gpus = list_gpus(accelerators.of(shape.gpus))
     probes = list(PROBES) + [probe_rdma_device(d) for d in exp.rdma_devices]
-    items = [p(root, exp, gpus) for p in probes]
-    _one_of(items, capabilities.GPUDIRECT)
+    items = [item for item in (p(root, exp, gpus) for p in probes)
+             if item.name not in _other_vendors_gpudirect(shape)]
+    for group in capabilities.GPUDIRECT_GROUPS:
+        _one_of(items, group)
     return Preflight(shape.name, str(root), items)
+
+
+def _other_vendors_gpudirect(shape: shapes.Shape) -> set[str]:
+    """The GPUDirect capabilities only another vendor's GPUs have (nvidia_peermem on an
+    AMD shape): not probed there.  A CPU shape keeps them all, as information."""
+    vendor = accelerators.of(shape.gpus)
+    if vendor is None:
+        return set()
+    return {name for other in accelerators.VENDORS.values()
+            for name in other.gpudirect} - set(vendor.gpudirect)
 
 
 def _one_of(items: list[Item], group: tuple[str, ...]) -> None:

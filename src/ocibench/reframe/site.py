@@ -405,13 +405,24 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
         if mpi == "openmpi":   # the checks write options that differ by major version
             extras["mpi_version"] = str(stack.get("openmpi") or "any")
         vendor = accelerators.of(shape.gpus)
+        bench = env.module
+        if env.name == "nccl-tests" and vendor:
+            # the collective tests of the shape's vendor (rccl-tests on AMD)
+            bench = vendor.collective_tests_package
         modules = (list(vendor.gpu_modules) if env.gpu and vendor else []) + \
-            ([MPI_MODULE[mpi]] if mpi else []) + [env.module]
+            ([MPI_MODULE[mpi]] if mpi else []) + [bench]
         prepare = list(use)
         if mpi == "intel-mpi" and not has_intel_mpi(shape):
             extras["unavailable"] = (
                 f"{shape.name} has no Intel MPI in software.stack of "
                 f"site/shapes/{shape.name}.yaml (add intel-oneapi-mpi to build it)")
+            modules, prepare = [], []
+        ceilings = {v.ceiling_package for v in accelerators.VENDORS.values()}
+        if bench in ceilings and vendor and bench != vendor.ceiling_package:
+            extras["unavailable"] = (
+                f"{bench} measures another vendor's GPUs: {shape.name}'s are "
+                f"{vendor.vendor}'s, whose copy ceilings {vendor.ceiling_package} measures "
+                "(no check runs it yet)")
             modules, prepare = [], []
         if env.name == "perftest" and perftest_unavailable(shape):
             extras["unavailable"] = perftest_unavailable(shape)

@@ -91,6 +91,8 @@ COMPILER_EXES = {
     "gcc": {"c": "bin/gcc", "cxx": "bin/g++", "fortran": "bin/gfortran"},
     "aocc": {"c": "bin/clang", "cxx": "bin/clang++", "fortran": "bin/flang"},
     "llvm": {"c": "bin/clang", "cxx": "bin/clang++"},
+    # ROCm's LLVM (/opt/rocm-<version>/llvm): rccl-tests requires("%cxx=llvm-amdgpu")
+    "llvm-amdgpu": {"c": "bin/amdclang", "cxx": "bin/amdclang++"},
     "intel-oneapi-compilers": {"c": "bin/icx", "cxx": "bin/icpx", "fortran": "bin/ifx"},
     "nvhpc": {"c": "bin/nvc", "cxx": "bin/nvc++", "fortran": "bin/nvfortran"},
 }
@@ -350,6 +352,8 @@ def _openmpi(f: Facts, version: list[str]) -> Plan:
     req = [*version, "fabrics=ucx" if is_machine_described(f.shape) else "fabrics=ucx,ucc"]
     if f.accel:
         req.append(f.accel.spack_variant)  # seed 000 sec 1: device buffers (-d cuda D D)
+        if f.accel.arch_required:
+            req.append(f.accel.spack_arch(f.arch))
     if f.slurm:
         # seed 002 sec 1 (build-openmpi tip): OpenMPI for Slurm, with the external PMIx
         # that srun --mpi=pmix also uses
@@ -385,7 +389,10 @@ def _perftest(f: Facts, version: list[str]) -> Plan:
     # OCI's ib_write_bw/lat checks: only where the shape has an RDMA network
     if not f.rdma:
         return Plan(left_out=f"no RDMA network on {f.shape.name}")
-    return Plan(tuple(version), ("perftest",))
+    # ib_write_bw on GPU memory where the recipe builds for the vendor (perftest_gpu)
+    gpu = ([f.accel.spack_variant, f.accel.spack_arch(f.arch)]
+           if f.accel and f.accel.perftest_gpu else [])
+    return Plan((*version, *gpu), ("perftest",))
 
 
 def _per_mpi(f: Facts, name: str, mpis: tuple[str, ...]) -> tuple[str, ...]:
@@ -466,6 +473,8 @@ def _ucc(f: Facts) -> Plan | None:
     # recipe would otherwise demand a collective library built for that arch, which
     # the image's external does not declare.
     gpu = (f.accel.spack_variant, f.accel.collective_variant) if f.accel else ()
+    if f.accel and f.accel.arch_required:
+        gpu += (f.accel.spack_arch(f.arch),)
     return Plan((f"@{TECH_TIP_VERSIONS['ucc']}", *gpu))
 
 

@@ -11,7 +11,7 @@ from spack.package import *
 
 # Benchmark directories under libexec/osu-micro-benchmarks that the seeds' `omb`
 # module files put on PATH (seed 000 sec 1, seed 002 sec 2), in their order.
-# Not every build installs all of them (xccl/ comes only with +nccl, and
+# Not every build installs all of them (xccl/ comes only with +nccl or +rccl, and
 # mpi/congestion is new in 7.4), so only the ones present are added.
 BENCHMARK_DIRS = (
     "",
@@ -41,6 +41,22 @@ class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
     )
     depends_on("nccl", when="+nccl")
 
+    # The same benchmarks over RCCL on ROCm device buffers: OMB 7.4's configure.ac has
+    # --enable-rcclomb / --with-rccl beside --enable-ncclomb (osu_xccl_* then print
+    # "#Using RCCL" and "# OSU RCCL-ROCM ...").  The builtin recipe has neither.
+    variant(
+        "rccl",
+        default=False,
+        description="Build the RCCL benchmarks (osu_xccl_*) with --enable-rcclomb",
+    )
+    conflicts(
+        "+rccl",
+        when="~rocm",
+        msg="+rccl needs +rocm: the RCCL benchmarks run on ROCm device buffers",
+    )
+    conflicts("+rccl", when="+nccl", msg="OMB builds the xccl benchmarks for one library")
+    depends_on("rccl", when="+rccl")
+
     # CUDA 13 changed cudaMemPrefetchAsync(ptr, n, int device, stream) to
     # (ptr, n, cudaMemLocation, flags, stream); the patch keeps the old call for
     # CUDA < 13.  Checked against 7.4; 7.5 and 7.5.1 are assumed to carry the same
@@ -59,6 +75,8 @@ class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
         return super().configure_args() + self.nccl_configure_args()
 
     def nccl_configure_args(self):
+        if self.spec.satisfies("+rccl"):
+            return ["--enable-rcclomb", f"--with-rccl={self.spec['rccl'].prefix}"]
         if not self.spec.satisfies("+nccl"):
             return []
         return ["--enable-ncclomb", f"--with-nccl={self.spec['nccl'].prefix}"]

@@ -2,11 +2,12 @@
 # Copyright oci-hpc-bench contributors.
 
 from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
+from spack_repo.builtin.build_systems.rocm import ROCmPackage
 
 from spack.package import *
 
 
-class Perftest(AutotoolsPackage):
+class Perftest(AutotoolsPackage, ROCmPackage):
     """perftest: the RDMA verbs micro-benchmarks (ib_write_bw, ib_write_lat, ...).
 
     OCI's multi-node health checks (oracle-quickstart/oci-hpc v3.1.0,
@@ -17,6 +18,11 @@ class Perftest(AutotoolsPackage):
 
     Versions are git tags pinned to their commit: the release tarballs GitHub generates
     have no published checksum, a commit hash is one.
+
+    ``+rocm``: ib_write_bw --use_rocm=<GPU> moves GPU memory (configure.ac at the pinned
+    commit: --enable-rocm, --with-rocm=<ROCm prefix>), AMD's "GPU to NIC" and "GPU to
+    switch to GPU" acceptance runs (ROCm/system-acceptance-docs,
+    docs/network/rdma-benchmarking.md).
     """
 
     homepage = "https://github.com/linux-rdma/perftest"
@@ -35,6 +41,11 @@ class Perftest(AutotoolsPackage):
     # configure.ac: libibverbs, librdmacm, libibumad (all rdma-core) and libpci
     depends_on("rdma-core")
     depends_on("pciutils+shared")
+
+    def configure_args(self):
+        if not self.spec.satisfies("+rocm"):
+            return []
+        return ["--enable-rocm", f"--with-rocm={self.spec['hip'].prefix}"]
 
     def autoreconf(self, spec, prefix):
         # A git checkout has no configure; upstream's autogen.sh writes it.
