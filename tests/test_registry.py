@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibench import benchmarks, paths, shapes
+from ocibench import accelerators, benchmarks, paths, shapes
 from ocibench.figures import ceilings, judge, outputs
 from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict, Verdict
@@ -118,7 +118,9 @@ def test_the_judge_reads_ucx_memories_exactly_for_the_registrys_checks(name):
     facts = judge.Facts().for_run(name, {"buffers": "D-H", "nodes": 1})
     assert bool(facts.memories) is benchmarks.CHECKS[name].ucx_buffers
     if benchmarks.CHECKS[name].ucx_buffers:
-        assert facts.memories == ("cuda", "host")
+        # D is any vendor's device memory (ucx_proto.MEMORY), H the host's
+        devices = tuple(a.ucx_memory for a in accelerators.VENDORS.values())
+        assert facts.memories == (*devices, "host")
 
 
 def test_no_check_class_writes_its_own_figure_params():

@@ -18,11 +18,7 @@ TABLE = REPO_ROOT / "src" / "ocibench" / "accelerators.py"
 
 #: Files that may still say a vendor's words, each with the reason; the test fails once
 #: a file here says none (the entry is then stale and goes).
-ALLOWED = {
-    # The OMB title tags (-CUDA) and nccl-tests' "CUDA failure" crash marker: the AMD
-    # branch reads the title tags from the table (omb_title_tag); its merge ends this.
-    "src/ocibench/figures/outputs.py": "OMB's title tags, pending the AMD parsers",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def vendor_words() -> re.Pattern[str]:

@@ -102,6 +102,10 @@ class Accelerator:
     #: says ``mpi_built_with_<x>_support`` (Open MPI 5; ``opal_`` in 4.1; spack-packages'
     #: openmpi determine_variants reads the same parameter).
     mpi_aware_variant: str
+    #: How the collective tests report a failed GPU runtime call, matched without case:
+    #: nccl-tests' CUDACHECK prints "Test CUDA failure <file>:<line> '<error>'"
+    #: (src/common.h); rccl-tests' HIPCHECK keeps those words (ROCm/rccl-tests src/common.h).
+    runtime_failure: str
     #: The toolkit's compiler whose dry run names the toolkit (``TOP=``): a wrapper of
     #: it on PATH is resolved to the real toolkit (ocibench.node.machine); or None.
     toolkit_compiler: str | None
@@ -223,6 +227,7 @@ NVIDIA = Accelerator(
     spack_arch_variant="cuda_arch",
     toolkit_packages=("cuda",),
     mpi_aware_variant="cuda",
+    runtime_failure="cuda failure",
     toolkit_compiler="nvcc",
     # "Cuda compilation tools, release 12.9, V12.9.86"
     toolkit_version=VersionQuery(("nvcc", "--version"), r"release [\d.]+, V([\d.]+)"),
@@ -279,6 +284,7 @@ AMD = Accelerator(
                       "rocm-core", "roctracer-dev-api", "hipify-clang",
                       "rocprofiler-register", "rocm-cmake"),
     mpi_aware_variant="rocm",
+    runtime_failure="cuda failure",   # rccl-tests' HIPCHECK message, as nccl-tests words it
     toolkit_compiler=None,      # Spack's detection of hip reports /opt/rocm itself
     # hipconfig --version: "6.4.43484-123eb6fb5" (HIP's version, ROCm's release)
     toolkit_version=VersionQuery(("hipconfig", "--version"), r"^(\d+\.\d+\.\d+)"),

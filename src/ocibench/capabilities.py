@@ -59,7 +59,7 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
                gpu_only=True),
     Capability("rdma", COUNT, "RDMA ports of a node (equals network.ports)"),
     Capability("fabric_manager", FLAG, "NVIDIA Fabric Manager running: it configures the "
-               "NVSwitches of an HGX board, without which CUDA does not initialise "
+               "NVSwitches of an HGX board, without which the GPUs do not initialise "
                "(NVIDIA Fabric Manager User Guide)", gpu_only=True),
 )}
 

@@ -127,7 +127,7 @@ CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
     # a run of blank lines is quadratic (10 M blank lines took minutes)
     r"^[ \t]*Abort\(\d+\)",
     r"returned\s+a\s+non-zero\s+exit\s+code",
-    r"(?i)cuda failure",
+    *sorted({f"(?i){re.escape(a.runtime_failure)}" for a in accelerators.VENDORS.values()}),
     r"(?i)nccl failure",
     r"NCCL WARN.*\bfail",
     r"Test failure",
