@@ -528,8 +528,11 @@ def test_every_check_pins_its_job_to_the_sweep_nodes(slurm_client, tmp_path):
     argv = rfm.reframe_argv() + [
         "--dry-run", "-n", "osu_latency%buffers=H-H%nodes=2", "-n", "preflight",
         "-P", "sweep_nodes=node1+node2,node3+node4", "--prefix", str(tmp_path)]
+    # its run report and perflogs go under tmp_path, not into the checkout
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **slurm_client})
+                          env={**os.environ, **slurm_client,
+                               "OCIBENCH_REPORT_DIR": str(tmp_path / "reports"),
+                               "OCIBENCH_PERFLOG_DIR": str(tmp_path / "perflogs")})
     assert done.returncode == 0, done.stdout[-2000:]
     scripts = sorted(tmp_path.glob("stage/**/rfm_job.sh"))
     nodelists = sorted(line.strip() for s in scripts for line in s.read_text().splitlines()
