@@ -22,15 +22,12 @@ it a StateSet, which the 0.0.4 format spells as a gauge).
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ocibench import metrics
+from ocibench import atomic, metrics
 from ocibench.health import state as health_state
 
 PREFIX = "ocibench_"
@@ -269,18 +266,7 @@ def write_textfile(text: str, path: Path) -> None:
     .prom in the same directory (the same filesystem: rename is atomic there),
     synced, then renamed over the target."""
     path = Path(path)
-    name = None
     try:
-        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                        dir=path.parent)
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(name, 0o644)  # node_exporter runs as its own user
-        os.replace(name, path)
+        atomic.replace(path, text, mode=0o644)  # node_exporter runs as its own user
     except OSError as err:
-        if name is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(name)
         raise ExportError(f"cannot write {path}: {err.strerror or err}") from None

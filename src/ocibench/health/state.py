@@ -31,13 +31,12 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ocibench import jsonfile, paths
+from ocibench import atomic, jsonfile, paths
 
 #: A probe's three states (the project's verdicts, as a probe says them): it compared
 #: and held; it found the node broken; it could not tell (a missing tool, a timeout,
@@ -105,21 +104,11 @@ def default_path() -> Path:
 def write(state: HealthState, path: Path) -> None:
     """Replace the state file atomically: a temporary file beside it, synced, renamed."""
     path = Path(path)
-    name = None
+    text = json.dumps(state.to_dict(), indent=1, sort_keys=True) + "\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(handle, "w") as out:
-            json.dump(state.to_dict(), out, indent=1, sort_keys=True)
-            out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(name, 0o644)   # readable by the exporter, whoever runs it
-        os.replace(name, path)
+        # readable by the exporter, whoever runs it
+        atomic.replace(path, text, mode=0o644, parents=True)
     except OSError as err:
-        if name is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(name)
         raise StateError(f"cannot write {path}: {err.strerror or err}") from None
 
 

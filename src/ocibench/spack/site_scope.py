@@ -18,13 +18,13 @@ nothing is written.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ocibench import atomic
 
 #: A Spack package name (lower case, digits, '-'; spack.spec's package name token).
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -88,12 +88,4 @@ def render(data: dict[str, Any]) -> str:
 
 def write(path: Path, data: dict[str, Any]) -> None:
     """The scope at ``path``, whole: written beside it, then renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(render(data))
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    atomic.replace(path, render(data), parents=True)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from ocibench import atomic
 
 VERSION = 1
 
@@ -91,17 +91,8 @@ class DrainRecord:
             self._write({"version": VERSION, "nodes": nodes})
 
     def _write(self, data: dict[str, Any]) -> None:
-        # A temporary file beside it, then rename: a reader sees the old record or the
-        # new one, never half of one.
+        # a reader sees the old record or the new one, never half of one
         try:
-            handle, name = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-            with os.fdopen(handle, "w") as out:
-                json.dump(data, out, indent=1, sort_keys=True)
-                out.write("\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(name, self.path)
+            atomic.replace(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
         except OSError as err:
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(name)
             raise StateError(f"cannot write {self.path}: {err.strerror}") from None

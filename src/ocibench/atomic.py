@@ -1,0 +1,40 @@
+"""Replacing a file whole: the one way ocibench writes a file others read while it runs.
+
+The text goes to a hidden temporary file beside the target (same directory, so the
+same filesystem, where rename(2) is atomic), is synced, and is renamed over the
+target: a reader sees the old file or the new one, never half of one.  The temporary
+name starts with a dot and ends in ``.tmp``, so a reader that globs the directory
+(node_exporter's textfile collector reads ``*.prom``) never picks it up.  Used by the
+sweep's drain record, the healthcheck's state file, the Prometheus textfile and the
+site scope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def replace(path: Path, text: str, mode: int | None = None, parents: bool = False) -> None:
+    """Write ``text`` to ``path`` atomically; ``mode`` sets the new file's permissions
+    (a temporary file is created 0600); ``parents`` creates missing directories (a
+    caller whose directory is someone else's, node_exporter's, leaves it False: a
+    missing one is a wrong path).  Raises OSError, with nothing left behind."""
+    path = Path(path)
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        if mode is not None:
+            os.chmod(name, mode)
+        os.replace(name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
