@@ -15,10 +15,8 @@ import base64
 import io
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from functools import cache
 from pathlib import Path
 
-import jinja2
 import matplotlib
 
 matplotlib.use("Agg")
@@ -27,10 +25,9 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ocibench.history.store import History, Record  # noqa: E402
+from ocibench.report import html  # noqa: E402
 from ocibench.report.model import size_text  # noqa: E402
 from ocibench.report.plots import PLAIN_TEXT, VERDICT_COLOURS  # noqa: E402
-
-TEMPLATES = Path(__file__).parent / "templates"
 
 Key = tuple[str, str, int | None, str]   # check, variant, size, figure
 
@@ -92,14 +89,6 @@ def plot(key: Key, by_node: dict[str, list[Record]], medians: list[tuple[float, 
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-@cache
-def _template() -> jinja2.Template:
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return environment.get_template("history.html")
-
-
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -125,7 +114,7 @@ def render(history: History, records: list[Record], node: str | None,
                       "driver": r.driver or "-"}
                      for r in (newest[-1:] if node else newest)],
         })
-    return _template().render(
+    return html.template("history.html").render(
         generated=when(datetime.now(timezone.utc).timestamp()), source=str(source),
         node=node, since=when(since) if since is not None else None, figures=figures)
 

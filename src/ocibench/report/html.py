@@ -30,19 +30,26 @@ TEXT_COLUMNS = ("size / key", "source", "OCI floor", "physical limit", "of this 
 
 
 @cache
-def _template() -> jinja2.Template:
+def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     environment.filters["css"] = _css
-    return environment.get_template("report.html")
+    return environment
+
+
+def template(name: str) -> jinja2.Template:
+    """A page template of report/templates, in the one environment every page uses
+    (the report, the history's page, the sweep's page): escaping on, an undefined
+    name an error rather than an empty string."""
+    return _environment().get_template(name)
 
 
 def render(results: list[Result], plots: dict[tuple[str, str], Path],
            inputs: list[Path], generated: str) -> str:
     """The whole page; ``plots`` maps (shape, family) to its PNG."""
     shapes = list(dict.fromkeys(r.shape for r in results))
-    return _template().render(
+    return template("report.html").render(
         generated=generated, inputs=[str(p) for p in inputs],
         columns=[(c, c in TEXT_COLUMNS) for c in COLUMNS],
         shapes=[_shape(s, [r for r in results if r.shape == s], plots) for s in shapes])

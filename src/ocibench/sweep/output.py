@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from ocibench.metrics import NODE_VERDICTS
+from ocibench.report import html
 from ocibench.report.output import staged
 from ocibench.sweep.plan import NODE_SEPARATOR, describe
 from ocibench.sweep.run import Sweep
-
-TEMPLATES = Path(__file__).resolve().parents[1] / "report" / "templates"
 
 
 def _now() -> str:
@@ -35,14 +31,6 @@ def write(path: Path, text: str) -> None:
 
 def to_json(result: Sweep) -> str:
     return json.dumps({**result.to_dict(), "generated": _now()}, indent=1) + "\n"
-
-
-@cache
-def _template() -> jinja2.Template:
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return environment.get_template("sweep.html")
 
 
 def _anchor(node: str) -> str:
@@ -78,7 +66,7 @@ def to_html(result: Sweep) -> str:
                         for case, cell in checks.items()],
         })
     summary = data["summary"]
-    return _template().render(
+    return html.template("sweep.html").render(
         generated=_now(), partition=result.partition, outlier_k=result.outlier_k,
         setvars=list(result.setvars), stopped=result.stopped, errors=list(result.errors),
         summary=[(str(v), summary[str(v)]) for v in NODE_VERDICTS],
