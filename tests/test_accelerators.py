@@ -160,10 +160,12 @@ def test_the_local_probe_reads_the_vendors_tool(tmp_path, monkeypatch) -> None:
     assert rules.problem(data) is None
 
 
-def test_a_probe_without_a_reader_is_unknown_not_absent(tmp_path, monkeypatch) -> None:
+def test_a_probe_listing_no_gpu_is_unknown_not_absent(tmp_path, monkeypatch) -> None:
+    """amd-smi there but listing nothing: the GPUs are unknown (tests/test_amd_probe.py
+    reads real amd-smi outputs)."""
     monkeypatch.setenv("PATH", str(tmp_path))
     _fake_tool(tmp_path, "amd-smi", "[]")
-    with pytest.raises(probe.ProbeError, match="no reader of its output for amd GPUs"):
+    with pytest.raises(probe.ProbeError, match="listed no GPU"):
         probe.gpus(NUMA)
 
 

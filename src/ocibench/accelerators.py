@@ -16,6 +16,7 @@ recipes); the code that uses a row is the same for every vendor.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -158,6 +159,11 @@ class Accelerator:
     # ---- the probe: a command listing index, model, arch and PCI bus id per GPU
     probe_command: tuple[str, ...]
     probe_parse: Callable[[str], list[ProbedGpu]] | None
+    #: The links between the GPUs of a node (the ``device_link`` capability): a command
+    #: and its reader, giving per GPU index (links up, links there); {} where it names
+    #: no GPU.  Output it cannot read raises ProbeFormatError (ocibench.node.preflight).
+    link_command: tuple[str, ...]
+    link_parse: Callable[[str], dict[int, tuple[int, int]]]
 
     # ---- ReFrame
     #: The partition feature (CSCS's naming: ``+nvgpu``, ``+amdgpu``) and the device
@@ -172,6 +178,11 @@ class Accelerator:
     #: Whether the project's perftest recipe builds for this vendor's GPUs (ib_write_bw
     #: --use_<buffer_flag>): its ``spack_variant`` and target variant exist there.
     perftest_gpu: bool = False
+    #: Whether the probe's model name is the product's, whatever the tool's release:
+    #: then a name other than the shape's ``gpus.model`` is another GPU.  Where it is
+    #: not, a name that differs from the shape's on the shape's architecture cannot
+    #: tell (preflight says unknown), and only another architecture is another GPU.
+    probe_model_stable: bool = True
     #: Whether every recipe built with ``spack_variant`` must also name the target:
     #: spack-packages' ROCmPackage conflicts("amdgpu_target=none", when="+rocm") (Open
     #: MPI and UCC included); CudaPackage has no such conflict.
@@ -212,6 +223,27 @@ def _parse_nvidia_smi(out: str) -> list[ProbedGpu]:
                                    "(index, name, compute_cap, pci.bus_id)")
         index, name, major, minor, bus = match.groups()
         found.append(ProbedGpu(int(index), name.strip(), major + minor, bus))
+    return found
+
+
+#: One GPU's line of ``nvidia-smi nvlink --status`` ("GPU 0: NVIDIA A100-SXM4-40GB
+#: (UUID: ...)"), then one line per link ("\t Link 0: 25.781 GB/s", "<inactive>").
+_NVLINK_GPU = re.compile(r"^GPU (\d+):")
+_NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.+)$")
+
+
+def _parse_nvlink_status(out: str) -> dict[int, tuple[int, int]]:
+    """Active and present NVLinks per GPU: every "Link N:" line under "GPU i:" is a
+    link; an inactive one prints "<inactive>" instead of its rate."""
+    found: dict[int, tuple[int, int]] = {}
+    gpu = None
+    for line in out.splitlines():
+        if m := _NVLINK_GPU.match(line):
+            gpu = int(m.group(1))
+            found[gpu] = (0, 0)
+        elif (m := _NVLINK_LINK.match(line)) and gpu is not None:
+            up, there = found[gpu]
+            found[gpu] = (up + ("inactive" not in m.group(2).lower()), there + 1)
     return found
 
 
@@ -261,6 +293,8 @@ NVIDIA = Accelerator(
     probe_command=("nvidia-smi", "--query-gpu=index,name,compute_cap,pci.bus_id",
                    "--format=csv,noheader"),
     probe_parse=_parse_nvidia_smi,
+    link_command=("nvidia-smi", "nvlink", "--status"),
+    link_parse=_parse_nvlink_status,
     reframe_feature="nvgpu",
     device_arch_prefix="sm_",
     gpu_modules=("cuda", "nccl"),
@@ -268,6 +302,94 @@ NVIDIA = Accelerator(
     # src/transport/net_ib.cc), else nvidia_peermem; UCX likewise.
     gpudirect=("nvidia_peermem", "dmabuf"),
 )
+
+def _amd_smi_json(out: str, what: str) -> Any:
+    """amd-smi's JSON, or ProbeFormatError naming the first line printed."""
+    try:
+        return json.loads(out)
+    except ValueError:
+        first = next((line.strip() for line in out.splitlines() if line.strip()), "nothing")
+        raise ProbeFormatError(f"printed {first[:80]!r}, not the JSON of {what}") from None
+
+
+def _amd_smi_records(data: Any, what: str) -> list[dict[str, Any]]:
+    """The per-GPU records of amd-smi's JSON: a list of them (amdsmi_logger
+    _print_json_output: json.dumps(multiple_device_output), ROCm 6.x), or the same list
+    under "gpu_data" (amdsmi_logger combine_arrays_to_json, amd-smi of ROCm 7)."""
+    if isinstance(data, dict) and "gpu_data" in data:
+        data = data["gpu_data"]
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise ProbeFormatError(f"printed JSON that is no list of GPUs ({what})")
+    return data
+
+
+def _field(record: dict[str, Any], section: str, key: str) -> str:
+    """A text field of one GPU's record; "N/A" (what amd-smi prints for a value its
+    library could not read: amdsmi_commands.py static()) or none is a format error."""
+    value = (record.get(section) or {}).get(key) if isinstance(record.get(section), dict) \
+        else None
+    if not isinstance(value, str) or not value.strip() or value.strip() == "N/A":
+        raise ProbeFormatError(f"printed no {section}.{key} for GPU {record.get('gpu')!r} "
+                               f"({value!r})")
+    return value.strip()
+
+
+#: amd-smi's BDF (amdsmi_get_gpu_device_bdf: "0000:0c:00.0", domain:bus:device.function).
+_BDF = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
+
+
+def _parse_amd_smi_static(out: str) -> list[ProbedGpu]:
+    """``amd-smi static --asic --bus --json``: per GPU its "gpu" index, asic.market_name,
+    asic.target_graphics_version ("gfx942"; printed from ROCm 6.3 on, amdsmi_interface
+    amdsmi_get_gpu_asic_info) and bus.bdf."""
+    what = "amd-smi static --asic --bus --json"
+    found = []
+    for record in _amd_smi_records(_amd_smi_json(out, what), what):
+        index = record.get("gpu")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise ProbeFormatError(f"printed a GPU record without its \"gpu\" index "
+                                   f"({sorted(record)[:6]})")
+        model = _field(record, "asic", "market_name")
+        arch = _field(record, "asic", "target_graphics_version")
+        if AMD.arch_problem(arch):
+            raise ProbeFormatError(f"printed target_graphics_version {arch[:40]!r} for GPU "
+                                   f"{index}, not an LLVM AMDGPU target")
+        bus = _field(record, "bus", "bdf")
+        if not _BDF.fullmatch(bus):
+            raise ProbeFormatError(f"printed bdf {bus[:40]!r} for GPU {index}, not a PCI "
+                                   "address")
+        found.append(ProbedGpu(index, model, arch, bus))
+    return found
+
+
+def _parse_amd_smi_topology(out: str) -> dict[int, tuple[int, int]]:
+    """xGMI links per GPU from ``amd-smi topology -t --json``: the peers its link_type
+    says XGMI.  From ROCm 6.1.1 each GPU's record lists "links", one per GPU with its
+    "link_type" (SELF, PCIE, XGMI, N/A); ROCm 6.1.0 printed a "link_type" mapping
+    {"gpu_1": "XGMI", ...} (amdsmi CHANGELOG, 6.1.1: "Updated amd-smi topology --json").
+    The topology shows which peers are linked, not a link that is down: links up and
+    links there are both the XGMI peers (on a fully connected board, MI300X, one link
+    each)."""
+    what = "amd-smi topology -t --json"
+    found: dict[int, tuple[int, int]] = {}
+    for record in _amd_smi_records(_amd_smi_json(out, what), what):
+        index = record.get("gpu")
+        links = record.get("links")
+        if isinstance(links, list):
+            types = [link.get("link_type") for link in links if isinstance(link, dict)
+                     and link.get("gpu") != index]
+        elif isinstance(record.get("link_type"), dict):
+            types = [t for peer, t in record["link_type"].items() if peer != f"gpu_{index}"]
+        else:
+            types = [None]
+        if not isinstance(index, int) or isinstance(index, bool) \
+                or not all(isinstance(t, str) for t in types):
+            raise ProbeFormatError(f"printed a GPU record without its index and each "
+                                   f"peer's link_type ({json.dumps(record)[:80]})")
+        xgmi = sum(t == "XGMI" for t in types)
+        found[index] = (xgmi, xgmi)
+    return found
+
 
 AMD = Accelerator(
     vendor="amd",
@@ -310,7 +432,14 @@ AMD = Accelerator(
     # rocm-bandwidth-test is the nvbandwidth-like sweep.  Both are builtin packages.
     ceiling_package="transferbench",
     probe_command=("amd-smi", "static", "--asic", "--bus", "--json"),
-    probe_parse=None,   # the AMD shapes' helper writes it (issue 24 item 4)
+    probe_parse=_parse_amd_smi_static,
+    # -t: the link type only (amdsmi_parser.py, topology --link-type, ROCm 6.1.1 on)
+    link_command=("amd-smi", "topology", "-t", "--json"),
+    link_parse=_parse_amd_smi_topology,
+    # amd-smi's market_name is not the product's name in every release: "MI300X-O"
+    # (rocm-blogs amd-smi-overview, Sep 2024), "MI308X" (amdsmi CHANGELOG, ROCm 6.3),
+    # "AMD Instinct MI350X" (rocm-systems pull 2987, 2025).
+    probe_model_stable=False,
     reframe_feature="amdgpu",
     device_arch_prefix="gfx",
     gpu_modules=("hip", "rccl"),
