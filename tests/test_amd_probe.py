@@ -1,4 +1,5 @@
-"""The AMD row's probes: its readers of amd-smi.
+"""The AMD row's probes: its readers of amd-smi, and preflight and the healthcheck on an
+AMD Instinct shape.
 
 No AMD GPU can be reached from here.  The readers are tested on what amd-smi printed on
 machines of others, kept in tests/data/amd-smi/ with their sources (its README).  For
@@ -10,18 +11,27 @@ tmp_path given as the root, as for every preflight test.
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
+from ocibench import accelerators, shapes
 from ocibench.accelerators import AMD, ProbedGpu, ProbeFormatError
+from ocibench.health import check, probes
+from ocibench.health.state import FAIL, PASS, UNKNOWN
+from ocibench.metrics import Action
+from ocibench.node import preflight
 from ocibench.shapes import probe
+from ocibench.sweep import actions
 
 DATA = Path(__file__).parent / "data" / "amd-smi"
 #: The scripts' cat, found before a test leaves only the node's tools on PATH.
 CAT = shutil.which("cat")
+SHAPE = "BM.GPU.MI300X.8"
 STRIX = ProbedGpu(0, "Strix Halo [Radeon Graphics / Radeon 8050S Graphics / Radeon 8060S "
                   "Graphics]", "gfx1151", "0000:c4:00.0")
 
@@ -144,3 +154,195 @@ def test_the_xgmi_reader_refuses_what_is_not_json_in_one_line() -> None:
 def test_the_xgmi_reader_refuses_a_record_without_link_types() -> None:
     with pytest.raises(ProbeFormatError, match="each peer's link_type"):
         AMD.link_parse('[{"gpu": 0, "bdf": "0000:0c:00.0", "links": [{"gpu": 1}]}]')
+
+
+# --------------------------------------------------------------------------- preflight
+
+#: The names amd-smi gives MI300X: "AMD Instinct MI300X" as AMD's outputs of 2025 name
+#: their Instinct GPUs (rocm-systems pull 2987: "AMD Instinct MI350X"), "MI300X-O" in
+#: AMD's blog of September 2024 (rocm-blogs amd-smi-overview).
+MI300X, MI300X_O = "AMD Instinct MI300X", "MI300X-O"
+
+
+class AmdNode:
+    """A BM.GPU.MI300X.8 node: amd-smi printing the published MI300X node's GPUs and
+    links, and a sysfs tree with each GPU's PCIe link (Gen5 x16, MI300X's OAM host
+    interface) and NUMA node (the shape's), amdkfd's peer memory and the RDMA ports."""
+
+    def __init__(self, base: Path, shape: str = SHAPE) -> None:
+        self.bin, self.root = base / "bin", base / "root"
+        self.shape = shapes.load(shape)
+        self.exp = preflight.expectations(self.shape)
+        table = text("topology.mi300x.rocm-6.1.0.txt")
+        self.bdfs = table.split("LINK TYPE TABLE:\n", 1)[1].splitlines()[0].split()
+        self.model = MI300X
+        self.static: str | None = None      # a published output instead of the node's
+        self.topology = mi300x_topology(table)
+        self.files = {"sys/kernel/mm/memory_peers/amdkfd/version": "1\n"}
+        for bdf, numa in zip(self.bdfs, self.exp.gpu_numa):
+            base_dir = f"sys/bus/pci/devices/{bdf}"
+            self.files.update({f"{base_dir}/numa_node": f"{numa}\n",
+                               f"{base_dir}/current_link_speed": "32.0 GT/s PCIe\n",
+                               f"{base_dir}/max_link_speed": "32.0 GT/s PCIe\n",
+                               f"{base_dir}/current_link_width": "16\n",
+                               f"{base_dir}/max_link_width": "16\n"})
+        for device in self.exp.rdma_devices:
+            name, _, port = device.partition(":")
+            self.files[f"sys/class/infiniband/{name}/ports/{port}/state"] = "4: ACTIVE\n"
+            self.files[f"sys/class/infiniband/{name}/ports/{port}/counters/link_downed"] = "0\n"
+
+    def listing(self) -> str:
+        """`amd-smi static --asic --bus --json` of the node: its bus addresses from the
+        published table, the name and target amd-smi gives MI300X (assembled, in the
+        layout of the published listings)."""
+        return json.dumps([{"gpu": i, "asic": {"market_name": self.model,
+                                               "target_graphics_version": "gfx942"},
+                            "bus": {"bdf": bdf}} for i, bdf in enumerate(self.bdfs)],
+                          indent=4)
+
+    def write(self) -> None:
+        for rel, body in self.files.items():
+            path = self.root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body)
+        _amd_smi(self.bin, self.static or self.listing(), self.topology)
+
+    def preflight(self) -> dict[str, preflight.Item]:
+        self.write()
+        return {i.name: i for i in preflight.preflight(self.shape, self.root).items}
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AmdNode:
+    fake = AmdNode(tmp_path)
+    monkeypatch.setenv("PATH", str(fake.bin))   # the node's amd-smi, and no other tool
+    return fake
+
+
+def test_preflight_lists_the_gpus_links_pcie_and_numa_of_an_mi300x_node(node) -> None:
+    found = node.preflight()
+    assert (found["gpus"].status, found["gpus"].detail) == ("present", f"8x {MI300X}")
+    assert found["gpus"].required
+    xgmi = found["xgmi"]
+    assert (xgmi.status, xgmi.required) == ("present", True), xgmi
+    assert xgmi.detail == "active/links " + ", ".join(f"GPU {i}: 7/7" for i in range(8))
+    assert xgmi.evidence == "amd-smi topology -t --json"
+    # amd-smi's bus addresses found in sysfs: Gen5 x16 and the shape's NUMA nodes
+    assert found["pcie"].status == "present"
+    assert "GPU 7: Gen5 x16 (max Gen5 x16)" in found["pcie"].detail
+    assert found["gpu_numa"].status == "present", found["gpu_numa"]
+    assert found["amd_peermem"].status == "present"
+    assert "nvlink" not in found and "nvidia_peermem" not in found
+    assert [found[f"rdma {d}"].status for d in node.exp.rdma_devices] == ["present"]
+
+
+def test_a_gpu_missing_an_xgmi_peer_fails_the_node(node) -> None:
+    node.topology = mi300x_topology(text("topology.mi300x.rocm-6.1.0.txt"), swap=(3, 5))
+    xgmi = node.preflight()["xgmi"]
+    assert (xgmi.status, xgmi.missing) == ("unexpected", True)
+    assert "GPU 3: 6/6" in xgmi.detail and xgmi.detail.endswith("the shape: 7 per GPU")
+
+
+def test_a_node_without_xgmi_is_absent(node) -> None:
+    node.topology = text("topology-a-t.two-gpus.json")   # published: peers over PCIe
+    xgmi = node.preflight()["xgmi"]
+    assert (xgmi.status, xgmi.detail) == ("absent", "no active xGMI on any GPU")
+
+
+def test_another_name_for_the_same_gpus_is_unknown_not_present_nor_failed(node) -> None:
+    """amd-smi's name for MI300X changed across releases: 8 GPUs of the shape's
+    architecture under another name cannot be told apart from the shape's."""
+    node.model = MI300X_O
+    gpus = node.preflight()["gpus"]
+    assert (gpus.status, gpus.missing) == ("unknown", False)
+    assert gpus.detail.startswith(f"8x {MI300X_O} (gfx942); the shape: 8x {MI300X}")
+
+
+def test_another_gpu_fails_the_node(node) -> None:
+    """A published listing of another machine (one Strix Halo, gfx1151)."""
+    node.static = text("static.strix-halo.json")
+    gpus = node.preflight()["gpus"]
+    assert (gpus.status, gpus.missing) == ("unexpected", True)
+    assert gpus.detail == f"1x {STRIX.model}; the shape: 8x {MI300X}"
+
+
+def test_an_unreadable_listing_makes_every_gpu_item_unknown_never_absent(node) -> None:
+    """The published Navi 23 listing (no architecture printed): the GPUs, their links,
+    PCIe and NUMA are unknown, and preflight is unjudged, not failed."""
+    node.static = text("static-asic-bus.navi23.json")
+    node.write()
+    result = preflight.preflight(node.shape, node.root)
+    found = {i.name: i for i in result.items}
+    for name in ("gpus", "xgmi", "pcie", "gpu_numa"):
+        assert found[name].status == "unknown", found[name]
+    assert "printed no asic.target_graphics_version for GPU 0" in found["gpus"].detail
+    assert "gpus" not in result.to_dict()["missing"]
+    assert "gpus" in result.to_dict()["unknown"]
+
+
+def test_no_amd_smi_is_absent(node) -> None:
+    node.write()
+    (node.bin / "amd-smi").unlink()
+    found = {i.name: i for i in preflight.preflight(node.shape, node.root).items}
+    assert (found["gpus"].status, found["gpus"].detail) == (
+        "absent", f"amd-smi not on PATH; the shape: 8x {MI300X}")
+
+
+def test_pollara_ports_are_rdma_ports_like_mlx5(tmp_path, monkeypatch) -> None:
+    """BM.GPU.MI355X.8's Pollara NICs (network.hcas: ionic_*) are read like ConnectX's
+    mlx5_*: its shape with UCX on its first Pollara port."""
+    node = AmdNode(tmp_path, "BM.GPU.MI355X.8")
+    first = node.shape.data["network"]["hcas"][0]
+    assert first.startswith("ionic_")
+    data = copy.deepcopy(node.shape.data)
+    data["network"]["ucx_net_devices"] = {"mpi": f"{first}:1", "nccl": f"{first}:1"}
+    node.shape = shapes.Shape(name=node.shape.name, data=data, path=node.shape.path)
+    node.exp = preflight.expectations(node.shape)
+    device = f"{first}:1"
+    node.files[f"sys/class/infiniband/{first}/ports/1/state"] = "4: ACTIVE\n"
+    monkeypatch.setenv("PATH", str(node.bin))
+    assert node.preflight()[f"rdma {device}"].status == "present"
+    name, _, port = device.partition(":")
+    node.files[f"sys/class/infiniband/{name}/ports/{port}/state"] = "1: DOWN\n"
+    assert node.preflight()[f"rdma {device}"].status == "unexpected"
+
+
+# --------------------------------------------------------------------------- the healthcheck
+
+
+def health(node: AmdNode) -> dict[str, str]:
+    node.write()
+    ctx = probes.Context(root=node.root, shape=node.shape, node="amd-1",
+                         deadline=time.monotonic() + 20, tool_timeout=5.0)
+    return {r.name: r.state for r in check.run_probes(ctx)}
+
+
+def test_the_healthcheck_lists_an_amd_nodes_gpus_and_links(node) -> None:
+    found = health(node)
+    assert found["gpu_count"] == PASS and found["xgmi"] == PASS and found["pcie"] == PASS
+    assert [found[f"rdma {d}"] for d in node.exp.rdma_devices] == [PASS]
+    assert "nvlink" not in found and "xid" not in found
+
+
+def test_the_healthcheck_never_drains_on_an_unreadable_listing(node, tmp_path) -> None:
+    node.static = text("static-asic-bus.navi23.json")
+    found = health(node)
+    assert found["gpu_count"] == UNKNOWN and found["xgmi"] == UNKNOWN
+    assert FAIL not in found.values()
+    outcome = check.check(check.Options(shape=node.shape, root=node.root, node="amd-1",
+                                        state_path=tmp_path / "state.json",
+                                        tool_timeout_s=5.0))
+    assert outcome.code == check.UNJUDGED and outcome.state.drained_reason == ""
+
+
+def test_every_vendor_names_its_links_capability() -> None:
+    for row in accelerators.VENDORS.values():
+        assert row.device_link in preflight.capabilities.CAPABILITIES
+        assert row.link_command and callable(row.link_parse)
+
+
+def test_a_node_missing_its_xgmi_links_is_drained_like_one_missing_nvlink() -> None:
+    """The sweep's actions: the links between the GPUs are hardware, every vendor's."""
+    reason = "BM.GPU.MI300X.8 requires what this node lacks: xgmi unexpected (GPU 3: 6/6)"
+    assert actions.for_failure(reason) is Action.DRAIN
+    assert "xgmi" in actions.HARDWARE_CAPABILITIES and "nvlink" in actions.HARDWARE_CAPABILITIES

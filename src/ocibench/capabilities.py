@@ -55,6 +55,8 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability("cma", FLAG, "Cross Memory Attach (process_vm_readv) allowed between a "
                "user's processes: single-copy shared memory without a kernel module"),
     Capability("nvlink", COUNT, "NVLink links per GPU (0: none)", gpu_only=True),
+    Capability("xgmi", COUNT, "xGMI (AMD Infinity Fabric) links per GPU to its peers "
+               "(0: none)", gpu_only=True),
     Capability("pcie", PCIE, "PCIe generation and lane width of each GPU's link",
                gpu_only=True),
     Capability("rdma", COUNT, "RDMA ports of a node (equals network.ports)"),

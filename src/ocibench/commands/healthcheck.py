@@ -1,8 +1,9 @@
 """Check this node between jobs (Slurm's HealthCheckProgram, or --prolog) and drain it if broken.
 
-Cheap passive probes (GPU count and model, Xid errors, row remaps, PCIe links, NVLink,
-RDMA ports and their flapping, this node's latest verdicts and drift in the
-results history), each pass, fail or unknown with its evidence.  A
+Cheap passive probes (GPU count and model, Xid errors, row remaps, PCIe links, the links
+between the GPUs (NVLink, xGMI), RDMA ports and their flapping, this node's latest
+verdicts and drift in the results history), each pass, fail or unknown with its
+evidence.  A
 failure drains the node with an ``ocibench:`` reason; an unknown never does; only a
 drain this command wrote is resumed, once the node is clean.  Exit status: 0 every
 probe passed; 1 a probe failed (the node drained, or already drained); 3 none failed

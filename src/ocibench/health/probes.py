@@ -9,7 +9,7 @@ starts has a timeout taken from the run's deadline.
 Three states, as OCI's node-problem detector for OKE puts it: a missing command, a
 timeout or output that cannot be parsed is *unknown*, never *fail*; only a node found
 broken fails, and only a failure drains.  Where the node preflight already reads an
-item (GPUs, NVLink, PCIe, RDMA ports: ocibench.node.preflight), the probe is that
+item (GPUs, NVLink or xGMI, PCIe, RDMA ports: ocibench.node.preflight), the probe is that
 item's reading, judged here: one implementation per concept.
 
 Every path is under ``root`` (``/`` on a node, a fake tree in the tests), as for
@@ -254,14 +254,22 @@ def probe_pcie(ctx: Context) -> list[Finding]:
     return [Finding("pcie", _state_of(item, absent=UNKNOWN), _evidence(item))]
 
 
-def probe_nvlink(ctx: Context) -> list[Finding]:
-    """NVLink links down (preflight's nvlink item: fewer active links than the shape's
-    per GPU)."""
+def probe_device_link(ctx: Context) -> list[Finding]:
+    """The links between the GPUs down (preflight's item of the vendor's
+    ``device_link``, NVLink or xGMI: fewer active links than the shape's per GPU)."""
+    name = link_of(ctx)
     silent = ctx.gpu_tool_silent()
     if silent:
-        return _named("nvlink", silent)
-    item = preflight.probe_nvlink(ctx.root, ctx.exp, ctx.listing(), timeout=ctx.timeout())
-    return [Finding("nvlink", _state_of(item), _evidence(item))]
+        return _named(name, silent)
+    item = preflight.probe_device_link(ctx.root, ctx.exp, ctx.listing(),
+                                       timeout=ctx.timeout())
+    return [Finding(item.name, _state_of(item), _evidence(item))]
+
+
+def link_of(ctx: Context) -> str:
+    """The capability of the links between the shape's GPUs (accelerators: the row's
+    ``device_link``); NVIDIA's where the shape names no vendor, as preflight does."""
+    return (ctx.vendor or accelerators.VENDORS["nvidia"]).device_link
 
 
 def probe_rdma(ctx: Context) -> list[Finding]:
@@ -408,7 +416,8 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Callable[[Context], list[Fin
      and c.vendor.vendor == "nvidia", probe_xid),
     ("row_remap", lambda c: c.exp.gpu_count > 0, probe_row_remap),
     ("pcie", lambda c: c.exp.gpu_count > 0, probe_pcie),
-    ("nvlink", lambda c: int(c.exp.capabilities.get("nvlink") or 0) > 0, probe_nvlink),
+    ("device_link", lambda c: int(c.exp.capabilities.get(link_of(c)) or 0) > 0,
+     probe_device_link),
     ("rdma", lambda c: bool(c.exp.rdma_devices), probe_rdma),
     ("fabric_manager", lambda c: capabilities.present(
         c.exp.capabilities.get("fabric_manager")), probe_fabric_manager),

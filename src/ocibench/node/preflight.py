@@ -10,7 +10,8 @@ too large), a tool that failed, hung or printed something else than it was asked
 is unknown and says why: a probe that could not read never says present.
 
 What a shape requires comes from its ``capabilities:`` mapping (the vocabulary of
-ocibench.capabilities: gdrdrv, xpmem, nvidia_peermem, cma, nvlink, pcie, rdma); a
+ocibench.capabilities: gdrdrv, xpmem, nvidia_peermem, amd_peermem, dmabuf, cma, nvlink,
+xgmi, pcie, rdma); a
 shape file without one requires none of them.  A machine-described shape
 (``local``: the shape file lists no compilers) requires nothing: every item is
 informational.
@@ -103,6 +104,7 @@ class Expectations:
     capabilities: dict[str, Any]   # ocibench.capabilities names -> declared value
     rdma_devices: list[str]        # "mlx5_6:1", from network.ucx_net_devices
     vendor: accelerators.Accelerator | None = None   # the GPUs' row, from gpus.vendor
+    gpu_arch: str | None = None    # gpus.arch: "80", "gfx942"
 
     @property
     def gpu_count(self) -> int:
@@ -128,6 +130,7 @@ def expectations(shape: shapes.Shape) -> Expectations:
         capabilities=caps,
         rdma_devices=sorted(set(rdma)) if caps.get("rdma") else [],
         vendor=accelerators.of(shape.gpus),
+        gpu_arch=str((shape.gpus or {}).get("arch") or "") or None,
     )
 
 
@@ -215,13 +218,10 @@ def _exists(root: Path, rel: str) -> bool | str:
     return True
 
 
-#: nvidia-smi's PCI bus id: 00000000:0F:00.0 (domain, bus, device, function).
-_BUS_ID = re.compile(r"([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])")
-
-
 def _sysfs_bdf(bus_id: str) -> str:
-    """nvidia-smi's 00000000:0F:00.0 as sysfs names it: 0000:0f:00.0 (a matched
-    :data:`_BUS_ID`: hex digits only, so the path stays in sys/bus/pci/devices)."""
+    """A probe's PCI address as sysfs names it: nvidia-smi's 00000000:0F:00.0 and
+    amd-smi's 0000:0c:00.0 are 0000:0f:00.0 and 0000:0c:00.0 (each vendor's reader
+    matched it: hex digits only, so the path stays in sys/bus/pci/devices)."""
     domain, _, rest = bus_id.strip().lower().partition(":")
     return f"{domain[-4:]}:{rest}"
 
@@ -231,6 +231,7 @@ class Gpu:
     index: int
     name: str
     bdf: str
+    arch: str = ""
 
 
 def list_gpus(vendor: accelerators.Accelerator | None,
@@ -252,7 +253,7 @@ def list_gpus(vendor: accelerators.Accelerator | None,
     except accelerators.ProbeFormatError as err:
         ran.why = str(err)
         return [], ran
-    return [Gpu(g.index, g.model, _sysfs_bdf(g.bus_id)) for g in found], ran
+    return [Gpu(g.index, g.model, _sysfs_bdf(g.bus_id), g.arch) for g in found], ran
 
 
 # --------------------------------------------------------------------------- probes
@@ -268,59 +269,67 @@ def probe_gpus(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
         status = ABSENT if ran.missing else UNKNOWN
         return Item("gpus", status, f"{ran.why}; the shape: {wanted}", ran.command, required)
     if not found:
-        return Item("gpus", ABSENT, f"nvidia-smi lists no GPU; the shape: {wanted}",
+        return Item("gpus", ABSENT, f"{ran.command} lists no GPU; the shape: {wanted}",
                     ran.command, required)
     models = sorted({g.name for g in found})
     have = f"{len(found)}x {', '.join(models)}"
-    if exp.gpu_count and (len(found) != exp.gpu_count or models != [exp.gpu_model]):
+    if not exp.gpu_count:
+        if exp.binding:
+            return Item("gpus", UNEXPECTED, f"{have}; the shape: {wanted}", ran.command)
+        return Item("gpus", PRESENT, have, ran.command, required)
+    if len(found) != exp.gpu_count:
         return Item("gpus", UNEXPECTED, f"{have}; the shape: {wanted}", ran.command, required)
-    if not exp.gpu_count and exp.binding:
-        return Item("gpus", UNEXPECTED, f"{have}; the shape: {wanted}", ran.command)
-    return Item("gpus", PRESENT, have, ran.command, required)
+    if models == [exp.gpu_model]:
+        return Item("gpus", PRESENT, have, ran.command, required)
+    archs = sorted({g.arch for g in found})
+    shape_arch = (exp.gpu_arch or "").split(":")[0]   # gfx942:xnack- is a gfx942
+    if exp.vendor is not None and not exp.vendor.probe_model_stable and archs == [shape_arch]:
+        # the tool's name for a model changed across its releases: the count and the
+        # architecture hold, whether this is the shape's model cannot be told
+        return Item("gpus", UNKNOWN, f"{have} ({shape_arch}); the shape: {wanted}: the "
+                    f"same count and architecture, under a name {ran.command.split()[0]} "
+                    "of some release prints for it, or another model", ran.command,
+                    required)
+    return Item("gpus", UNEXPECTED, f"{have} ({', '.join(archs)}); the shape: {wanted} "
+                f"({exp.gpu_arch})", ran.command, required)
 
 
-_NVLINK_GPU = re.compile(r"^GPU (\d+):")
-_NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.+)$")
-
-
-def probe_nvlink(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
-                 timeout: float | None = None) -> Item:
-    want = int(exp.capabilities.get("nvlink") or 0)
-    required = exp.requires("nvlink")
+def probe_device_link(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
+                      timeout: float | None = None) -> Item:
+    """The links between the GPUs (NVLink, xGMI: the vendor's ``device_link``), by the
+    vendor's link command and reader, against the shape's count per GPU."""
+    vendor = exp.vendor or accelerators.VENDORS["nvidia"]
+    name = vendor.device_link
+    label = capabilities.describe(name).split()[0]   # "NVLink", "xGMI"
+    want = int(exp.capabilities.get(name) or 0)
+    required = exp.requires(name)
     listed, listing = gpus
     if listing.why and not listing.missing:
-        # nvidia-smi already failed or hung: do not wait for it a second time
-        return Item("nvlink", UNKNOWN, f"nvidia-smi gave no GPU list: {listing.why}",
+        # the GPU tool already failed or hung: do not wait for it a second time
+        return Item(name, UNKNOWN, f"{listing.command} gave no GPU list: {listing.why}",
                     listing.command, required)
-    ran = run(["nvidia-smi", "nvlink", "--status"], timeout)
+    ran = run(list(vendor.link_command), timeout)
     if ran.why:
-        return _tool_item("nvlink", ran, required)
-    active: dict[int, int] = {}
-    total: dict[int, int] = {}
-    gpu = None
-    for line in ran.out.splitlines():
-        if m := _NVLINK_GPU.match(line):
-            gpu = int(m.group(1))
-            active[gpu] = total[gpu] = 0
-        elif (m := _NVLINK_LINK.match(line)) and gpu is not None:
-            total[gpu] += 1
-            # an inactive link prints "<inactive>" instead of its rate
-            active[gpu] += "inactive" not in m.group(2).lower()
-    if not active and listed:
-        # nvidia-smi names every GPU ("GPU 0: ...") even one without NVLink
+        return _tool_item(name, ran, required)
+    try:
+        links = vendor.link_parse(ran.out)
+    except accelerators.ProbeFormatError as err:
+        return Item(name, UNKNOWN, str(err), ran.command, required)
+    if not links and listed:
+        # the tool names every GPU it lists, even one without links
         first = next((line.strip() for line in ran.out.splitlines() if line.strip()),
                      "nothing")
-        return Item("nvlink", UNKNOWN, f"printed {first[:80]!r}, not the NVLink status of "
-                    "a GPU", ran.command, required)
-    if not any(active.values()):
-        return Item("nvlink", ABSENT, "no active NVLink on any GPU", ran.command, required)
-    per_gpu = ", ".join(f"GPU {g}: {active[g]}/{total[g]}" for g in sorted(active))
-    short = [g for g in active if active[g] < max(want, total[g])]
+        return Item(name, UNKNOWN, f"printed {first[:80]!r}, not the {label} links of a GPU",
+                    ran.command, required)
+    if not any(up for up, _ in links.values()):
+        return Item(name, ABSENT, f"no active {label} on any GPU", ran.command, required)
+    per_gpu = ", ".join(f"GPU {g}: {links[g][0]}/{links[g][1]}" for g in sorted(links))
+    short = [g for g, (up, there) in links.items() if up < max(want, there)]
     if short:
         wanted = f"; the shape: {want} per GPU" if want else ""
-        return Item("nvlink", UNEXPECTED, f"active/links {per_gpu}{wanted}", ran.command,
+        return Item(name, UNEXPECTED, f"active/links {per_gpu}{wanted}", ran.command,
                     required)
-    return Item("nvlink", PRESENT, f"active/links {per_gpu}", ran.command, required)
+    return Item(name, PRESENT, f"active/links {per_gpu}", ran.command, required)
 
 
 def _pcie_gen(text: str | None) -> int | None:
@@ -349,7 +358,7 @@ def probe_pcie(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
         width_now, width_max = texts["current_link_width"], texts["max_link_width"]
         if None in (gen_now, gen_max) or not re.fullmatch(r"[0-9]{1,2}", width_now) \
                 or not re.fullmatch(r"[0-9]{1,2}", width_max):
-            # the GPU is there (nvidia-smi lists it): a link nobody can read is unknown
+            # the GPU is there (its tool lists it): a link nobody can read is unknown
             shown = ", ".join(f"{k} {_shown(v)}" for k, v in vals.items())
             return Item("pcie", UNKNOWN, f"GPU {g.index}: no readable link speed and width "
                         f"({shown})", f"read {root / base}", required)
@@ -760,7 +769,7 @@ def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -
 
 
 PROBES: tuple[Callable[..., Item], ...] = (
-    probe_gpus, probe_nvlink, probe_pcie, probe_numa, probe_gdrdrv, probe_xpmem,
+    probe_gpus, probe_device_link, probe_pcie, probe_numa, probe_gdrdrv, probe_xpmem,
     probe_nvidia_peermem, probe_amd_peermem, probe_dmabuf, probe_cma, probe_memlock,
     probe_ucx_built, probe_ucx_transports, probe_ompi_gpu, probe_ompi_pml,
 )

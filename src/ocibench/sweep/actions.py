@@ -66,11 +66,13 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
         (r"#wrong|Out of bounds values|NODE_FAIL|BOOT_FAIL|Xid", Action.DRAIN),
     ))
 
+#: The links between the GPUs of a node, each vendor's (NVLink, xGMI: accelerators).
+_DEVICE_LINKS = tuple(a.device_link for a in accelerators.VENDORS.values())
 #: Preflight items (ocibench.node.preflight) that are hardware; every other item (kernel
 #: modules, UCX, Open MPI, memlock) is software.
-HARDWARE_ITEMS = ("gpus", "nvlink", "pcie", "numa", "rdma")
+HARDWARE_ITEMS = ("gpus", *_DEVICE_LINKS, "pcie", "numa", "rdma")
 #: Capabilities (ocibench.capabilities) that are hardware; the others are software.
-HARDWARE_CAPABILITIES = ("nvlink", "pcie", "rdma")
+HARDWARE_CAPABILITIES = (*_DEVICE_LINKS, "pcie", "rdma")
 _PREFLIGHT = re.compile(r"requires what this node lacks: (.*)")
 
 
