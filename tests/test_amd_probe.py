@@ -228,7 +228,7 @@ def test_preflight_lists_the_gpus_links_pcie_and_numa_of_an_mi300x_node(node) ->
     assert xgmi.detail == "active/links " + ", ".join(f"GPU {i}: 7/7" for i in range(8))
     assert xgmi.evidence == "amd-smi topology -t --json"
     # amd-smi's bus addresses found in sysfs: Gen5 x16 and the shape's NUMA nodes
-    assert found["pcie"].status == "present"
+    assert (found["pcie"].status, found["pcie"].required) == ("present", True)
     assert "GPU 7: Gen5 x16 (max Gen5 x16)" in found["pcie"].detail
     assert found["gpu_numa"].status == "present", found["gpu_numa"]
     assert found["amd_peermem"].status == "present"
@@ -241,6 +241,15 @@ def test_a_gpu_missing_an_xgmi_peer_fails_the_node(node) -> None:
     xgmi = node.preflight()["xgmi"]
     assert (xgmi.status, xgmi.missing) == ("unexpected", True)
     assert "GPU 3: 6/6" in xgmi.detail and xgmi.detail.endswith("the shape: 7 per GPU")
+
+
+def test_a_gpu_on_a_gen4_link_fails_the_node(node) -> None:
+    """The shape's PCIe Gen 5 x16 is read at amd-smi's bus address of each GPU."""
+    node.files[f"sys/bus/pci/devices/{node.bdfs[2]}/max_link_speed"] = "16.0 GT/s PCIe\n"
+    pcie = node.preflight()["pcie"]
+    assert (pcie.status, pcie.missing) == ("unexpected", True)
+    assert "GPU 2: Gen5 x16 (max Gen4 x16)" in pcie.detail and pcie.detail.endswith(
+        "the shape: Gen5 x16")
 
 
 def test_a_node_without_xgmi_is_absent(node) -> None:
