@@ -178,7 +178,10 @@ class AmdNode:
         self.model = MI300X
         self.static: str | None = None      # a published output instead of the node's
         self.topology = mi300x_topology(table)
-        self.files = {"sys/kernel/mm/memory_peers/amdkfd/version": "1\n"}
+        self.rocminfo: str | None = text("rocminfo.system.rocm-7.2.txt")   # None: absent
+        # Ubuntu 22.04's kernel, as OCI's MI300X image has it (Prerequisites.md)
+        self.files = {"sys/kernel/mm/memory_peers/amdkfd/version": "1\n",
+                      "proc/sys/kernel/osrelease": "5.15.0-1051-oracle\n"}
         for bdf, numa in zip(self.bdfs, self.exp.gpu_numa):
             base_dir = f"sys/bus/pci/devices/{bdf}"
             self.files.update({f"{base_dir}/numa_node": f"{numa}\n",
@@ -206,6 +209,12 @@ class AmdNode:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(body)
         _amd_smi(self.bin, self.static or self.listing(), self.topology)
+        (self.bin / "rocminfo.txt").write_text(self.rocminfo or "")
+        tool = self.bin / "rocminfo"
+        tool.unlink(missing_ok=True)
+        if self.rocminfo is not None:
+            tool.write_text(f'#!/bin/sh\nexec {CAT} "{self.bin}/rocminfo.txt"\n')
+            tool.chmod(0o755)
 
     def preflight(self) -> dict[str, preflight.Item]:
         self.write()
@@ -295,6 +304,30 @@ def test_no_amd_smi_is_absent(node) -> None:
     found = {i.name: i for i in preflight.preflight(node.shape, node.root).items}
     assert (found["gpus"].status, found["gpus"].detail) == (
         "absent", f"amd-smi not on PATH; the shape: 8x {MI300X}")
+
+
+def test_dmabuf_is_the_rocm_runtimes_answer(node) -> None:
+    """rocminfo prints the runtime's answer (published, ROCm 7.2): dma-buf present,
+    kernel 5.12 or later; the GPUDirect group then needs no amd_peermem."""
+    dmabuf = node.preflight()["dmabuf"]
+    assert dmabuf.status == "present", dmabuf
+    assert dmabuf.detail.startswith("kernel 5.15.0-1051-oracle (5.12 or later), rocminfo: "
+                                    "DMAbuf Support YES")
+    assert dmabuf.evidence.endswith("; ran `rocminfo`")
+
+
+@pytest.mark.parametrize("rocminfo, status, said", [
+    (lambda out: out.replace("DMAbuf Support:          YES", "DMAbuf Support:          NO"),
+     "absent", "rocminfo: DMAbuf Support NO"),
+    (lambda out: None, "absent", "rocminfo not on PATH"),
+    # rocminfo's own words where amdgpu is not loaded (rocminfo.cc), then no system info
+    (lambda out: "ROCk module is NOT loaded, possibly no GPU devices\n", "unknown",
+     "rocminfo printed no dma-buf answer"),
+])
+def test_dmabuf_without_the_runtimes_yes(node, rocminfo, status, said) -> None:
+    node.rocminfo = rocminfo(node.rocminfo)
+    dmabuf = node.preflight()["dmabuf"]
+    assert dmabuf.status == status and said in dmabuf.detail, dmabuf
 
 
 def test_pollara_ports_are_rdma_ports_like_mlx5(tmp_path, monkeypatch) -> None:

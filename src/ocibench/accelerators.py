@@ -73,6 +73,17 @@ class VersionQuery:
     pattern: str
 
 
+@dataclass(frozen=True)
+class DmabufProbe:
+    """What says whether the GPU driver exports GPU memory as a dma-buf that the RDMA
+    NIC registers (GPUDirect RDMA without a peer-memory module): a file the driver
+    writes (``file``, read under the probed root), or the runtime's own answer, which
+    a tool prints (``query``: its first group, YES or NO).  One of the two."""
+
+    file: str | None = None
+    query: VersionQuery | None = None
+
+
 class ProbeFormatError(ValueError):
     """A probe's output line that is not what the probe asked for."""
 
@@ -175,6 +186,8 @@ class Accelerator:
     #: GPUDirect RDMA: the capabilities (ocibench.capabilities) that each give the RDMA
     #: NIC the GPU's memory, any one of which will do; a 2-node GPU figure requires one.
     gpudirect: tuple[str, ...] = ()
+    #: How preflight tells whether the driver exports GPU memory as a dma-buf.
+    dmabuf_probe: DmabufProbe = DmabufProbe()
     #: Whether the project's perftest recipe builds for this vendor's GPUs (ib_write_bw
     #: --use_<buffer_flag>): its ``spack_variant`` and target variant exist there.
     perftest_gpu: bool = False
@@ -301,6 +314,9 @@ NVIDIA = Accelerator(
     # NCCL uses dma-buf where the GPU and the NIC's stack support it (NCCL_DMABUF_ENABLE,
     # src/transport/net_ib.cc), else nvidia_peermem; UCX likewise.
     gpudirect=("nvidia_peermem", "dmabuf"),
+    # Only the open kernel module sets CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, from R515
+    # on; its version file's first line says which module is loaded (preflight).
+    dmabuf_probe=DmabufProbe(file="proc/driver/nvidia/version"),
 )
 
 def _amd_smi_json(out: str, what: str) -> Any:
@@ -447,6 +463,11 @@ AMD = Accelerator(
     # (/sys/kernel/mm/memory_peers/amdkfd/version), and uses dma-buf where
     # NCCL_DMABUF_ENABLE allows; OCI turns dma-buf off on BM.GPU.MI355X.8.
     gpudirect=("amd_peermem", "dmabuf"),
+    # The ROCm runtime's answer (HSA_AMD_SYSTEM_INFO_DMABUF_SUPPORTED), which rocminfo
+    # prints from ROCm 5.7 on: "DMAbuf Support:" padded to 25 columns, then YES or NO
+    # (ROCm/rocminfo rocminfo.cc, DisplaySystemInfo).
+    dmabuf_probe=DmabufProbe(query=VersionQuery(("rocminfo",),
+                                                r"^DMAbuf Support:\s+(YES|NO)\s*$")),
     # perftest +rocm: AMD's GPU-to-NIC acceptance runs ib_write_bw --use_rocm
     # (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
     perftest_gpu=True,

@@ -45,10 +45,10 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
                "memory between the processes of a node"),
     Capability("nvidia_peermem", FLAG, "the nvidia_peermem kernel module: GPUDirect RDMA, "
                "the RDMA NIC reads and writes GPU memory directly", gpu_only=True),
-    Capability("dmabuf", FLAG, "GPUDirect RDMA through dma-buf: the NVIDIA open kernel "
-               "module (R515 or later) exports GPU memory as a dma-buf that the RDMA NIC "
-               "registers (Linux 5.12 or later); the successor of nvidia_peermem",
-               gpu_only=True),
+    Capability("dmabuf", FLAG, "GPUDirect RDMA through dma-buf: the GPU driver exports "
+               "GPU memory as a dma-buf that the RDMA NIC registers (Linux 5.12 or later; "
+               "NVIDIA's open kernel module R515 or later, AMD's runtime); the "
+               "successor of the peer-memory modules", gpu_only=True),
     Capability("amd_peermem", FLAG, "AMD's PeerDirect: amdgpu's KFD registers GPU memory "
                "with the RDMA stack (ib_peer_mem), shown as memory_peers/amdkfd/version in "
                "sysfs; RCCL's GPUDirect RDMA path where dma-buf is off", gpu_only=True),

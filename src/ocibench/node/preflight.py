@@ -510,12 +510,16 @@ _NVRM = re.compile(r"^NVRM version: NVIDIA UNIX (Open Kernel Module for )?.*?\s"
 
 
 def probe_dmabuf(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
-    """GPUDirect RDMA through dma-buf: kernel 5.12 or later, the NVIDIA open kernel
-    module R515 or later, and CONFIG_DMA_SHARED_BUFFER where the kernel's config is
-    installed (/boot/config-<release>)."""
+    """GPUDirect RDMA through dma-buf: kernel 5.12 or later, a GPU driver that exports
+    its memory as a dma-buf (the vendor's ``dmabuf_probe``: NVIDIA's open kernel module
+    R515 or later, read in its version file; ROCm's runtime, as rocminfo says it), and
+    CONFIG_DMA_SHARED_BUFFER where the kernel's config is installed
+    (/boot/config-<release>)."""
     required = exp.requires("dmabuf")
-    release_file, driver_file = "proc/sys/kernel/osrelease", "proc/driver/nvidia/version"
-    evidence = f"read {root / release_file}, {root / driver_file}"
+    vendor = exp.vendor or accelerators.VENDORS["nvidia"]
+    way = vendor.dmabuf_probe
+    release_file = "proc/sys/kernel/osrelease"
+    evidence = f"read {root / release_file}" + (f", {root / way.file}" if way.file else "")
     release = _read(root, release_file)
     if release.text is None:
         why = release.why or f"no {root / release_file}"
@@ -528,42 +532,74 @@ def probe_dmabuf(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
     if (int(m.group(1)), int(m.group(2))) < DMABUF_KERNEL:
         return Item("dmabuf", ABSENT, f"kernel {kernel} is older than 5.12 (no dma-buf "
                     "registration for RDMA)", evidence, required)
-    driver = _read(root, driver_file)
-    if driver.why:
-        return Item("dmabuf", UNKNOWN, driver.why, evidence, required)
-    if driver.text is None:
-        return Item("dmabuf", ABSENT, f"kernel {kernel}; no NVIDIA driver loaded "
-                    f"(no /{driver_file})", evidence, required)
-    nvrm = _NVRM.search(driver.text)
-    if not nvrm:
-        first = (driver.text.strip().splitlines() or [""])[0]
-        return Item("dmabuf", UNKNOWN, f"/{driver_file} reads {first[:60]!r}, not an NVRM "
-                    "version line", evidence, required)
-    version = f"{nvrm.group(2)}.{nvrm.group(3)}"
-    if not nvrm.group(1):
-        return Item("dmabuf", ABSENT, f"kernel {kernel}; the NVIDIA kernel module {version} "
-                    "is the proprietary one (dma-buf needs the open kernel module)",
-                    evidence, required)
-    if int(nvrm.group(2)) < DMABUF_DRIVER:
-        return Item("dmabuf", ABSENT, f"kernel {kernel}; NVIDIA open kernel module "
-                    f"{version} is older than R{DMABUF_DRIVER}", evidence, required)
-    detail = f"kernel {kernel} (5.12 or later), NVIDIA open kernel module {version}"
+    if way.file:
+        driver = _nvidia_open_module(root, way.file, kernel)
+    else:
+        assert way.query is not None   # accelerators.DmabufProbe: one of the two
+        driver = _runtime_says_dmabuf(way.query, kernel)
+    status, detail, ran = driver
+    if status != PRESENT:
+        return Item("dmabuf", status, detail, evidence + ran, required)
     config_file = f"boot/config-{kernel}"
     if "/" not in kernel and kernel not in (".", ".."):
         config = _read(root, config_file, limit=MAX_CONFIG_READ)
         evidence += f", {root / config_file}"
         if config.why:
-            return Item("dmabuf", UNKNOWN, f"{detail}; {config.why}", evidence, required)
+            return Item("dmabuf", UNKNOWN, f"{detail}; {config.why}", evidence + ran,
+                        required)
         if config.text is not None:
             if not re.search(r"^CONFIG_DMA_SHARED_BUFFER=y$", config.text, re.MULTILINE):
                 return Item("dmabuf", ABSENT, f"{detail}; but the kernel is built without "
-                            "CONFIG_DMA_SHARED_BUFFER", evidence, required)
+                            "CONFIG_DMA_SHARED_BUFFER", evidence + ran, required)
             detail += ", CONFIG_DMA_SHARED_BUFFER=y"
         else:
-            # Every distribution kernel since 5.12 selects it (DRM needs it); the open
-            # module does not build without it.  Said, not guessed.
+            # Every distribution kernel since 5.12 selects it (DRM needs it); the GPU
+            # drivers that export dma-bufs do not build without it.  Said, not guessed.
             detail += f" (no /{config_file}: CONFIG_DMA_SHARED_BUFFER not read)"
-    return Item("dmabuf", PRESENT, detail, evidence, required)
+    return Item("dmabuf", PRESENT, detail, evidence + ran, required)
+
+
+def _nvidia_open_module(root: Path, driver_file: str, kernel: str) -> tuple[str, str, str]:
+    """(status, detail, a tool run's evidence: none) of the NVIDIA driver's version file:
+    present for the open kernel module R515 or later."""
+    driver = _read(root, driver_file)
+    if driver.why:
+        return UNKNOWN, driver.why, ""
+    if driver.text is None:
+        return ABSENT, f"kernel {kernel}; no NVIDIA driver loaded (no /{driver_file})", ""
+    nvrm = _NVRM.search(driver.text)
+    if not nvrm:
+        first = (driver.text.strip().splitlines() or [""])[0]
+        return UNKNOWN, f"/{driver_file} reads {first[:60]!r}, not an NVRM version line", ""
+    version = f"{nvrm.group(2)}.{nvrm.group(3)}"
+    if not nvrm.group(1):
+        return ABSENT, (f"kernel {kernel}; the NVIDIA kernel module {version} is the "
+                        "proprietary one (dma-buf needs the open kernel module)"), ""
+    if int(nvrm.group(2)) < DMABUF_DRIVER:
+        return ABSENT, (f"kernel {kernel}; NVIDIA open kernel module {version} is older "
+                        f"than R{DMABUF_DRIVER}"), ""
+    return PRESENT, f"kernel {kernel} (5.12 or later), NVIDIA open kernel module {version}", ""
+
+
+def _runtime_says_dmabuf(query: accelerators.VersionQuery,
+                         kernel: str) -> tuple[str, str, str]:
+    """(status, detail, the tool's evidence) of the GPU runtime's own answer, YES or NO,
+    as a tool prints it (rocminfo's "DMAbuf Support:" line)."""
+    ran = run(list(query.command))
+    more = f"; ran `{ran.command}`"
+    if ran.why:
+        # not installed: no runtime that could export GPU memory; failed or hung: unknown
+        return ABSENT if ran.missing else UNKNOWN, f"kernel {kernel}; {ran.why}", more
+    m = re.search(query.pattern, ran.out, re.MULTILINE)
+    if not m:
+        first = next((line.strip() for line in ran.out.splitlines() if line.strip()),
+                     "nothing")
+        return UNKNOWN, (f"kernel {kernel}; {query.command[0]} printed no dma-buf answer "
+                         f"(first line {first[:60]!r})"), more
+    said = f"{query.command[0]}: DMAbuf Support {m.group(1)}"
+    if m.group(1) != "YES":
+        return ABSENT, f"kernel {kernel}; {said}", more
+    return PRESENT, f"kernel {kernel} (5.12 or later), {said}", more
 
 
 def probe_cma(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
