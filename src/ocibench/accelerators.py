@@ -342,8 +342,8 @@ def _amd_smi_records(data: Any, what: str) -> list[dict[str, Any]]:
 def _field(record: dict[str, Any], section: str, key: str) -> str:
     """A text field of one GPU's record; "N/A" (what amd-smi prints for a value its
     library could not read: amdsmi_commands.py static()) or none is a format error."""
-    value = (record.get(section) or {}).get(key) if isinstance(record.get(section), dict) \
-        else None
+    part = record.get(section)
+    value = part.get(key) if isinstance(part, dict) else None
     if not isinstance(value, str) or not value.strip() or value.strip() == "N/A":
         raise ProbeFormatError(f"printed no {section}.{key} for GPU {record.get('gpu')!r} "
                                f"({value!r})")
