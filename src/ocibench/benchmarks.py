@@ -45,6 +45,15 @@ NCCL_COLUMNS = ("out_of_place", "in_place")
 NVBANDWIDTH_KEYS = ("host_to_device", "device_to_host", "device_to_device_read",
                     "device_to_device_write", "pageable_host_to_device",
                     "pageable_device_to_host")
+#: BabelStream's kernels, as its table names them (src/main.cpp of UoB-HPC/BabelStream:
+#: labels Copy, Mul, Add, Triad, Dot; Nstream with --nstream-only, v4.0 on).
+BABELSTREAM_KERNELS = ("Copy", "Mul", "Add", "Triad", "Dot", "Nstream")
+#: What a TransferBench p2p run gives between two GPUs, GB/s a direction: the GPU->GPU
+#: column of its "Averages (During UniDir)" and "Averages (During  BiDir)" lines (the
+#: values AMD's acceptance compares: ROCm/cvs cvs/tests/health/transferbench_cvs.py,
+#: parse_tb_p2p_bw), and the slowest pair of GPUs in each matrix (one bad link hides in
+#: an average of 56 pairs).
+TRANSFERBENCH_KEYS = ("unidir_avg", "bidir_avg", "unidir_min", "bidir_min")
 
 
 class ParamError(ValueError):
@@ -123,7 +132,8 @@ VARIANT_PARAMS = ("buffers", "nodes", "placement", "ranks_per_node", "gpus_per_n
 SIZE_RANGES = ("omb", "msglog", "nccl", "single", "none")
 
 #: The parser families of :mod:`ocibench.figures.outputs` (CheckSpec.parser).
-PARSERS = ("omb", "nccl-tests", "imb", "stream", "perftest", "nvbandwidth")
+PARSERS = ("omb", "nccl-tests", "imb", "stream", "perftest", "nvbandwidth", "babelstream",
+           "transferbench")
 
 
 @dataclass(frozen=True)
@@ -404,6 +414,29 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (Param("nps", "NUMA nodes per socket (BIOS)", _positive_int, (1, 2, 4), 1),
                Param("threads", "OMP_NUM_THREADS", _positive_int, default=96)),
               family="STREAM", parser="stream", keys=STREAM_KERNELS, key_name="STREAM kernel"),
+    # The GPUs' memory bandwidth, one process per GPU, as AMD's acceptance runs it
+    # (ROCm/system-acceptance-docs docs/common/system-validation.md, "BabelStream":
+    # `<model>-stream --device $OMPI_COMM_WORLD_RANK -n 50 -s 268435456` under
+    # `mpiexec -n 8`).  Each kernel's value is the slowest GPU's: AMD's floor holds
+    # for every GPU.  "babelstream" is BabelStream's executable; its CMake build names
+    # it after the model (<model>-stream, cmake/register_models.cmake since v4.0),
+    # which the vendor row gives (accelerators.Accelerator.babelstream_model).
+    CheckSpec("babelstream", "BabelStream <model>-stream -n 50 -s 268435456, one process per "
+              "GPU (each kernel: the slowest GPU's MB/s)", "bandwidth",
+              (_nodes(1, (1,)),
+               Param("gpus", "processes in the output, one GPU and one result table each "
+                     "(unset: as many as the output holds)", _positive_int)),
+              family="GPU memory bandwidth (BabelStream)", parser="babelstream",
+              keys=BABELSTREAM_KERNELS, key_name="BabelStream kernel",
+              command=("babelstream", "-n", "50", "-s", "268435456")),
+    # Copies between the GPUs of a node, AMD's peer-to-peer acceptance
+    # (ROCm/system-acceptance-docs docs/gpus/mi300x.md, "TransferBench p2p").
+    CheckSpec("transferbench_p2p", "TransferBench p2p (GPU->GPU: the averages AMD compares, "
+              "and the slowest pair; GB/s a direction, read as MB/s)", "bandwidth",
+              (_nodes(1, (1,)),),
+              family="GPU peer-to-peer copies (TransferBench)", parser="transferbench",
+              keys=TRANSFERBENCH_KEYS, key_name="TransferBench p2p value",
+              command=("TransferBench", "p2p")),
 )}
 
 #: Above this many message sizes a range is surely a typo (and would be slow to list).
