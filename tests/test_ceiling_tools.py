@@ -187,6 +187,9 @@ def test_p2p_without_its_bidirectional_run_is_unjudged():
     (lambda t: t.replace("GPU 05 <- 39.82 42.12 46.00", "GPU 05 <- 39.82 42.12"),
      RunVerdict.FAIL, "the row 'GPU 05 <-' has 9 values for 10 columns"),
     (lambda t: t + t, RunVerdict.UNJUDGED, "two unidirectional matrices"),
+    # OUTPUT_TO_CSV=1 puts commas between the cells and prints no averages
+    (lambda t: t.replace("SRC+EXE\\\\DST CPU 00 CPU 01", "SRC+EXE\\\\DST,CPU 00,CPU 01,"),
+     RunVerdict.UNJUDGED, "TransferBench's CSV (OUTPUT_TO_CSV=1)"),
     (lambda t: "Summary:\nRTotal 1 2\n", RunVerdict.UNJUDGED, "not TransferBench p2p output"),
 ])
 def test_p2p_refusals_name_the_line(change, verdict, words):

@@ -1091,6 +1091,10 @@ def _transferbench(check: str, lines: list[str], params: dict[str, Any]) -> Meas
 
 def _tb_slowest_pair(check: str, kind: str, section: list[str]) -> float:
     """The lowest GB/s of a copy (one direction) between two different GPUs."""
+    if any(line.startswith("SRC") and "," in line for line in section):
+        # OUTPUT_TO_CSV=1 (PeerToPeer.hpp): commas between the cells, and no averages
+        raise Unjudged(f"{check}: the matrix is TransferBench's CSV (OUTPUT_TO_CSV=1), which "
+                       "prints no averages; run it without OUTPUT_TO_CSV")
     header = next((m for m in map(_TB_COLUMNS.match, section) if m), None)
     if header is None:
         raise SanityError(f"{check}: no 'SRC...DST CPU 00 ... GPU 00 ...' column line under "
