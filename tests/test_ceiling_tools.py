@@ -11,12 +11,14 @@ each change named where it is made.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
 import pytest
 
-from ocibench import accelerators, shapes
+from ocibench import accelerators, cli, shapes
 from ocibench.figures import outputs
 from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict
@@ -231,3 +233,37 @@ def test_babelstream_is_built_for_each_vendors_gpus():
 def test_the_executable_is_the_vendors_model():
     assert [a.babelstream_executable for a in accelerators.VENDORS.values()] == \
         ["cuda-stream", "hip-stream"]
+
+
+# --------------------------------------------------------------------------- the command
+
+def _ocibench(*argv: str) -> tuple[int, str]:
+    """Run the ocibench command in this process: (exit status, its output)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        status = cli.main(list(argv))
+    return status, out.getvalue()
+
+
+def test_ocibench_evaluate_exits_by_the_verdict(tmp_path):
+    """`ocibench evaluate babelstream FILE --shape BM.GPU.MI300X.8`: 0 at AMD's figure, 1
+    below its floor (the line names it), 3 without the compared line."""
+    runs = {"published.txt": AMD_BABELSTREAM,
+            "low.txt": with_kernels(AMD_BABELSTREAM, {"Triad": 3496770.9}),
+            "no-triad.txt": "\n".join(line for line in AMD_BABELSTREAM.splitlines()
+                                      if not line.startswith("Triad "))}
+    for name, text in runs.items():
+        (tmp_path / name).write_text(text)
+    status, out = _ocibench("evaluate", "babelstream", str(tmp_path / "published.txt"),
+                            "--shape", MI300X)
+    assert status == 0, out
+    status, out = _ocibench("evaluate", "babelstream", str(tmp_path / "low.txt"),
+                            "--shape", MI300X)
+    assert status == 1 and "acceptance floor 3885301.00 MB/s" in out and SOURCE in out
+    status, out = _ocibench("evaluate", "babelstream", str(tmp_path / "no-triad.txt"),
+                            "--shape", MI300X)
+    assert status == 3 and "no Triad (BabelStream kernel)" in out
+    (tmp_path / "p2p.txt").write_text(AMD_P2P)
+    status, out = _ocibench("evaluate", "transferbench_p2p", str(tmp_path / "p2p.txt"),
+                            "--shape", MI300X)
+    assert status == 0, out
