@@ -244,9 +244,11 @@ def test_amd_command_lines_in_a_dry_run(amd_dry_runs, shape):
         "-n 50 -s 268435456'")
     assert "module load openmpi" in case["babelstream"]["lines"]
     assert "module load babelstream" in case["babelstream"]["lines"]
-    transferbench = case["transferbench_p2p"]["lines"]
-    assert case["transferbench_p2p"]["skip"] is None
-    assert "module load transferbench" in transferbench and "TransferBench p2p" in transferbench
+    for preset in ("p2p", "a2a"):
+        transferbench = case[f"transferbench_{preset}"]["lines"]
+        assert case[f"transferbench_{preset}"]["skip"] is None
+        assert "module load transferbench" in transferbench
+        assert f"TransferBench {preset}" in transferbench
 
 
 # --------------------------------------------------------------------------- Spack

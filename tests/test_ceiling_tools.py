@@ -1,5 +1,6 @@
-"""AMD's ceiling tools, BabelStream and TransferBench p2p, judged against BM.GPU.MI300X.8's
-figures: AMD's acceptance floors (ROCm/system-acceptance-docs, docs/gpus/mi300x.md).
+"""AMD's ceiling tools, BabelStream and TransferBench (p2p, a2a), judged against
+BM.GPU.MI300X.8's figures: AMD's acceptance floors (ROCm/system-acceptance-docs,
+docs/gpus/mi300x.md).
 
 The outputs are AMD's own published MI300X runs (tests/data/corpus, their sources in
 its index.yaml): at the figure they pass; moved to 0.9 x the floor they fail, and the
@@ -30,6 +31,8 @@ MI300X = "BM.GPU.MI300X.8"
 AMD_BABELSTREAM = (CORPUS / "babelstream" / "sad-mi300x-8gpu-5.0-elided.txt").read_text()
 #: AMD's MI300X TransferBench p2p.
 AMD_P2P = (CORPUS / "transferbench" / "sad-mi300x-p2p-collapsed.txt").read_text()
+#: AMD's MI300X TransferBench a2a summary.
+AMD_A2A = (CORPUS / "transferbench" / "sad-mi300x-a2a-collapsed.txt").read_text()
 SOURCE = "ROCm/system-acceptance-docs, docs/gpus/mi300x.md@23e73127964d71bde4dca3f8390c78eea2943851"
 
 _KERNEL_ROW = re.compile(r"^(Copy|Mul|Add|Triad|Dot)(\s+)(\S+)", re.MULTILINE)
@@ -207,6 +210,42 @@ def test_a_slow_pair_is_kept_beside_the_average():
     slow = AMD_P2P.replace("GPU 06 -> 55.22 55.24 47.71", "GPU 06 -> 55.22 55.24 20.00")
     values = outputs.parse("transferbench_p2p", slow, {}).values
     assert values["unidir_min"] == 20000.0 and values["unidir_avg"] == 48440.0
+
+
+def test_amds_a2a_run_passes_and_below_the_floor_fails_naming_it():
+    ev = evaluate("transferbench_a2a", AMD_A2A, MI300X, {})
+    assert ev.verdict is RunVerdict.PASS, ev.reason
+    # the average AMD's floor judges, and the slowest pair (GPU 3 -> GPU 1)
+    assert {row.key: row.measured for row in ev.rows} == pytest.approx(
+        {"avg": 35776.0, "min": 28583.0})
+    floor = floors("transferbench_a2a")["avg"] / 1000     # GB/s, as printed
+    low = AMD_A2A.replace("(GPU Timed): 35.776 GB/s", f"(GPU Timed): {0.9 * floor:.3f} GB/s")
+    assert low != AMD_A2A
+    ev = evaluate("transferbench_a2a", low, MI300X, {})
+    assert ev.verdict is RunVerdict.FAIL
+    assert ev.reason.startswith("bandwidth at avg: 29610.00 MB/s below ")
+    assert "acceptance floor 32900.00 MB/s" in ev.reason and SOURCE in ev.reason
+
+
+@pytest.mark.parametrize("change,verdict,words", [
+    (lambda t: t.replace("Average bandwidth (GPU Timed): 35.776 GB/s\n", ""),
+     RunVerdict.FAIL, "no 'Average bandwidth (GPU Timed)' line"),
+    (lambda t: t.replace("GPU 02 31.420 34.604 N/A", "GPU 02 31.420 N/A N/A"),
+     RunVerdict.FAIL, "no copy (N/A) from GPU 2 to GPU 1"),
+    (lambda t: AMD_P2P, RunVerdict.UNJUDGED, "not TransferBench a2a output: no 'Summary:'"),
+    (lambda t: t + t, RunVerdict.UNJUDGED, "2 a2a summaries in one output"),
+])
+def test_a2a_refusals_name_the_line(change, verdict, words):
+    text = change(AMD_A2A)
+    assert text != AMD_A2A
+    ev = evaluate("transferbench_a2a", text, MI300X, {})
+    assert ev.verdict is verdict, ev.reason
+    assert words in ev.reason
+
+
+def test_an_a2a_summary_is_never_read_as_p2p():
+    ev = evaluate("transferbench_p2p", AMD_A2A, MI300X, {})
+    assert ev.verdict is RunVerdict.UNJUDGED and "not TransferBench p2p output" in ev.reason
 
 
 # --------------------------------------------------------------------------- Spack

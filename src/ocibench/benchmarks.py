@@ -54,6 +54,10 @@ BABELSTREAM_KERNELS = ("Copy", "Mul", "Add", "Triad", "Dot", "Nstream")
 #: parse_tb_p2p_bw), and the slowest pair of GPUs in each matrix (one bad link hides in
 #: an average of 56 pairs).
 TRANSFERBENCH_KEYS = ("unidir_avg", "bidir_avg", "unidir_min", "bidir_min")
+#: What a TransferBench a2a run gives, GB/s: its "Average bandwidth (GPU Timed)" over
+#: every pair of GPUs copying at once (the value of AMD's a2a floor, mi300x.md), and the
+#: slowest pair of its matrix.
+TRANSFERBENCH_A2A_KEYS = ("avg", "min")
 
 
 class ParamError(ValueError):
@@ -133,7 +137,7 @@ SIZE_RANGES = ("omb", "msglog", "nccl", "single", "none")
 
 #: The parser families of :mod:`ocibench.figures.outputs` (CheckSpec.parser).
 PARSERS = ("omb", "nccl-tests", "imb", "stream", "perftest", "nvbandwidth", "babelstream",
-           "transferbench")
+           "transferbench-p2p", "transferbench-a2a")
 
 
 @dataclass(frozen=True)
@@ -303,6 +307,7 @@ _PT2PT_FAMILY = "OSU point-to-point"
 _OSU_COLLECTIVES = "OSU collectives"
 _IMB_FAMILY = "Intel MPI Benchmarks"
 _PERFTEST_FAMILY = "perftest (RDMA)"
+_TRANSFERBENCH_FAMILY = "GPU-to-GPU copies (TransferBench)"
 
 #: The node's copy ceilings that bound an OMB bandwidth in one node.  Two GPUs of a
 #: node: UCX's cuda_ipc is a copy-engine copy between them (read or write, whichever
@@ -434,9 +439,17 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
     CheckSpec("transferbench_p2p", "TransferBench p2p (GPU->GPU: the averages AMD compares, "
               "and the slowest pair; GB/s a direction, read as MB/s)", "bandwidth",
               (_nodes(1, (1,)),),
-              family="GPU peer-to-peer copies (TransferBench)", parser="transferbench",
+              family=_TRANSFERBENCH_FAMILY, parser="transferbench-p2p",
               keys=TRANSFERBENCH_KEYS, key_name="TransferBench p2p value",
               command=("TransferBench", "p2p")),
+    # Every GPU copying to every other at once, AMD's all-to-all acceptance (mi300x.md,
+    # "TransferBench a2a"; ROCm/TransferBench src/client/Presets/AllToAll.hpp).
+    CheckSpec("transferbench_a2a", "TransferBench a2a (the average GPU pair while all copy "
+              "at once, and the slowest pair; GB/s, read as MB/s)", "bandwidth",
+              (_nodes(1, (1,)),),
+              family=_TRANSFERBENCH_FAMILY, parser="transferbench-a2a",
+              keys=TRANSFERBENCH_A2A_KEYS, key_name="TransferBench a2a value",
+              command=("TransferBench", "a2a")),
 )}
 
 #: Above this many message sizes a range is surely a typo (and would be slow to list).
