@@ -237,6 +237,18 @@ def test_amd_command_lines_in_a_dry_run(amd_dry_runs, shape):
     assert "none at index 8" in case["ib_write_bw %hca=8"]["skip"]
     # NVIDIA's copy-ceiling tool is not run on AMD GPUs
     assert "nvbandwidth measures another vendor's GPUs" in case["nvbandwidth"]["skip"]
+    # AMD's ceiling tools as its acceptance runs them (system-validation.md): hip-stream,
+    # one process per GPU on its own device, and TransferBench's p2p preset
+    assert case["babelstream"]["launch"] == (
+        "mpirun -n 8 sh -c 'exec hip-stream --device \"$OMPI_COMM_WORLD_LOCAL_RANK\" "
+        "-n 50 -s 268435456'")
+    assert "module load openmpi" in case["babelstream"]["lines"]
+    assert "module load babelstream" in case["babelstream"]["lines"]
+    for preset in ("p2p", "a2a"):
+        transferbench = case[f"transferbench_{preset}"]["lines"]
+        assert case[f"transferbench_{preset}"]["skip"] is None
+        assert "module load transferbench" in transferbench
+        assert f"TransferBench {preset}" in transferbench
 
 
 # --------------------------------------------------------------------------- Spack

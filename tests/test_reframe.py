@@ -72,6 +72,9 @@ GPU_SINGLE = [
     ("osu_xccl_allreduce %nodes=1", "omb"),
     ("nccl_all_reduce_perf %nodes=1", "nccl-tests"),
     ("nvbandwidth", "nvbandwidth"),
+    ("transferbench_p2p", "transferbench"),   # AMD's: skipped on NVIDIA GPUs
+    ("transferbench_a2a", "transferbench"),
+    ("babelstream", "babelstream"),
 ]
 GPU_MULTI = [
     ("osu_latency %buffers=D-D %nodes=2", "omb"),
@@ -103,17 +106,20 @@ EXPECTED = {
     "local": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI + PERFTEST,
                     "default", "default"),
 }
-COUNTS = {"BM_GPU4_8": 73, "BM_GPU_A100-v2_8": 73, "BM_Optimized3_36": 51,
-          "BM_Standard_E5_192": 51, "loopback-cluster": 51, "local": 73}
+COUNTS = {"BM_GPU4_8": 76, "BM_GPU_A100-v2_8": 76, "BM_Optimized3_36": 51,
+          "BM_Standard_E5_192": 51, "loopback-cluster": 51, "local": 76}
 
 NO_INTEL = "has no Intel MPI in software.stack"
+#: AMD's peer-to-peer tool on NVIDIA GPUs (ocibench.reframe.site: its environment).
+OTHER_VENDOR = "transferbench measures another vendor's GPUs"
+TRANSFERBENCH = {"transferbench_p2p": OTHER_VENDOR, "transferbench_a2a": OTHER_VENDOR}
 
 
 def expected_skips(system: str, gpus: int) -> dict[str, str]:
     """Display name -> a piece of the skip reason, for a dry run with nothing set up."""
     no_rdma = {name: "has no RDMA devices: no network.hcas" for name, _ in PERFTEST}
     if system in ("BM_GPU4_8", "BM_GPU_A100-v2_8"):   # 16 HCAs each: every index runs
-        return {name: NO_INTEL for name in INTEL}
+        return {**{name: NO_INTEL for name in INTEL}, **TRANSFERBENCH}
     if system == "loopback-cluster":
         return {**{name: NO_INTEL for name in INTEL}, **no_rdma}
     if system == "BM_Optimized3_36":
@@ -134,6 +140,8 @@ def expected_skips(system: str, gpus: int) -> dict[str, str]:
         skips.update({name: "needs 2 GPU(s)" for name in (
             "osu_latency %buffers=D-D %nodes=1", "osu_bw %buffers=D-D %nodes=1",
             "osu_bibw %buffers=D-D %nodes=1", "osu_xccl_allreduce %nodes=1", "nccl_all_reduce_perf %nodes=1")})
+    if gpus >= 1:   # local's probe lists NVIDIA's GPUs (nvidia-smi)
+        skips.update(TRANSFERBENCH)
     return {**skips, **{name: NO_INTEL for name in INTEL}}
 
 
@@ -213,7 +221,7 @@ def test_list_option_agrees_with_the_dry_run(dry_runs, tmp_path):
     listed = set(re.findall(r"^- (.+?) /[0-9a-f]{8} @BM_GPU4_8:(\w+)\+(\S+)$",
                             result.stdout, re.MULTILINE))
     assert listed == EXPECTED["BM_GPU4_8"]
-    assert "Concretized 73 test case(s)" in result.stdout
+    assert "Concretized 76 test case(s)" in result.stdout
 
 
 @pytest.mark.parametrize("system", list(EXPECTED))

@@ -266,6 +266,9 @@ def test_local_gpu_node_builds_open_mpi_over_ucx_with_cma_and_gdrcopy(tmp_path: 
     assert "xpmem" not in pkgs
     specs = scope["definitions"][0][spack_config.SPECS_DEFINITION]
     assert any(s.startswith("nvbandwidth ") for s in specs)
+    # BabelStream's CUDA model for the GPUs nvidia-smi listed
+    assert any(s.startswith("babelstream ") for s in specs)
+    assert pkgs["babelstream"]["require"][0].split()[:3] == ["@5.0", "+cuda", "cuda_arch=90"]
     assert "this machine's openmpi@4.1.4 is not CUDA-aware and there are GPUs: Open MPI is " \
         "built (over UCX)" in scope["_notes"]
 
@@ -304,7 +307,7 @@ def test_local_without_gpus_reuses_the_machine_mpi(tmp_path: Path) -> None:
     # a CUDA toolkit but no GPU: nothing for nvbandwidth to measure
     specs = scope["definitions"][0][spack_config.SPECS_DEFINITION]
     assert any(s.startswith("cuda ") for s in specs)
-    assert not any(s.startswith("nvbandwidth") for s in specs)
+    assert not any(s.startswith(("nvbandwidth", "babelstream")) for s in specs)
 
 
 def test_local_gpu_node_without_any_mpi_builds_one(tmp_path: Path) -> None:

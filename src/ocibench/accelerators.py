@@ -166,6 +166,12 @@ class Accelerator:
 
     # ---- the node's own copy ceilings (its Spack package)
     ceiling_package: str
+    #: BabelStream's programming model for the vendor's GPUs: its CMake build's -DMODEL,
+    #: the name of the executable (``<model>-stream``, cmake/register_models.cmake
+    #: since v4.0), the word its "Implementation:" line prints (src/<model>/ of
+    #: UoB-HPC/BabelStream: IMPLEMENTATION_STRING), and the variant of spack-packages'
+    #: babelstream recipe that selects it (its cmake_args: "+<model>" -> -DMODEL).
+    babelstream_model: str
 
     # ---- the probe: a command listing index, model, arch and PCI bus id per GPU
     probe_command: tuple[str, ...]
@@ -205,6 +211,19 @@ class Accelerator:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""
         prefix = self.device_arch_prefix
         return arch if arch.startswith(prefix) else f"{prefix}{arch}"
+
+    @property
+    def babelstream_executable(self) -> str:
+        """BabelStream's executable for the vendor's GPUs: ``hip-stream`` on AMD."""
+        return f"{self.babelstream_model}-stream"
+
+    def babelstream_variants(self, arch: str) -> tuple[str, ...]:
+        """spack-packages' babelstream for the vendor's GPUs: the model's variant, the
+        GPU variant where the model has another name (its ROCmPackage ``+rocm``, which
+        alone carries ``amdgpu_target``), and the target."""
+        model = f"+{self.babelstream_model}"
+        gpu = () if self.spack_variant == model else (self.spack_variant,)
+        return (model, *gpu, self.spack_arch(arch))
 
     def spack_arch(self, arch: str) -> str:
         """The Spack variant naming the target: ``cuda_arch=80``, ``amdgpu_target=gfx942``."""
@@ -303,6 +322,7 @@ NVIDIA = Accelerator(
     device_link="nvlink",
     gdr_copy=True,
     ceiling_package="nvbandwidth",
+    babelstream_model="cuda",
     probe_command=("nvidia-smi", "--query-gpu=index,name,compute_cap,pci.bus_id",
                    "--format=csv,noheader"),
     probe_parse=_parse_nvidia_smi,
@@ -447,6 +467,8 @@ AMD = Accelerator(
     # ROCm/system-acceptance-docs (mi300x.md) measures peer-to-peer with TransferBench;
     # rocm-bandwidth-test is the nvbandwidth-like sweep.  Both are builtin packages.
     ceiling_package="transferbench",
+    # HIP: AMD's acceptance runs hip-stream (system-validation.md, "BabelStream")
+    babelstream_model="hip",
     probe_command=("amd-smi", "static", "--asic", "--bus", "--json"),
     probe_parse=_parse_amd_smi_static,
     # -t: the link type only (amdsmi_parser.py, topology --link-type, ROCm 6.1.1 on)

@@ -45,6 +45,19 @@ NCCL_COLUMNS = ("out_of_place", "in_place")
 NVBANDWIDTH_KEYS = ("host_to_device", "device_to_host", "device_to_device_read",
                     "device_to_device_write", "pageable_host_to_device",
                     "pageable_device_to_host")
+#: BabelStream's kernels, as its table names them (src/main.cpp of UoB-HPC/BabelStream:
+#: labels Copy, Mul, Add, Triad, Dot; Nstream with --nstream-only, v4.0 on).
+BABELSTREAM_KERNELS = ("Copy", "Mul", "Add", "Triad", "Dot", "Nstream")
+#: What a TransferBench p2p run gives between two GPUs, GB/s a direction: the GPU->GPU
+#: column of its "Averages (During UniDir)" and "Averages (During  BiDir)" lines (the
+#: values AMD's acceptance compares: ROCm/cvs cvs/tests/health/transferbench_cvs.py,
+#: parse_tb_p2p_bw), and the slowest pair of GPUs in each matrix (one bad link hides in
+#: an average of 56 pairs).
+TRANSFERBENCH_KEYS = ("unidir_avg", "bidir_avg", "unidir_min", "bidir_min")
+#: What a TransferBench a2a run gives, GB/s: its "Average bandwidth (GPU Timed)" over
+#: every pair of GPUs copying at once (the value of AMD's a2a floor, mi300x.md), and the
+#: slowest pair of its matrix.
+TRANSFERBENCH_A2A_KEYS = ("avg", "min")
 
 
 class ParamError(ValueError):
@@ -123,7 +136,8 @@ VARIANT_PARAMS = ("buffers", "nodes", "placement", "ranks_per_node", "gpus_per_n
 SIZE_RANGES = ("omb", "msglog", "nccl", "single", "none")
 
 #: The parser families of :mod:`ocibench.figures.outputs` (CheckSpec.parser).
-PARSERS = ("omb", "nccl-tests", "imb", "stream", "perftest", "nvbandwidth")
+PARSERS = ("omb", "nccl-tests", "imb", "stream", "perftest", "nvbandwidth", "babelstream",
+           "transferbench-p2p", "transferbench-a2a")
 
 
 @dataclass(frozen=True)
@@ -293,6 +307,7 @@ _PT2PT_FAMILY = "OSU point-to-point"
 _OSU_COLLECTIVES = "OSU collectives"
 _IMB_FAMILY = "Intel MPI Benchmarks"
 _PERFTEST_FAMILY = "perftest (RDMA)"
+_TRANSFERBENCH_FAMILY = "GPU-to-GPU copies (TransferBench)"
 
 #: The node's copy ceilings that bound an OMB bandwidth in one node.  Two GPUs of a
 #: node: UCX's cuda_ipc is a copy-engine copy between them (read or write, whichever
@@ -404,6 +419,37 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (Param("nps", "NUMA nodes per socket (BIOS)", _positive_int, (1, 2, 4), 1),
                Param("threads", "OMP_NUM_THREADS", _positive_int, default=96)),
               family="STREAM", parser="stream", keys=STREAM_KERNELS, key_name="STREAM kernel"),
+    # The GPUs' memory bandwidth, one process per GPU, as AMD's acceptance runs it
+    # (ROCm/system-acceptance-docs docs/common/system-validation.md, "BabelStream":
+    # `<model>-stream --device $OMPI_COMM_WORLD_RANK -n 50 -s 268435456` under
+    # `mpiexec -n 8`).  Each kernel's value is the slowest GPU's: AMD's floor holds
+    # for every GPU.  "babelstream" is BabelStream's executable; its CMake build names
+    # it after the model (<model>-stream, cmake/register_models.cmake since v4.0),
+    # which the vendor row gives (accelerators.Accelerator.babelstream_model).
+    CheckSpec("babelstream", "BabelStream <model>-stream -n 50 -s 268435456, one process per "
+              "GPU (each kernel: the slowest GPU's MB/s)", "bandwidth",
+              (_nodes(1, (1,)),
+               Param("gpus", "processes in the output, one GPU and one result table each "
+                     "(unset: as many as the output holds)", _positive_int)),
+              family="GPU memory bandwidth (BabelStream)", parser="babelstream",
+              keys=BABELSTREAM_KERNELS, key_name="BabelStream kernel",
+              command=("babelstream", "-n", "50", "-s", "268435456")),
+    # Copies between the GPUs of a node, AMD's peer-to-peer acceptance
+    # (ROCm/system-acceptance-docs docs/gpus/mi300x.md, "TransferBench p2p").
+    CheckSpec("transferbench_p2p", "TransferBench p2p (GPU->GPU: the averages AMD compares, "
+              "and the slowest pair; GB/s a direction, read as MB/s)", "bandwidth",
+              (_nodes(1, (1,)),),
+              family=_TRANSFERBENCH_FAMILY, parser="transferbench-p2p",
+              keys=TRANSFERBENCH_KEYS, key_name="TransferBench p2p value",
+              command=("TransferBench", "p2p")),
+    # Every GPU copying to every other at once, AMD's all-to-all acceptance (mi300x.md,
+    # "TransferBench a2a"; ROCm/TransferBench src/client/Presets/AllToAll.hpp).
+    CheckSpec("transferbench_a2a", "TransferBench a2a (the average GPU pair while all copy "
+              "at once, and the slowest pair; GB/s, read as MB/s)", "bandwidth",
+              (_nodes(1, (1,)),),
+              family=_TRANSFERBENCH_FAMILY, parser="transferbench-a2a",
+              keys=TRANSFERBENCH_A2A_KEYS, key_name="TransferBench a2a value",
+              command=("TransferBench", "a2a")),
 )}
 
 #: Above this many message sizes a range is surely a typo (and would be slow to list).

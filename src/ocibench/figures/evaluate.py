@@ -153,6 +153,8 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     unjudged = None
     if figures and all(row.verdict is Verdict.NO_REFERENCE for row in rows):
         unjudged = _keys_missed(shape, check, figures, rows)
+    elif figures:
+        unjudged = _named_values_missing(shape, check, figures, measurement)
     if measurement.method and figures:
         # The values are sane but were measured another way than the figure's: they
         # are shown, never compared (a healthy -g 2 run must not fail for its method).
@@ -188,6 +190,26 @@ def _keys_missed(shape: shapes.Shape, check: str, figures: list[references.Figur
     return (f"no documented figure was compared: {shape.name} documents {check} at "
             f"{', '.join(documented)} for this variant; the run measured {shown or 'nothing'} "
             "(run it over the documented sizes)")
+
+
+def _named_values_missing(shape: shapes.Shape, check: str, figures: list[references.Figure],
+                          measurement: outputs.Measurement) -> str | None:
+    """Why a run of a check whose values are keyed by name is not judged whole: the
+    figures document a value the output does not print (a BabelStream before 3.0 has no
+    Dot line, a TransferBench run without its bidirectional matrix).  What was compared
+    is still shown; a value that missed still fails the run."""
+    spec = benchmarks.CHECKS[check]
+    if not spec.keys:
+        return None
+    series = measurement.series()
+    missing = sorted({str(key) for figure in figures
+                      for key in references.figure_keys(figure)
+                      if key not in series.get(figure["metric"], {})},
+                     key=lambda key: spec.keys.index(key) if key in spec.keys else len(spec.keys))
+    if not missing:
+        return None
+    return (f"the output has no {', '.join(missing)} ({spec.key_name}), which "
+            f"{shape.name} documents for this variant: no line for it was printed")
 
 
 def _notes(shape: shapes.Shape, check: str, params: dict[str, Any],

@@ -977,6 +977,223 @@ def _pageable(check: str, lines: list[str], testcase: str, copy: tuple[int, int]
                       "(python3 -m ocibench.node.pageable_copy)")
 
 
+# --- BabelStream: the GPUs' memory bandwidth ----------------------------------------
+
+BABELSTREAM_KERNELS = benchmarks.BABELSTREAM_KERNELS
+#: The banner of each version (src/main.cpp: "BabelStream" since v3.0, "GPU-STREAM"
+#: before).
+_BABEL_BANNER = re.compile(r"^(?:BabelStream|GPU-STREAM)$")
+#: The table header, in the unit the run printed: "Function    MBytes/sec  Min (sec)
+#: Max  Average" (v1.0 to v5.0; "MiBytes/sec" with --mibibytes, v4.0 on), "Function
+#: MB/s  Min (sec) ..." (after v5.0: MB, MiB, GB, GiB, TB, TiB from src/Unit.h).
+_BABEL_HEADER = re.compile(r"^Function\s+(\S+?)/s(?:ec)?\s+Min \(sec\)")
+#: --csv (v4.0 on): "function,num_times,n_elements,sizeof,max_mbytes_per_sec,..."
+#: ("max_MB_per_sec" after v5.0).
+_BABEL_CSV_HEADER = re.compile(r"^function,num_times,n_elements,sizeof,max_(\w+?)_per_sec,")
+#: MB/s (10^6 bytes a second, the unit of AMD's floors) per unit of each header.
+_BABEL_MBS = {"mbytes": 1.0, "mb": 1.0, "mibytes": 2**20 / 1e6, "mib": 2**20 / 1e6,
+              "gb": 1e3, "gib": 2**30 / 1e6, "tb": 1e6, "tib": 2**40 / 1e6}
+_BABEL_ROW = re.compile(r"^(" + "|".join(BABELSTREAM_KERNELS) + r")\s+(\S+)\s+\S+\s+\S+\s+\S+$")
+_BABEL_CSV_ROW = re.compile(r"^(" + "|".join(BABELSTREAM_KERNELS) + r"),\d+,\d+,\d+,([^,]+),")
+_BABEL_IMPLEMENTATION = re.compile(r"^Implementation:\s*(\S+)")
+#: check_solution's messages (src/main.cpp), on stderr: the kernels computed wrong values.
+_BABEL_INVALID = re.compile(r"^Validation failed on .*")
+
+
+def _babelstream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    headers = [_BABEL_HEADER.match(line) or _BABEL_CSV_HEADER.match(line) for line in lines]
+    headers = [found for found in headers if found]
+    if not headers:
+        if not any(_BABEL_BANNER.match(line) for line in lines):
+            raise Unjudged(f"not BabelStream output: no 'BabelStream' banner and no "
+                           f"'Function MBytes/sec' table (first line {_first_line(lines)})")
+        if any(line.startswith("Running triad") for line in lines):
+            raise Unjudged("babelstream: a --triad-only run prints no 'Function MBytes/sec' "
+                           "table of the kernels; run it without --triad-only")
+        raise SanityError("output truncated: BabelStream printed no 'Function MBytes/sec' "
+                          "table")
+    invalid = next((line for line in lines if _BABEL_INVALID.match(line)), None)
+    if invalid:
+        raise SanityError(f"babelstream: {invalid!r} (its kernels computed wrong values)")
+    units = {found.group(1) for found in headers}
+    if len(units) > 1:
+        raise Unjudged(f"babelstream: the tables are in different units "
+                       f"({', '.join(sorted(units))})")
+    unit = units.pop()
+    factor = _BABEL_MBS.get(unit.lower())
+    if factor is None:
+        raise Unjudged(f"babelstream: the header {headers[0].group(0)!r} is in {unit}/s, "
+                       "a unit this parser does not know")
+    tables = len(headers)
+    if "gpus" in params:
+        _expect_count(check, "result tables (one per GPU: gpus)", params["gpus"], tables)
+    found: dict[str, list[str]] = {}
+    for line in lines:
+        row = _BABEL_ROW.match(line) or _BABEL_CSV_ROW.match(line)
+        if row:
+            found.setdefault(row.group(1), []).append(row.group(2))
+    if not found:
+        raise SanityError("output truncated: no kernel line (Copy, Mul, Add, Triad, Dot) "
+                          "after BabelStream's 'Function' header")
+    values: Values = {}
+    for kernel, printed in found.items():
+        if len(printed) != tables:
+            raise SanityError(f"babelstream: {len(printed)} '{kernel}' lines for {tables} "
+                              "result tables (an output cut short, or two runs)")
+        # AMD's floor holds for every GPU: the slowest one's is the node's value
+        values[kernel] = min(_number(value, kernel) for value in printed) * factor
+    implementation = {m.group(1).lower() for m in map(_BABEL_IMPLEMENTATION.match, lines) if m}
+    vendor = next((a.vendor for a in accelerators.VENDORS.values()
+                   if {a.babelstream_model} == implementation), None)
+    method = None
+    if "Precision: float" in lines:
+        method = ("BabelStream ran in single precision ('Precision: float', --float); the "
+                  "figures are double precision, its default")
+    return Measurement(check, "bandwidth", UNITS["bandwidth"], values, vendor=vendor,
+                       method=method)
+
+
+# --- TransferBench p2p: copies between the GPUs of a node ---------------------------
+
+TRANSFERBENCH_KEYS = benchmarks.TRANSFERBENCH_KEYS
+#: The title of each matrix (src/client/Presets/PeerToPeer.hpp of ROCm/TransferBench,
+#: printf("%sdirectional copy peak bandwidth GB/s [...]", "Uni" or "Bi")) and the
+#: averages line after it (printf("Averages (During %s):", "UniDir" or " BiDir")).
+_TB_TITLE = re.compile(r"^(Uni|Bi)directional copy peak bandwidth GB/s\b")
+_TB_AVERAGES = re.compile(r"^Averages \(During\s+(UniDir|BiDir)\):\s*(.*)$")
+#: The labels of the averages, printed on the line before them (PeerToPeer.hpp).
+_TB_AVERAGE_LABELS = ("CPU->CPU", "CPU->GPU", "GPU->CPU", "GPU->GPU")
+#: A matrix row: printf("%5s %02d %3s", "CPU"|"GPU", index, " ->" | "<- " | "<->"),
+#: then one value a column ("N/A" where a copy was not run).
+_TB_ROW = re.compile(r"^(CPU|GPU)\s+(\d+)\s+(->|<-|<->)\s+(.*)$")
+#: The columns: "SRC+EXE\DST  CPU 00 ... GPU 07" (a Markdown page may double the "\").
+_TB_COLUMNS = re.compile(r"^SRC\S*DST\s+(.*)$")
+
+
+def _transferbench(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    starts = [i for i, line in enumerate(lines) if _TB_TITLE.match(line)]
+    if not starts:
+        raise Unjudged(f"not TransferBench p2p output: no 'Unidirectional copy peak "
+                       f"bandwidth' or 'Bidirectional ...' title (first line "
+                       f"{_first_line(lines)})")
+    values: Values = {}
+    for start, end in zip(starts, starts[1:] + [len(lines)]):
+        section = lines[start:end]
+        kind = _TB_TITLE.match(section[0]).group(1).lower()    # "uni" | "bi"
+        if f"{kind}dir_avg" in values:
+            raise Unjudged(f"{check}: two {kind}directional matrices in one output; give one run")
+        values[f"{kind}dir_min"] = _tb_slowest_pair(check, kind, section)
+        values[f"{kind}dir_avg"] = _tb_average(check, kind, section)
+    return Measurement(check, "bandwidth", UNITS["bandwidth"],
+                       {k: metrics.convert(values[k], "GB/s", UNITS["bandwidth"])
+                        for k in TRANSFERBENCH_KEYS if k in values})
+
+
+def _tb_slowest_pair(check: str, kind: str, section: list[str]) -> float:
+    """The lowest GB/s of a copy (one direction) between two different GPUs."""
+    if any(line.startswith("SRC") and "," in line for line in section):
+        # OUTPUT_TO_CSV=1 (PeerToPeer.hpp): commas between the cells, and no averages
+        raise Unjudged(f"{check}: the matrix is TransferBench's CSV (OUTPUT_TO_CSV=1), which "
+                       "prints no averages; run it without OUTPUT_TO_CSV")
+    header = next((m for m in map(_TB_COLUMNS.match, section) if m), None)
+    if header is None:
+        raise SanityError(f"{check}: no 'SRC...DST CPU 00 ... GPU 00 ...' column line under "
+                          f"the {kind}directional title")
+    cells = header.group(1).split()
+    columns = [(cells[i], int(cells[i + 1])) for i in range(0, len(cells) - 1, 2)
+               if cells[i] in ("CPU", "GPU") and cells[i + 1].isdigit()]
+    slowest: float | None = None
+    for row in map(_TB_ROW.match, section):
+        if not row or row.group(1) != "GPU" or row.group(3) == "<->":
+            continue    # <->: both directions summed (bidirectional)
+        cells = row.group(4).split()
+        if len(cells) != len(columns):
+            raise SanityError(f"{check}: the row 'GPU {row.group(2)} {row.group(3)}' has "
+                              f"{len(cells)} values for {len(columns)} columns")
+        source = int(row.group(2))
+        for (kind_of, index), cell in zip(columns, cells):
+            if kind_of != "GPU" or index == source:
+                continue
+            if cell == "N/A":
+                raise SanityError(f"{check}: no copy (N/A) between GPU {source} and GPU {index}")
+            value = _number(cell, f"GPU {source} {row.group(3)} GPU {index}")
+            slowest = value if slowest is None else min(slowest, value)
+    if slowest is None:
+        raise SanityError(f"{check}: no copy between two GPUs in the {kind}directional matrix")
+    return slowest
+
+
+def _tb_average(check: str, kind: str, section: list[str]) -> float:
+    """The GPU->GPU column of the section's averages line."""
+    found = [(i, m) for i, m in enumerate(map(_TB_AVERAGES.match, section)) if m]
+    if not found:
+        raise SanityError(f"output truncated: no 'Averages (During {kind.capitalize()}Dir)' "
+                          f"line after the {kind}directional matrix")
+    i, match = found[0]
+    labels = section[i - 1].split() if i else []
+    if tuple(labels) != _TB_AVERAGE_LABELS:
+        raise Unjudged(f"{check}: the averages are labelled {section[i - 1] if i else ''!r}, "
+                       f"not {' '.join(_TB_AVERAGE_LABELS)}")
+    cells = match.group(2).split()
+    if len(cells) != len(labels):
+        raise SanityError(f"{check}: {section[i]!r} has {len(cells)} values for "
+                          f"{len(labels)} labels")
+    return _number(cells[labels.index("GPU->GPU")], f"{kind}directional GPU->GPU average")
+
+
+# --- TransferBench a2a: every GPU copying to every other at once --------------------
+
+TRANSFERBENCH_A2A_KEYS = benchmarks.TRANSFERBENCH_A2A_KEYS
+#: The a2a preset's summary (ROCm/TransferBench: src/TransferBench.cpp RunAllToAll in
+#: v1.52, src/client/Presets/AllToAll.hpp later): "Summary:" (later with the transfer
+#: size after it), a SRC\DST matrix of GPUs with STotal and Actual columns, the RTotal
+#: line, then printf("Average   bandwidth (GPU Timed): %8.3f GB/s").
+_A2A_SUMMARY = re.compile(r"^Summary:")
+_A2A_AVERAGE = re.compile(r"^Average\s+bandwidth \(GPU Timed\):\s*(\S+)\s+GB/s")
+_A2A_ROW = re.compile(r"^GPU\s+(\d+)\s+(.*)$")
+
+
+def _transferbench_a2a(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    starts = [i for i, line in enumerate(lines) if _A2A_SUMMARY.match(line)]
+    if not starts:
+        raise Unjudged(f"not TransferBench a2a output: no 'Summary:' line (first line "
+                       f"{_first_line(lines)})")
+    if len(starts) > 1:
+        raise Unjudged(f"{check}: {len(starts)} a2a summaries in one output; give one run")
+    summary = lines[starts[0]:]
+    header = next((m for m in map(_TB_COLUMNS.match, summary) if m), None)
+    if header is None:
+        raise SanityError(f"{check}: no 'SRC\\DST GPU 00 ...' column line after 'Summary:'")
+    cells = header.group(1).split()
+    gpus = [int(cells[i + 1]) for i in range(0, len(cells) - 1, 2)
+            if cells[i] == "GPU" and cells[i + 1].isdigit()]
+    slowest: float | None = None
+    for row in map(_A2A_ROW.match, summary):
+        if not row:
+            continue
+        source, cells = int(row.group(1)), row.group(2).split()
+        if len(cells) < len(gpus):
+            raise SanityError(f"{check}: the row 'GPU {row.group(1)}' has {len(cells)} values "
+                              f"for {len(gpus)} GPUs")
+        for target, cell in zip(gpus, cells):     # then STotal and Actual
+            if target == source:
+                continue
+            if cell == "N/A":
+                raise SanityError(f"{check}: no copy (N/A) from GPU {source} to GPU {target}")
+            value = _number(cell, f"GPU {source} -> GPU {target}")
+            slowest = value if slowest is None else min(slowest, value)
+    average = next((m for m in map(_A2A_AVERAGE.match, summary) if m), None)
+    if average is None:
+        raise SanityError("output truncated: no 'Average bandwidth (GPU Timed)' line after "
+                          "the a2a summary")
+    if slowest is None:
+        raise SanityError(f"{check}: no copy between two GPUs in the a2a matrix")
+    values = {"avg": _number(average.group(1), "a2a average"), "min": slowest}
+    return Measurement(check, "bandwidth", UNITS["bandwidth"],
+                       {k: metrics.convert(v, "GB/s", UNITS["bandwidth"])
+                        for k, v in values.items()})
+
+
 #: The parser of each family (benchmarks.PARSERS); a check's entry names its family.
 _PARSERS = {
     "omb": _omb,
@@ -985,5 +1202,8 @@ _PARSERS = {
     "stream": _stream,
     "perftest": _perftest,
     "nvbandwidth": _nvbandwidth,
+    "babelstream": _babelstream,
+    "transferbench-p2p": _transferbench,
+    "transferbench-a2a": _transferbench_a2a,
 }
 assert tuple(_PARSERS) == benchmarks.PARSERS

@@ -51,7 +51,9 @@ Environments (features; :data:`ENVIRONMENTS`)
     ``omb`` (+omb +openmpi), ``nccl-tests`` (+nccl-tests +openmpi), ``imb-openmpi``
     (+imb +openmpi), ``imb-intelmpi`` (+imb +intel-mpi), ``stream`` (+stream),
     ``perftest`` (+perftest; unavailable, with the reason, where the shape has no RDMA
-    device or no perftest in its stack), ``nvbandwidth`` (+nvbandwidth).  Each
+    device or no perftest in its stack), ``nvbandwidth`` (+nvbandwidth),
+    ``transferbench`` (+transferbench; the two copy-ceiling tools are unavailable, with
+    the reason, on another vendor's GPUs), ``babelstream`` (+babelstream +openmpi).  Each
     audits the shape's Lmod tree (:func:`ocibench.paths.module_root`) and
     ``$MODULEPATH`` (:mod:`ocibench.node.module_audit`), ``module use``-s the tree and
     loads the modules the tutorials load (``module load openmpi omb``; on GPU shapes
@@ -137,6 +139,10 @@ ENVIRONMENTS: tuple[Environment, ...] = (
     Environment("stream", ("stream",), module="stream"),
     Environment("perftest", ("perftest",), module="perftest"),
     Environment("nvbandwidth", ("nvbandwidth",), module="nvbandwidth", gpu=True),
+    Environment("transferbench", ("transferbench",), module="transferbench", gpu=True),
+    # mpirun starts one process per GPU, as AMD's acceptance runs it (mpiexec -n 8)
+    Environment("babelstream", ("babelstream", "openmpi"), module="babelstream", mpi="openmpi",
+                gpu=True),
 )
 
 #: The size parameters of nccl-tests (ocibench.benchmarks), as a shape's figures give them.
@@ -421,8 +427,7 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
         if bench in ceilings and vendor and bench != vendor.ceiling_package:
             extras["unavailable"] = (
                 f"{bench} measures another vendor's GPUs: {shape.name}'s are "
-                f"{vendor.vendor}'s, whose copy ceilings {vendor.ceiling_package} measures "
-                "(no check runs it yet)")
+                f"{vendor.vendor}'s, whose copy ceilings {vendor.ceiling_package} measures")
             modules, prepare = [], []
         if env.name == "perftest" and perftest_unavailable(shape):
             extras["unavailable"] = perftest_unavailable(shape)

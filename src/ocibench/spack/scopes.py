@@ -497,6 +497,22 @@ def _gpu_roots(f: Facts) -> Plan | None:
     return Plan(specs=(*f.accel.gpu_modules, *ceiling))
 
 
+#: BabelStream's release whose output the parser was tested on (v5.0: its table
+#: "Function MBytes/sec ..."), the newest of spack-packages releases/v2025.11's recipe
+#: (its versions 1.0 to 5.0 and the branch main, which Spack would otherwise prefer).
+BABELSTREAM_VERSION = "@5.0"
+
+
+def _babelstream(f: Facts) -> Plan | None:
+    # The GPUs' memory bandwidth (checks/babelstream.py), AMD's acceptance measurement
+    # on any vendor's GPUs: the recipe's model variant for the vendor (+cuda; +hip with
+    # ROCmPackage's +rocm, which alone has amdgpu_target) and the shape's target.  Only
+    # on a shape with GPUs: a build host has none to measure.
+    if not (f.accel and f.shape.gpus):
+        return None
+    return Plan((BABELSTREAM_VERSION, *f.accel.babelstream_variants(f.arch)), ("babelstream",))
+
+
 def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[str]]:
     """(requirements per package, root specs, notes): each package of software.stack
     through its rule (STACK_RULES), then the GPU roots, then the transports under an
@@ -516,6 +532,9 @@ def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[st
     gpu = _gpu_roots(facts)
     if gpu:
         specs += gpu.specs
+    babelstream = _babelstream(facts)
+    if babelstream:
+        _add(babelstream, "babelstream", require, specs, notes, {})
     if any(r.startswith("fabrics=") and "ucx" in r for r in require.get("openmpi", [])):
         for name, rule in TRANSPORT_RULES.items():
             plan = rule(facts)
