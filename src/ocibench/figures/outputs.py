@@ -995,21 +995,58 @@ _BABEL_MBS = {"mbytes": 1.0, "mb": 1.0, "mibytes": 2**20 / 1e6, "mib": 2**20 / 1
               "gb": 1e3, "gib": 2**30 / 1e6, "tb": 1e6, "tib": 2**40 / 1e6}
 _BABEL_ROW = re.compile(r"^(" + "|".join(BABELSTREAM_KERNELS) + r")\s+(\S+)\s+\S+\s+\S+\s+\S+$")
 _BABEL_CSV_ROW = re.compile(r"^(" + "|".join(BABELSTREAM_KERNELS) + r"),\d+,\d+,\d+,([^,]+),")
-_BABEL_IMPLEMENTATION = re.compile(r"^Implementation:\s*(\S+)")
+#: The model: "Implementation: HIP" in the banner, and "Using HIP device <name>" (the
+#: model's constructor, src/hip/HIPStream.cpp, src/cuda/CUDAStream.cu), which --csv,
+#: printing no banner, still prints.
+_BABEL_IMPLEMENTATION = re.compile(r"^(?:Implementation:\s*(\S+)|Using (\S+) device )")
 #: check_solution's messages (src/main.cpp), on stderr: the kernels computed wrong values.
 _BABEL_INVALID = re.compile(r"^Validation failed on .*")
+#: --triad-only (v4.0 to v5.0, src/main.cpp run_triad): "Running triad <n> times", then
+#: no kernel rows under the table's header but "Bandwidth (GB/s):  2932.373" ("GiB/s"
+#: with --mibibytes), or with --csv a row "Triad,<n>,<elements>,<sizeof>,<GB/s>,<s>"
+#: under "function,num_times,n_elements,sizeof,gbytes_per_sec,runtime".  That bandwidth
+#: is the <n> runs' total bytes over their total time: their mean, where the table's
+#: MBytes/sec (what a figure documents) is the best run's.
+_BABEL_TRIAD_ONLY = re.compile(r"^Running triad \d+ times")
+_BABEL_TRIAD_BANDWIDTH = re.compile(r"^Bandwidth \((GB|GiB)/s\):\s+(\S+)$")
+_BABEL_TRIAD_CSV = re.compile(r"^function,num_times,n_elements,sizeof,(gbytes|gibytes)_per_sec,"
+                              r"runtime$")
+_BABEL_TRIAD_CSV_ROW = re.compile(r"^Triad,\d+,\d+,\d+,([^,]+),[^,]+$")
+
+
+def _babelstream_triad_only(check: str, lines: list[str]) -> Measurement:
+    """A --triad-only run: its mean Triad bandwidth, shown and never compared."""
+    printed = []
+    for number, line in enumerate(lines):
+        found = _BABEL_TRIAD_BANDWIDTH.match(line)
+        if found:
+            printed.append((found.group(1), found.group(2)))
+        csv = _BABEL_TRIAD_CSV.match(line)
+        row = _BABEL_TRIAD_CSV_ROW.match(lines[number + 1]) if csv and number + 1 < len(lines) \
+            else None
+        if row:
+            printed.append(("GB" if csv.group(1) == "gbytes" else "GiB", row.group(1)))
+    if len(printed) != 1:
+        raise SanityError(f"babelstream: a --triad-only run ('Running triad ... times') with "
+                          f"{len(printed)} 'Bandwidth (GB/s):' lines, not one (an output cut "
+                          "short, or two runs)")
+    unit, value = printed[0]
+    mbs = _number(value, "Triad") * _BABEL_MBS[unit.lower()]
+    return Measurement(check, "bandwidth", UNITS["bandwidth"], {"Triad": mbs},
+                       method=("a --triad-only run: its bandwidth is the mean of its runs "
+                               "(total bytes over total time), the figures' the best run's "
+                               "('Function MBytes/sec' table); run it without --triad-only"))
 
 
 def _babelstream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    if any(_BABEL_TRIAD_ONLY.match(line) for line in lines):
+        return _babelstream_triad_only(check, lines)
     headers = [_BABEL_HEADER.match(line) or _BABEL_CSV_HEADER.match(line) for line in lines]
     headers = [found for found in headers if found]
     if not headers:
         if not any(_BABEL_BANNER.match(line) for line in lines):
             raise Unjudged(f"not BabelStream output: no 'BabelStream' banner and no "
                            f"'Function MBytes/sec' table (first line {_first_line(lines)})")
-        if any(line.startswith("Running triad") for line in lines):
-            raise Unjudged("babelstream: a --triad-only run prints no 'Function MBytes/sec' "
-                           "table of the kernels; run it without --triad-only")
         raise SanityError("output truncated: BabelStream printed no 'Function MBytes/sec' "
                           "table")
     invalid = next((line for line in lines if _BABEL_INVALID.match(line)), None)
@@ -1042,7 +1079,8 @@ def _babelstream(check: str, lines: list[str], params: dict[str, Any]) -> Measur
                               "result tables (an output cut short, or two runs)")
         # AMD's floor holds for every GPU: the slowest one's is the node's value
         values[kernel] = min(_number(value, kernel) for value in printed) * factor
-    implementation = {m.group(1).lower() for m in map(_BABEL_IMPLEMENTATION.match, lines) if m}
+    implementation = {(m.group(1) or m.group(2)).lower()
+                      for m in map(_BABEL_IMPLEMENTATION.match, lines) if m}
     vendor = next((a.vendor for a in accelerators.VENDORS.values()
                    if {a.babelstream_model} == implementation), None)
     method = None
