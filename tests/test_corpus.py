@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from ocibench import benchmarks
+from ocibench.figures import outputs
 from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict
 
@@ -78,3 +79,12 @@ def test_published_output(entry: dict[str, Any]) -> None:
     assert ev.verdict in (RunVerdict.UNJUDGED, RunVerdict.FAIL), \
         f"{name}: {ev.verdict} ({state} expected: {words!r})"
     assert words in (ev.reason or ""), f"{name}: reason {ev.reason!r} lacks {words!r}"
+
+
+def test_stream_mpi_is_read_but_never_compared_with_stream_c() -> None:
+    # stream_mpi.c sums its rates over the ranks: sane, recorded on `local` (above), but
+    # measured another way than the shapes' stream.c figures, which it must never meet.
+    entry = next(e for e in INDEX if e["file"] == "stream/llnl-pascal-stream-mpi-1.8-2x18.txt")
+    measured = outputs.parse("stream", _text(entry), entry["params"])
+    assert measured.method and "Data is distributed across 2 MPI ranks" in measured.method
+    assert "OMP_NUM_THREADS=36" in measured.method

@@ -721,6 +721,11 @@ STREAM_KERNELS = benchmarks.STREAM_KERNELS
 _STREAM_THREADS = re.compile(r"^Number of Threads counted\s*=\s*(\d+)")
 #: 5.9 prints only the threads OpenMP was asked for.
 _STREAM_REQUESTED = re.compile(r"^Number of Threads requested\s*=\s*(\d+)")
+#: STREAM's MPI version (McCalpin's stream_mpi.c, "STREAM version $Revision: 1.8 $")
+#: prints "Data is distributed across %d MPI ranks", then, built with OpenMP, "Number of
+#: Threads counted for rank 0 = %i"; its rates are the sum over the ranks.
+_STREAM_MPI_RANKS = re.compile(r"^Data is distributed across (\d+) MPI ranks")
+_STREAM_MPI_THREADS = re.compile(r"^Number of Threads counted for rank 0\s*=\s*(\d+)")
 #: The table header: "Function    Best Rate MB/s  Avg time ..." (5.10) or
 #: "Function      Rate (MB/s)   Avg time ..." (5.9, and 5.8 before it); the rate is
 #: the second column of each kernel's line in both.
@@ -747,15 +752,28 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
         if not found or len(found[0]) < 2:
             raise SanityError(f"stream: no line for kernel {kernel}")
         values[kernel] = _number(found[0][1], kernel)
-    threads = next((m for m in map(_STREAM_THREADS.match, lines) if m), None) \
-        or next((m for m in map(_STREAM_REQUESTED.match, lines) if m), None)
-    if threads is None:
-        raise SanityError("stream: no 'Number of Threads counted' line "
-                          "(not an OpenMP build, or output truncated)")
-    _expect_count(check, "threads", params["threads"], int(threads.group(1)))
+    ranks = next((m for m in map(_STREAM_MPI_RANKS.match, lines) if m), None)
+    method = None
+    if ranks:
+        # stream_mpi.c: every rank runs the kernels on its share of the arrays, so the
+        # node ran ranks x threads-per-rank threads (1 each without OpenMP).
+        per_rank = next((m for m in map(_STREAM_MPI_THREADS.match, lines) if m), None)
+        count = int(ranks.group(1)) * (int(per_rank.group(1)) if per_rank else 1)
+        method = (f"STREAM's MPI version ({ranks.group(0)!r}, "
+                  f"{per_rank.group(0) if per_rank else 'no OpenMP'!r}): the rates are "
+                  f"summed over the ranks, where the figures are one OpenMP process "
+                  f"(stream.c); to compare, run stream.c with OMP_NUM_THREADS={count}")
+    else:
+        threads = next((m for m in map(_STREAM_THREADS.match, lines) if m), None) \
+            or next((m for m in map(_STREAM_REQUESTED.match, lines) if m), None)
+        if threads is None:
+            raise SanityError("stream: no 'Number of Threads counted' line "
+                              "(not an OpenMP build, or output truncated)")
+        count = int(threads.group(1))
+    _expect_count(check, "threads", params["threads"], count)
     if not any(line.startswith("Solution Validates") for line in lines):
         raise SanityError("STREAM did not print 'Solution Validates'")
-    return Measurement(check, "bandwidth", UNITS["bandwidth"], values)
+    return Measurement(check, "bandwidth", UNITS["bandwidth"], values, method=method)
 
 
 # --- perftest (ib_write_bw, ib_write_lat) ------------------------------------------
