@@ -412,6 +412,18 @@ _NCCL_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 #: Lines nccl-tests prints before its table, whatever its version.
 _NCCL_PREAMBLE = re.compile(r"^#\s*(?:nThread\s+\d+|Using devices|Collective test starting)")
 NCCL_COLUMNS = benchmarks.NCCL_COLUMNS
+#: The binary that ran, as nccl-tests names it since 2.17 (util.cu writeDeviceReport:
+#: "# Collective test starting: %s", the basename of argv[0]: all_reduce_perf, or
+#: all_reduce_perf_mpi as NGC's containers build it).
+_NCCL_TEST = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+#: Bytes per element of the types nccl-tests prints (common.cu test_typenames; "char"
+#: and "int" before NCCL 2).
+_NCCL_TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1,
+                    "half": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "int": 4,
+                    "float": 4, "int64": 8, "uint64": 8, "double": 8}
+#: common.cu, when -e does not fit the GPU's memory: "# Reducing maxBytes to %ld due to
+#: memory limitation"; the sizes stop below -e.
+_NCCL_CAP = re.compile(r"^#\s*Reducing maxBytes to (\d+)")
 
 
 @dataclass(frozen=True)
@@ -459,8 +471,10 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
     columns = lines[headers[0]].lstrip("#").split()
-    rows = [_nccl_row(check, columns, line) for line in lines[headers[0] + 1:]
-            if _NCCL_ROW.match(line)]
+    row_lines = [line for line in lines[headers[0] + 1:] if _NCCL_ROW.match(line)]
+    rows = [_nccl_row(check, columns, line) for line in row_lines]
+    _nccl_all_reduce(check, lines, columns, row_lines)
+    _nccl_cap(check, lines, rows, params)
     oob = oobs[0]
     measured = _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
                                  params, method)
@@ -484,6 +498,49 @@ def collective_vendor(lines: list[str]) -> str | None:
         if seen:
             return seen.pop() if len(seen) == 1 else None
     return None
+
+
+def _nccl_all_reduce(check: str, lines: list[str], columns: list[str],
+                     row_lines: list[str]) -> None:
+    """The output must be all_reduce_perf's: every nccl-tests binary prints the same
+    banner and table, so an all_gather_perf or sendrecv_perf output would otherwise be
+    read as an all-reduce's busbw.  Its banner names the binary (since 2.17); before
+    it, the rows tell most others apart: all_reduce_perf reduces (redop is not "none",
+    which all_gather, alltoall and broadcast print), has no root (-1; reduce and
+    broadcast print theirs) and its count is the whole size (all_reduce.cu
+    AllReduceGetCollByteCount), where reduce_scatter and all_gather print one rank's
+    share.  (sendrecv_perf without its banner looks like all_reduce_perf on 2 ranks.)"""
+    test = next((m for m in map(_NCCL_TEST.match, lines) if m), None)
+    if test and not test.group(1).startswith("all_reduce_perf"):
+        raise Unjudged(f"{check}: the output is {test.group(1)}'s ({test.group(0)!r}), "
+                       "not all_reduce_perf's")
+    for line in row_lines:
+        cells = dict(zip(columns, line.split()))
+        redop, root = cells.get("redop"), cells.get("root", "-1")
+        if redop == "none" or root != "-1":
+            raise Unjudged(f"{check}: the line {line[:120]!r} is not an all-reduce's "
+                           f"(redop {redop}, root {root}: all_gather, alltoall, broadcast "
+                           "or reduce print so)")
+        width = _NCCL_TYPE_BYTES.get(cells.get("type", ""))
+        if width and int(cells["count"]) * width != int(cells["size"]):
+            raise Unjudged(f"{check}: the line {line[:120]!r} counts {cells['count']} "
+                           f"{cells['type']} elements, not {cells['size']} bytes: one "
+                           "rank's share, as reduce_scatter_perf prints it, not "
+                           "all_reduce_perf's whole buffer")
+
+
+def _nccl_cap(check: str, lines: list[str], rows: list[_NcclRow],
+              params: dict[str, Any]) -> None:
+    """Name nccl-tests' own cap on the sizes when it is why sizes are missing."""
+    cap = next((m for m in map(_NCCL_CAP.match, lines) if m), None)
+    if cap is None:
+        return
+    seen = {row.size for row in rows}
+    missing = [size for size in benchmarks.expected_sizes(check, params) if size not in seen]
+    if missing and missing[0] > int(cap.group(1)):
+        raise Unjudged(f"{check}: no line for message size {missing[0]}: nccl-tests capped "
+                       f"the sizes for the GPUs' memory ({cap.group(0)!r}); give --set "
+                       f"end={cap.group(1)} to read the sizes it measured")
 
 
 def _nccl_header(line: str) -> bool:
