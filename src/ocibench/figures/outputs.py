@@ -473,7 +473,10 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     columns = lines[headers[0]].lstrip("#").split()
     row_lines = [line for line in lines[headers[0] + 1:] if _NCCL_ROW.match(line)]
     rows = [_nccl_row(check, columns, line) for line in row_lines]
-    _nccl_all_reduce(check, lines, columns, row_lines)
+    test = next(((m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m),
+                None)
+    _nccl_all_reduce(check, test, [(f"line {line[:120]!r}", dict(zip(columns, line.split())))
+                                   for line in row_lines])
     _nccl_cap(check, lines, rows, params)
     oob = oobs[0]
     measured = _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
@@ -500,33 +503,36 @@ def collective_vendor(lines: list[str]) -> str | None:
     return None
 
 
-def _nccl_all_reduce(check: str, lines: list[str], columns: list[str],
-                     row_lines: list[str]) -> None:
+def _nccl_all_reduce(check: str, test: tuple[str, str] | None,
+                     rows: list[tuple[str, Mapping[str, str]]]) -> None:
     """The output must be all_reduce_perf's: every nccl-tests binary prints the same
     banner and table, so an all_gather_perf or sendrecv_perf output would otherwise be
-    read as an all-reduce's busbw.  Its banner names the binary (since 2.17); before
-    it, the rows tell most others apart: all_reduce_perf reduces (redop is not "none",
-    which all_gather, alltoall and broadcast print), has no root (-1; reduce and
-    broadcast print theirs) and its count is the whole size (all_reduce.cu
+    read as an all-reduce's busbw.  ``test``: (the binary, where the output names it:
+    the banner or -J's args, since 2.17); before it, the rows (where, {column: value})
+    tell most others apart: all_reduce_perf reduces (redop is not "none", which
+    all_gather, alltoall and broadcast print), has no root (-1; reduce and broadcast
+    print theirs) and its count is the whole size (all_reduce.cu
     AllReduceGetCollByteCount), where reduce_scatter and all_gather print one rank's
     share.  (sendrecv_perf without its banner looks like all_reduce_perf on 2 ranks.)"""
-    test = next((m for m in map(_NCCL_TEST.match, lines) if m), None)
-    if test and not test.group(1).startswith("all_reduce_perf"):
-        raise Unjudged(f"{check}: the output is {test.group(1)}'s ({test.group(0)!r}), "
-                       "not all_reduce_perf's")
-    for line in row_lines:
-        cells = dict(zip(columns, line.split()))
-        redop, root = cells.get("redop"), cells.get("root", "-1")
+    if test and not test[0].startswith("all_reduce_perf"):
+        raise Unjudged(f"{check}: the output is {test[0]}'s ({test[1]}), not "
+                       "all_reduce_perf's")
+    for where, cells in rows:
+        redop, root = cells.get("redop"), str(cells.get("root", "-1")).strip()
         if redop == "none" or root != "-1":
-            raise Unjudged(f"{check}: the line {line[:120]!r} is not an all-reduce's "
-                           f"(redop {redop}, root {root}: all_gather, alltoall, broadcast "
-                           "or reduce print so)")
-        width = _NCCL_TYPE_BYTES.get(cells.get("type", ""))
-        if width and int(cells["count"]) * width != int(cells["size"]):
-            raise Unjudged(f"{check}: the line {line[:120]!r} counts {cells['count']} "
-                           f"{cells['type']} elements, not {cells['size']} bytes: one "
-                           "rank's share, as reduce_scatter_perf prints it, not "
-                           "all_reduce_perf's whole buffer")
+            raise Unjudged(f"{check}: the {where} is not an all-reduce's (redop {redop}, "
+                           f"root {root}: all_gather, alltoall, broadcast or reduce print so)")
+        width = _NCCL_TYPE_BYTES.get(str(cells.get("type", "")))
+        if not width:
+            continue
+        try:
+            count, size = int(cells["count"]), int(cells["size"])
+        except (KeyError, TypeError, ValueError):
+            raise Unjudged(f"{check}: the {where} has no whole count and size") from None
+        if count * width != size:
+            raise Unjudged(f"{check}: the {where} counts {cells['count']} {cells['type']} "
+                           f"elements, not {cells['size']} bytes: one rank's share, as "
+                           "reduce_scatter_perf prints it, not all_reduce_perf's whole buffer")
 
 
 def _nccl_cap(check: str, lines: list[str], rows: list[_NcclRow],
@@ -675,11 +681,18 @@ def _nccl_json(check: str, text: str, params: dict[str, Any]) -> Measurement:
                          str(device["hostname"]), str(int(device["device"]) + i))
                 for device in config["devices"] for i in range(per_process)]
         rows = [_nccl_json_row(check, record) for record in doc["results"]]
+        records = [(f"result of size {record['size']}", record) for record in doc["results"]]
         oob = doc["out_of_bounds"]["count"]
         avg = doc["average_bus_bandwidth"]["bandwidth"]
+    except SanityError:
+        raise   # a record read and refused (_nccl_json_row): its own reason stands
     except (KeyError, TypeError, ValueError) as err:
         raise Unjudged(f"{check}: nccl-tests' JSON without the field {err} this parser "
                        "reads (config.devices, results, out_of_bounds)") from None
+    args = doc.get("args")
+    program = args[0] if isinstance(args, list) and args and isinstance(args[0], str) else None
+    _nccl_all_reduce(check, (program.rsplit("/", 1)[-1], f"args {program!r}") if program
+                     else None, records)
     method = _nccl_ranks(check, gpus, params)
     return _nccl_measurement(check, rows, (str(oob), "OK" if oob == 0 else "FAILED"),
                              avg, params, method)
