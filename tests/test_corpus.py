@@ -103,3 +103,15 @@ def test_nccl_rows_tell_other_collectives_without_their_banner(name: str, words:
     ev = evaluate(entry["check"], text, "local", entry["params"])
     assert ev.verdict is RunVerdict.UNJUDGED, f"{name}: {ev.verdict}: {ev.reason}"
     assert words in (ev.reason or ""), ev.reason
+
+
+def test_omb_validation_fail_is_a_broken_run() -> None:
+    # OMB --validation prints "Fail" where the data arrived wrong (osu_util_mpi.h
+    # VALIDATION_STATUS); the published run passed everywhere, so one row is turned.
+    entry = next(e for e in INDEX if e["file"] == "osu/cscs-osu_bw-validation-2n-ompi-7.5.txt")
+    lines = _text(entry).splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("65536 "))
+    lines[at] = lines[at].replace("Pass", "Fail")
+    ev = evaluate(entry["check"], "".join(lines), "local", entry["params"])
+    assert ev.verdict is RunVerdict.FAIL, f"{ev.verdict}: {ev.reason}"
+    assert "validation failed at message size 65536" in (ev.reason or "")

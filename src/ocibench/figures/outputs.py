@@ -384,6 +384,12 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         ranks = sum(1 for line in lines if line == f"#Using {api}")
         _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
     rows = [line.split() for line in body[header + 1:] if _ROW.match(line)]
+    # --validation (-c) adds a column of "Pass" or "Fail" (c/util/osu_util_mpi.h
+    # VALIDATION_STATUS): a "Fail" is data the MPI delivered wrong, a broken run.
+    failed = next((row for row in rows if "Fail" in row[1:]), None)
+    if failed:
+        raise SanityError(f"{check}: OMB's validation failed at message size {failed[0]} "
+                          f"({' '.join(failed)!r})")
     sizes = benchmarks.expected_sizes(check, params)
     _omb_cap(check, lines, rows, sizes, params)
     values = _size_table(check, rows, 1, sizes)
