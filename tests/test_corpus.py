@@ -115,3 +115,15 @@ def test_omb_validation_fail_is_a_broken_run() -> None:
     ev = evaluate(entry["check"], "".join(lines), "local", entry["params"])
     assert ev.verdict is RunVerdict.FAIL, f"{ev.verdict}: {ev.reason}"
     assert "validation failed at message size 65536" in (ev.reason or "")
+
+
+def test_perftest_gpu_buffers_are_never_compared_with_host_figures() -> None:
+    # --use_cuda moves the data NIC <-> GPU (GPUDirect RDMA): BM.GPU.A100-v2.8's floor is
+    # for host memory (oci-hpc's 'ib_write_bw -F -q 2 -x 3 --report_gbits'), which this
+    # sane 181 Gb/s run would otherwise pass.
+    name = "perftest/schmaustech-ib_write_bw-cuda-q16-D60-client.txt"
+    entry = next(e for e in INDEX if e["file"] == name)
+    ev = evaluate(entry["check"], _text(entry), "BM.GPU.A100-v2.8",
+                  {"qps": 16, "size": 65536})
+    assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
+    assert "GPU memory ('initializing CUDA'" in (ev.reason or "")
