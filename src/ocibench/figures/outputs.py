@@ -147,6 +147,11 @@ CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
 #: Bounded repetitions only, so that the pattern stays linear on any input.
 _LAUNCHER_PREFIX = re.compile(
     r"^[ \t]*(?:\d{1,7}: )?(?:[^<\n]{0,120}?<std(?:out|err|diag)>:[ \t]?)?", re.MULTILINE)
+#: mpirun --tag-output tags every chunk it forwards, not every line: a line the program
+#: wrote in pieces carries the tag again where each piece starts (nccl-tests writes a
+#: results line as its size, then each half: "... sum -1[1,0]<stdout>:    85.14 ...").
+#: The tag alone is removed there; the pieces joined are what the program printed.
+_TAG_INSIDE_LINE = re.compile(r"\[\d{1,9},\d{1,9}\]<std(?:out|err|diag)>:")
 #: Runs of blank (or whitespace-only) lines, collapsed to one newline: linear, since
 #: [ \t\r\f\v] cannot match the newline that ends each repetition.
 _BLANK_LINES = re.compile(r"(?:[ \t\r\f\v]*\n)+")
@@ -158,7 +163,7 @@ _FOREIGN_DIGIT = re.compile(r"(?![0-9])\d")
 def without_launcher_prefixes(text: str) -> str:
     """``text`` with the launchers' prefixes (:data:`_LAUNCHER_PREFIX`) removed from
     every line: what each process printed, as it printed it."""
-    return _LAUNCHER_PREFIX.sub("", text)
+    return _TAG_INSIDE_LINE.sub("", _LAUNCHER_PREFIX.sub("", text))
 
 
 def output_lines(text: str) -> list[str]:
