@@ -129,6 +129,10 @@ CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
     r"returned\s+a\s+non-zero\s+exit\s+code",
     *sorted({f"(?i){re.escape(a.runtime_failure)}" for a in accelerators.VENDORS.values()}),
     r"(?i)nccl failure",
+    # nvbandwidth: a copy's data checked wrong (kernels.cu "Invalid value when checking
+    # the pattern"), then its ASSERT macro exits (error_handling.h "ASSERT in expression")
+    r"Invalid value when checking the pattern",
+    r"ASSERT in expression",
     r"NCCL WARN.*\bfail",
     r"Test failure",
     r"srun: error:",
