@@ -1023,7 +1023,7 @@ def _nvbandwidth(check: str, lines: list[str], params: dict[str, Any]) -> Measur
     pageable = any(line.startswith(("pageable ", "pageable_copy: ")) for line in lines)
     if not pageable:
         keys = [k for k in keys if not k.startswith("pageable_")
-                and f"Running {NVBANDWIDTH_CEILINGS[k]}." in lines]
+                and _nvb_ran(lines, NVBANDWIDTH_CEILINGS[k])]
         if not keys:
             raise Unjudged(f"{check}: none of the copy-engine testcases "
                            f"{', '.join(NVBANDWIDTH_CEILINGS[k] for k in NVBANDWIDTH_KEYS[:4])} "
@@ -1040,16 +1040,33 @@ def _nvbandwidth(check: str, lines: list[str], params: dict[str, Any]) -> Measur
                         for k, v in values.items()})
 
 
+def _nvb_ran(lines: list[str], testcase: str) -> bool:
+    """Whether ``lines`` hold ``testcase``: its 'Running <testcase>.' line, or, where a
+    paste left that out, its 'SUM <testcase> <total>' line."""
+    return f"Running {testcase}." in lines \
+        or any(line.startswith(f"SUM {testcase} ") for line in lines)
+
+
 def _nvb_testcase(check: str, lines: list[str], testcase: str,
                   copy: tuple[int, int]) -> float:
     """GB/s of the copy from device copy[0] to copy[1] (-1: the host) in nvbandwidth's
     matrix of ``testcase`` (inline_common.h: a header of column indices, one row per
     source or target, then 'SUM <testcase> <total>')."""
     running = f"Running {testcase}."
-    if running not in lines:
+    body: list[str] | None = None
+    if running in lines:
+        body = lines[lines.index(running) + 1:]
+    elif _nvb_ran(lines, testcase):
+        # A paste that left the 'Running' line out ("..."): the testcase's matrix is the
+        # one above its 'SUM <testcase>' line, unless a waiver stands in its place.
+        total = next(i for i, line in enumerate(lines) if line.startswith(f"SUM {testcase} "))
+        start = max((i + 1 for i, line in enumerate(lines[:total])
+                     if line.startswith(("Running ", "SUM "))), default=0)
+        if not any(_NVB_ERROR.match(line) for line in lines[start:total]):
+            body = lines[start:]
+    if body is None:
         raise SanityError(f"{check}: no {running!r} (not run, or waived: nvbandwidth "
                           "waives a peer copy where the GPUs have no peer access)")
-    body = lines[lines.index(running) + 1:]
     end = next((i for i, line in enumerate(body) if line.startswith(("Running ", "SUM "))),
                len(body))
     failed = next((m.group(0) for m in map(_NVB_ERROR.match, body[:end]) if m), None)
