@@ -899,6 +899,10 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
     starts = [i for i, line in enumerate(lines) if line == title]
     if not starts:
         other = next((line for line in lines if _PERFTEST_OTHER_TITLE.match(line)), None)
+        mode = _perftest_mode(title, other)
+        if mode:
+            raise Unjudged(f"{check}: the title {other!r} is {check} run {mode}; the "
+                           f"figures are its plain run ({title!r})")
         raise Unjudged(f"not {check} output: no {title!r} title "
                        + (f"(its title is {other!r})" if other else
                           f"(first line {_first_line(lines)})"))
@@ -916,6 +920,22 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
     return Measurement(check, benchmarks.CHECKS[check].metric,
                        "Gb/s" if check == "ib_write_bw" else "us", {size: pick(best)},
                        method=method)
+
+
+#: The words ctx_print_test_info (src/perftest_parameters.c) adds to a test's title for
+#: a mode, and the option that asks for it (its usage text in the same file).
+_PERFTEST_MODES = {"Bidirectional": "-b (--bidirectional)", "Post List": "-l (--post_list)",
+                   "forwarding": "-v (--mac_fwd)", "Multicast": "-g (--mcg)"}
+
+
+def _perftest_mode(title: str, other: str | None) -> str | None:
+    """How ``other`` is ``title``'s test in another mode ("with -b (--bidirectional)"),
+    or None where it is another test (another verb, BW against Latency)."""
+    if other is None or other.split()[0] != title.split()[0] \
+            or title.split()[1] not in other.split():
+        return None
+    modes = [flag for word, flag in _PERFTEST_MODES.items() if word in other]
+    return "with " + ", ".join(modes) if modes else "in another mode"
 
 
 def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> float:
