@@ -127,3 +127,17 @@ def test_perftest_gpu_buffers_are_never_compared_with_host_figures() -> None:
                   {"qps": 16, "size": 65536})
     assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
     assert "GPU memory ('initializing CUDA'" in (ev.reason or "")
+
+
+def test_nccl_all_types_or_ops_are_never_one_median() -> None:
+    # all_reduce_perf -d all (or -o all) prints the size range once per type (or
+    # reduction); as repeated cycles they would be a median of float and int32 busbw.
+    entry = next(e for e in INDEX if e["file"] == "nccl-tests/gcp-a3mega-2n-tcp-2.x.txt")
+    lines = _text(entry).splitlines(keepends=True)
+    rows = [line for line in lines if "     float     sum " in line]
+    at = lines.index(rows[-1]) + 1
+    text = "".join(lines[:at] + [row.replace(" float ", " int32 ") for row in rows]
+                   + lines[at:])
+    ev = evaluate(entry["check"], text, "local", entry["params"])
+    assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
+    assert "2 data types or reductions (float sum, int32 sum" in (ev.reason or "")

@@ -532,6 +532,13 @@ def _nccl_all_reduce(check: str, test: tuple[str, str] | None,
     if test and not test[0].startswith("all_reduce_perf"):
         raise Unjudged(f"{check}: the output is {test[0]}'s ({test[1]}), not "
                        "all_reduce_perf's")
+    # -d all / -o all run the sizes once per type or reduction (common.cu run()): one
+    # busbw per size would otherwise be a median over them, which no figure measured.
+    kinds = list(dict.fromkeys(f"{cells.get('type')} {cells.get('redop')}" for _, cells in rows))
+    if len(kinds) > 1:
+        raise Unjudged(f"{check}: the run measured {len(kinds)} data types or reductions "
+                       f"({', '.join(kinds[:4])}{', ...' if len(kinds) > 4 else ''}: -d all or "
+                       "-o all); give the run of one (-d float -o sum, nccl-tests' defaults)")
     for where, cells in rows:
         redop, root = cells.get("redop"), str(cells.get("root", "-1")).strip()
         if redop == "none" or root != "-1":
