@@ -339,6 +339,12 @@ def _omb_buffers(check: str, title: str, lines: list[str], params: dict[str, Any
             "|".join(v.buffer_flag for v in accelerators.VENDORS.values())
         raise SanityError(f"{check}: the output says {shown.string!r}; "
                           f"buffers={buffers} is -d {flag} {buffers.replace('-', ' ')}")
+    if buffers == "H-H" and vendor and shown is None and "buffers" not in params:
+        # A host collective (osu_allreduce, osu_alltoall) has no buffers to claim: its
+        # -d run is sane and measured another way, never a failure of the node.
+        raise Unjudged(f"{check}: the title {title!r} is a -d {vendor.buffer_flag} run "
+                       f"(device buffers); the figures are host buffers: OMB without -d "
+                       f"('# OSU {api} {name}')")
     if buffers == "H-H" and vendor and shown is None:
         raise SanityError(f"{check}: the title {title!r} is a -d {vendor.buffer_flag} run; "
                           f"host buffers (H-H) are OMB without -d: '# OSU {api} {name}'")
@@ -486,6 +492,11 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
     columns = lines[headers[0]].lstrip("#").split()
+    if "redop" not in columns:
+        # every all_reduce_perf prints its reduction; before 2.13 the other tests
+        # (all_gather_perf, broadcast_perf ...) printed no redop column at all
+        raise Unjudged(f"{check}: the header {lines[headers[0]][:120]!r} has no redop "
+                       "column: not all_reduce_perf's")
     row_lines = [line for line in lines[headers[0] + 1:] if _NCCL_ROW.match(line)]
     rows = [_nccl_row(check, columns, line) for line in row_lines]
     test = next(((m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m),
