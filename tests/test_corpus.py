@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from ocibench import benchmarks
+from ocibench.figures import outputs
 from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict
 
@@ -52,9 +53,11 @@ def test_index_lists_every_file_once_with_its_source() -> None:
 
 
 def test_corpus_spans_the_benchmarks() -> None:
-    assert len(INDEX) >= 45
-    kinds = {entry["file"].split("/")[0] for entry in INDEX}
-    assert {"nccl-tests", "osu", "imb", "stream", "perftest"} <= kinds
+    assert len(INDEX) >= 90
+    kinds = [entry["file"].split("/")[0] for entry in INDEX]
+    # every parser tried on outputs of several sources, versions and launchers
+    for kind in ("nccl-tests", "osu", "imb", "stream", "perftest", "nvbandwidth"):
+        assert kinds.count(kind) >= 6, f"{kind}: {kinds.count(kind)} published outputs"
 
 
 @pytest.mark.parametrize("entry", INDEX, ids=[entry["file"] for entry in INDEX])
@@ -78,3 +81,65 @@ def test_published_output(entry: dict[str, Any]) -> None:
     assert ev.verdict in (RunVerdict.UNJUDGED, RunVerdict.FAIL), \
         f"{name}: {ev.verdict} ({state} expected: {words!r})"
     assert words in (ev.reason or ""), f"{name}: reason {ev.reason!r} lacks {words!r}"
+
+
+def test_stream_mpi_is_read_but_never_compared_with_stream_c() -> None:
+    # stream_mpi.c sums its rates over the ranks: sane, recorded on `local` (above), but
+    # measured another way than the shapes' stream.c figures, which it must never meet.
+    entry = next(e for e in INDEX if e["file"] == "stream/llnl-pascal-stream-mpi-1.8-2x18.txt")
+    measured = outputs.parse("stream", _text(entry), entry["params"])
+    assert measured.method and "Data is distributed across 2 MPI ranks" in measured.method
+    assert "OMP_NUM_THREADS=36" in measured.method
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("nccl-tests/xxrjun-h100-1n4-all_gather-2.17.8.txt", "is not an all-reduce's (redop none"),
+    ("nccl-tests/xxrjun-h100-1n4-reduce_scatter-2.17.8.txt", "one rank's share"),
+])
+def test_nccl_rows_tell_other_collectives_without_their_banner(name: str, words: str) -> None:
+    # nccl-tests before 2.17 prints no '# Collective test starting' line: the published
+    # output without it is what an older binary prints, and the rows must still tell.
+    entry = next(e for e in INDEX if e["file"] == name)
+    text = "".join(line for line in _text(entry).splitlines(keepends=True)
+                   if "Collective test" not in line)
+    ev = evaluate(entry["check"], text, "local", entry["params"])
+    assert ev.verdict is RunVerdict.UNJUDGED, f"{name}: {ev.verdict}: {ev.reason}"
+    assert words in (ev.reason or ""), ev.reason
+
+
+def test_omb_validation_fail_is_a_broken_run() -> None:
+    # OMB --validation prints "Fail" where the data arrived wrong (osu_util_mpi.h
+    # VALIDATION_STATUS); the published run passed everywhere, so one row is turned.
+    entry = next(e for e in INDEX if e["file"] == "osu/cscs-osu_bw-validation-2n-ompi-7.5.txt")
+    lines = _text(entry).splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("65536 "))
+    lines[at] = lines[at].replace("Pass", "Fail")
+    ev = evaluate(entry["check"], "".join(lines), "local", entry["params"])
+    assert ev.verdict is RunVerdict.FAIL, f"{ev.verdict}: {ev.reason}"
+    assert "validation failed at message size 65536" in (ev.reason or "")
+
+
+def test_perftest_gpu_buffers_are_never_compared_with_host_figures() -> None:
+    # --use_cuda moves the data NIC <-> GPU (GPUDirect RDMA): BM.GPU.A100-v2.8's floor is
+    # for host memory (oci-hpc's 'ib_write_bw -F -q 2 -x 3 --report_gbits'), which this
+    # sane 181 Gb/s run would otherwise pass.
+    name = "perftest/schmaustech-ib_write_bw-cuda-q16-D60-client.txt"
+    entry = next(e for e in INDEX if e["file"] == name)
+    ev = evaluate(entry["check"], _text(entry), "BM.GPU.A100-v2.8",
+                  {"qps": 16, "size": 65536})
+    assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
+    assert "GPU memory ('initializing CUDA'" in (ev.reason or "")
+
+
+def test_nccl_all_types_or_ops_are_never_one_median() -> None:
+    # all_reduce_perf -d all (or -o all) prints the size range once per type (or
+    # reduction); as repeated cycles they would be a median of float and int32 busbw.
+    entry = next(e for e in INDEX if e["file"] == "nccl-tests/gcp-a3mega-2n-tcp-2.x.txt")
+    lines = _text(entry).splitlines(keepends=True)
+    rows = [line for line in lines if "     float     sum " in line]
+    at = lines.index(rows[-1]) + 1
+    text = "".join(lines[:at] + [row.replace(" float ", " int32 ") for row in rows]
+                   + lines[at:])
+    ev = evaluate(entry["check"], text, "local", entry["params"])
+    assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
+    assert "2 data types or reductions (float sum, int32 sum" in (ev.reason or "")

@@ -133,6 +133,24 @@ def test_nccl_json_file_is_an_input_of_its_own(tmp_path):
                       TWO_GPUS)
 
 
+@pytest.mark.parametrize(("change", "words"), [
+    # another binary's -J file: args[0] names it (util.cu writes argv as "args")
+    (lambda doc: doc["args"].__setitem__(0, "/opt/nccl-tests/build/all_gather_perf"),
+     "the output is all_gather_perf's"),
+    # without args, the records: all_gather_perf reduces nothing, reduce_scatter_perf
+    # counts one rank's share
+    (lambda doc: [r.__setitem__("redop", "none") for r in doc["results"]] and doc.pop("args"),
+     "redop none"),
+    (lambda doc: [r.__setitem__("count", r["count"] // 2) for r in doc["results"]]
+     and doc.pop("args"), "one rank's share"),
+])
+def test_nccl_json_of_another_collective_is_never_an_all_reduce(change, words):
+    doc = json.loads((NCCL / "json_J.json").read_text())
+    change(doc)
+    with pytest.raises(outputs.Unjudged, match=re.escape(words)):
+        outputs.parse("nccl_all_reduce_perf", json.dumps(doc), TWO_GPUS)
+
+
 # --- nccl-tests before 2.13 (source-derived) --------------------------------------
 
 OLD = {**TWO_GPUS, "end": "128M"}

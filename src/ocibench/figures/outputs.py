@@ -129,6 +129,10 @@ CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
     r"returned\s+a\s+non-zero\s+exit\s+code",
     *sorted({f"(?i){re.escape(a.runtime_failure)}" for a in accelerators.VENDORS.values()}),
     r"(?i)nccl failure",
+    # nvbandwidth: a copy's data checked wrong (kernels.cu "Invalid value when checking
+    # the pattern"), then its ASSERT macro exits (error_handling.h "ASSERT in expression")
+    r"Invalid value when checking the pattern",
+    r"ASSERT in expression",
     r"NCCL WARN.*\bfail",
     r"Test failure",
     r"srun: error:",
@@ -147,6 +151,11 @@ CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
 #: Bounded repetitions only, so that the pattern stays linear on any input.
 _LAUNCHER_PREFIX = re.compile(
     r"^[ \t]*(?:\d{1,7}: )?(?:[^<\n]{0,120}?<std(?:out|err|diag)>:[ \t]?)?", re.MULTILINE)
+#: mpirun --tag-output tags every chunk it forwards, not every line: a line the program
+#: wrote in pieces carries the tag again where each piece starts (nccl-tests writes a
+#: results line as its size, then each half: "... sum -1[1,0]<stdout>:    85.14 ...").
+#: The tag alone is removed there; the pieces joined are what the program printed.
+_TAG_INSIDE_LINE = re.compile(r"\[\d{1,9},\d{1,9}\]<std(?:out|err|diag)>:")
 #: Runs of blank (or whitespace-only) lines, collapsed to one newline: linear, since
 #: [ \t\r\f\v] cannot match the newline that ends each repetition.
 _BLANK_LINES = re.compile(r"(?:[ \t\r\f\v]*\n)+")
@@ -158,7 +167,7 @@ _FOREIGN_DIGIT = re.compile(r"(?![0-9])\d")
 def without_launcher_prefixes(text: str) -> str:
     """``text`` with the launchers' prefixes (:data:`_LAUNCHER_PREFIX`) removed from
     every line: what each process printed, as it printed it."""
-    return _LAUNCHER_PREFIX.sub("", text)
+    return _TAG_INSIDE_LINE.sub("", _LAUNCHER_PREFIX.sub("", text))
 
 
 def output_lines(text: str) -> list[str]:
@@ -330,6 +339,12 @@ def _omb_buffers(check: str, title: str, lines: list[str], params: dict[str, Any
             "|".join(v.buffer_flag for v in accelerators.VENDORS.values())
         raise SanityError(f"{check}: the output says {shown.string!r}; "
                           f"buffers={buffers} is -d {flag} {buffers.replace('-', ' ')}")
+    if buffers == "H-H" and vendor and shown is None and "buffers" not in params:
+        # A host collective (osu_allreduce, osu_alltoall) has no buffers to claim: its
+        # -d run is sane and measured another way, never a failure of the node.
+        raise Unjudged(f"{check}: the title {title!r} is a -d {vendor.buffer_flag} run "
+                       f"(device buffers); the figures are host buffers: OMB without -d "
+                       f"('# OSU {api} {name}')")
     if buffers == "H-H" and vendor and shown is None:
         raise SanityError(f"{check}: the title {title!r} is a -d {vendor.buffer_flag} run; "
                           f"host buffers (H-H) are OMB without -d: '# OSU {api} {name}'")
@@ -384,6 +399,12 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         ranks = sum(1 for line in lines if line == f"#Using {api}")
         _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
     rows = [line.split() for line in body[header + 1:] if _ROW.match(line)]
+    # --validation (-c) adds a column of "Pass" or "Fail" (c/util/osu_util_mpi.h
+    # VALIDATION_STATUS): a "Fail" is data the MPI delivered wrong, a broken run.
+    failed = next((row for row in rows if "Fail" in row[1:]), None)
+    if failed:
+        raise SanityError(f"{check}: OMB's validation failed at message size {failed[0]} "
+                          f"({' '.join(failed)!r})")
     sizes = benchmarks.expected_sizes(check, params)
     _omb_cap(check, lines, rows, sizes, params)
     values = _size_table(check, rows, 1, sizes)
@@ -412,6 +433,18 @@ _NCCL_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 #: Lines nccl-tests prints before its table, whatever its version.
 _NCCL_PREAMBLE = re.compile(r"^#\s*(?:nThread\s+\d+|Using devices|Collective test starting)")
 NCCL_COLUMNS = benchmarks.NCCL_COLUMNS
+#: The binary that ran, as nccl-tests names it since 2.17 (util.cu writeDeviceReport:
+#: "# Collective test starting: %s", the basename of argv[0]: all_reduce_perf, or
+#: all_reduce_perf_mpi as NGC's containers build it).
+_NCCL_TEST = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+#: Bytes per element of the types nccl-tests prints (common.cu test_typenames; "char"
+#: and "int" before NCCL 2).
+_NCCL_TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1,
+                    "half": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "int": 4,
+                    "float": 4, "int64": 8, "uint64": 8, "double": 8}
+#: common.cu, when -e does not fit the GPU's memory: "# Reducing maxBytes to %ld due to
+#: memory limitation"; the sizes stop below -e.
+_NCCL_CAP = re.compile(r"^#\s*Reducing maxBytes to (\d+)")
 
 
 @dataclass(frozen=True)
@@ -459,8 +492,18 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
     columns = lines[headers[0]].lstrip("#").split()
-    rows = [_nccl_row(check, columns, line) for line in lines[headers[0] + 1:]
-            if _NCCL_ROW.match(line)]
+    if "redop" not in columns:
+        # every all_reduce_perf prints its reduction; before 2.13 the other tests
+        # (all_gather_perf, broadcast_perf ...) printed no redop column at all
+        raise Unjudged(f"{check}: the header {lines[headers[0]][:120]!r} has no redop "
+                       "column: not all_reduce_perf's")
+    row_lines = [line for line in lines[headers[0] + 1:] if _NCCL_ROW.match(line)]
+    rows = [_nccl_row(check, columns, line) for line in row_lines]
+    test = next(((m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m),
+                None)
+    _nccl_all_reduce(check, test, [(f"line {line[:120]!r}", dict(zip(columns, line.split())))
+                                   for line in row_lines])
+    _nccl_cap(check, lines, rows, params)
     oob = oobs[0]
     measured = _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
                                  params, method)
@@ -484,6 +527,59 @@ def collective_vendor(lines: list[str]) -> str | None:
         if seen:
             return seen.pop() if len(seen) == 1 else None
     return None
+
+
+def _nccl_all_reduce(check: str, test: tuple[str, str] | None,
+                     rows: list[tuple[str, Mapping[str, str]]]) -> None:
+    """The output must be all_reduce_perf's: every nccl-tests binary prints the same
+    banner and table, so an all_gather_perf or sendrecv_perf output would otherwise be
+    read as an all-reduce's busbw.  ``test``: (the binary, where the output names it:
+    the banner or -J's args, since 2.17); before it, the rows (where, {column: value})
+    tell most others apart: all_reduce_perf reduces (redop is not "none", which
+    all_gather, alltoall and broadcast print), has no root (-1; reduce and broadcast
+    print theirs) and its count is the whole size (all_reduce.cu
+    AllReduceGetCollByteCount), where reduce_scatter and all_gather print one rank's
+    share.  (sendrecv_perf without its banner looks like all_reduce_perf on 2 ranks.)"""
+    if test and not test[0].startswith("all_reduce_perf"):
+        raise Unjudged(f"{check}: the output is {test[0]}'s ({test[1]}), not "
+                       "all_reduce_perf's")
+    # -d all / -o all run the sizes once per type or reduction (common.cu run()): one
+    # busbw per size would otherwise be a median over them, which no figure measured.
+    kinds = list(dict.fromkeys(f"{cells.get('type')} {cells.get('redop')}" for _, cells in rows))
+    if len(kinds) > 1:
+        raise Unjudged(f"{check}: the run measured {len(kinds)} data types or reductions "
+                       f"({', '.join(kinds[:4])}{', ...' if len(kinds) > 4 else ''}: -d all or "
+                       "-o all); give the run of one (-d float -o sum, nccl-tests' defaults)")
+    for where, cells in rows:
+        redop, root = cells.get("redop"), str(cells.get("root", "-1")).strip()
+        if redop == "none" or root != "-1":
+            raise Unjudged(f"{check}: the {where} is not an all-reduce's (redop {redop}, "
+                           f"root {root}: all_gather, alltoall, broadcast or reduce print so)")
+        width = _NCCL_TYPE_BYTES.get(str(cells.get("type", "")))
+        if not width:
+            continue
+        try:
+            count, size = int(cells["count"]), int(cells["size"])
+        except (KeyError, TypeError, ValueError):
+            raise Unjudged(f"{check}: the {where} has no whole count and size") from None
+        if count * width != size:
+            raise Unjudged(f"{check}: the {where} counts {cells['count']} {cells['type']} "
+                           f"elements, not {cells['size']} bytes: one rank's share, as "
+                           "reduce_scatter_perf prints it, not all_reduce_perf's whole buffer")
+
+
+def _nccl_cap(check: str, lines: list[str], rows: list[_NcclRow],
+              params: dict[str, Any]) -> None:
+    """Name nccl-tests' own cap on the sizes when it is why sizes are missing."""
+    cap = next((m for m in map(_NCCL_CAP.match, lines) if m), None)
+    if cap is None:
+        return
+    seen = {row.size for row in rows}
+    missing = [size for size in benchmarks.expected_sizes(check, params) if size not in seen]
+    if missing and missing[0] > int(cap.group(1)):
+        raise Unjudged(f"{check}: no line for message size {missing[0]}: nccl-tests capped "
+                       f"the sizes for the GPUs' memory ({cap.group(0)!r}); give --set "
+                       f"end={cap.group(1)} to read the sizes it measured")
 
 
 def _nccl_header(line: str) -> bool:
@@ -618,11 +714,18 @@ def _nccl_json(check: str, text: str, params: dict[str, Any]) -> Measurement:
                          str(device["hostname"]), str(int(device["device"]) + i))
                 for device in config["devices"] for i in range(per_process)]
         rows = [_nccl_json_row(check, record) for record in doc["results"]]
+        records = [(f"result of size {record['size']}", record) for record in doc["results"]]
         oob = doc["out_of_bounds"]["count"]
         avg = doc["average_bus_bandwidth"]["bandwidth"]
+    except SanityError:
+        raise   # a record read and refused (_nccl_json_row): its own reason stands
     except (KeyError, TypeError, ValueError) as err:
         raise Unjudged(f"{check}: nccl-tests' JSON without the field {err} this parser "
                        "reads (config.devices, results, out_of_bounds)") from None
+    args = doc.get("args")
+    program = args[0] if isinstance(args, list) and args and isinstance(args[0], str) else None
+    _nccl_all_reduce(check, (program.rsplit("/", 1)[-1], f"args {program!r}") if program
+                     else None, records)
     method = _nccl_ranks(check, gpus, params)
     return _nccl_measurement(check, rows, (str(oob), "OK" if oob == 0 else "FAILED"),
                              avg, params, method)
@@ -721,6 +824,11 @@ STREAM_KERNELS = benchmarks.STREAM_KERNELS
 _STREAM_THREADS = re.compile(r"^Number of Threads counted\s*=\s*(\d+)")
 #: 5.9 prints only the threads OpenMP was asked for.
 _STREAM_REQUESTED = re.compile(r"^Number of Threads requested\s*=\s*(\d+)")
+#: STREAM's MPI version (McCalpin's stream_mpi.c, "STREAM version $Revision: 1.8 $")
+#: prints "Data is distributed across %d MPI ranks", then, built with OpenMP, "Number of
+#: Threads counted for rank 0 = %i"; its rates are the sum over the ranks.
+_STREAM_MPI_RANKS = re.compile(r"^Data is distributed across (\d+) MPI ranks")
+_STREAM_MPI_THREADS = re.compile(r"^Number of Threads counted for rank 0\s*=\s*(\d+)")
 #: The table header: "Function    Best Rate MB/s  Avg time ..." (5.10) or
 #: "Function      Rate (MB/s)   Avg time ..." (5.9, and 5.8 before it); the rate is
 #: the second column of each kernel's line in both.
@@ -747,15 +855,28 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
         if not found or len(found[0]) < 2:
             raise SanityError(f"stream: no line for kernel {kernel}")
         values[kernel] = _number(found[0][1], kernel)
-    threads = next((m for m in map(_STREAM_THREADS.match, lines) if m), None) \
-        or next((m for m in map(_STREAM_REQUESTED.match, lines) if m), None)
-    if threads is None:
-        raise SanityError("stream: no 'Number of Threads counted' line "
-                          "(not an OpenMP build, or output truncated)")
-    _expect_count(check, "threads", params["threads"], int(threads.group(1)))
+    ranks = next((m for m in map(_STREAM_MPI_RANKS.match, lines) if m), None)
+    method = None
+    if ranks:
+        # stream_mpi.c: every rank runs the kernels on its share of the arrays, so the
+        # node ran ranks x threads-per-rank threads (1 each without OpenMP).
+        per_rank = next((m for m in map(_STREAM_MPI_THREADS.match, lines) if m), None)
+        count = int(ranks.group(1)) * (int(per_rank.group(1)) if per_rank else 1)
+        method = (f"STREAM's MPI version ({ranks.group(0)!r}, "
+                  f"{per_rank.group(0) if per_rank else 'no OpenMP'!r}): the rates are "
+                  f"summed over the ranks, where the figures are one OpenMP process "
+                  f"(stream.c); to compare, run stream.c with OMP_NUM_THREADS={count}")
+    else:
+        threads = next((m for m in map(_STREAM_THREADS.match, lines) if m), None) \
+            or next((m for m in map(_STREAM_REQUESTED.match, lines) if m), None)
+        if threads is None:
+            raise SanityError("stream: no 'Number of Threads counted' line "
+                              "(not an OpenMP build, or output truncated)")
+        count = int(threads.group(1))
+    _expect_count(check, "threads", params["threads"], count)
     if not any(line.startswith("Solution Validates") for line in lines):
         raise SanityError("STREAM did not print 'Solution Validates'")
-    return Measurement(check, "bandwidth", UNITS["bandwidth"], values)
+    return Measurement(check, "bandwidth", UNITS["bandwidth"], values, method=method)
 
 
 # --- perftest (ib_write_bw, ib_write_lat) ------------------------------------------
@@ -783,6 +904,9 @@ _PERFTEST_RULE = re.compile(r"^-{20,}$")
 _PERFTEST_OTHER_TITLE = re.compile(r"^[\w ]+ (?:BW|Latency) Test$")
 _PERFTEST_DEVICE = re.compile(r"Device\s*:\s*(\S+)")
 _PERFTEST_QPS = re.compile(r"^Number of qps\s*:\s*(\d+)")
+#: What perftest prints when its buffers are a GPU's memory (--use_cuda: src/cuda_memory.c
+#: "initializing CUDA"; --use_rocm: src/rocm_memory.c "Using ROCm Device with ID: ...").
+_PERFTEST_GPU_BUFFERS = re.compile(r"^(?:initializing CUDA|Using ROCm Device with ID:.*)$")
 
 
 def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
@@ -793,6 +917,10 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
     starts = [i for i, line in enumerate(lines) if line == title]
     if not starts:
         other = next((line for line in lines if _PERFTEST_OTHER_TITLE.match(line)), None)
+        mode = _perftest_mode(title, other)
+        if mode:
+            raise Unjudged(f"{check}: the title {other!r} is {check} run {mode}; the "
+                           f"figures are its plain run ({title!r})")
         raise Unjudged(f"not {check} output: no {title!r} title "
                        + (f"(its title is {other!r})" if other else
                           f"(first line {_first_line(lines)})"))
@@ -801,8 +929,31 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
     best = [_perftest_run(check, run, params) for run in runs]
     pick = max if check == "ib_write_bw" else min   # best of the attempts, as OCI retries
     size = params["size"]
+    # GPUDirect RDMA moves the data between the NIC and a GPU: sane, but another path
+    # than the host-memory runs the figures document.
+    gpu = next((line for line in lines if _PERFTEST_GPU_BUFFERS.match(line)), None)
+    method = (f"the buffers were GPU memory ({gpu!r}: perftest --use_cuda or --use_rocm), "
+              f"where the figures are host memory: to compare, run {check} without them"
+              if gpu else None)
     return Measurement(check, benchmarks.CHECKS[check].metric,
-                       "Gb/s" if check == "ib_write_bw" else "us", {size: pick(best)})
+                       "Gb/s" if check == "ib_write_bw" else "us", {size: pick(best)},
+                       method=method)
+
+
+#: The words ctx_print_test_info (src/perftest_parameters.c) adds to a test's title for
+#: a mode, and the option that asks for it (its usage text in the same file).
+_PERFTEST_MODES = {"Bidirectional": "-b (--bidirectional)", "Post List": "-l (--post_list)",
+                   "forwarding": "-v (--mac_fwd)", "Multicast": "-g (--mcg)"}
+
+
+def _perftest_mode(title: str, other: str | None) -> str | None:
+    """How ``other`` is ``title``'s test in another mode ("with -b (--bidirectional)"),
+    or None where it is another test (another verb, BW against Latency)."""
+    if other is None or other.split()[0] != title.split()[0] \
+            or title.split()[1] not in other.split():
+        return None
+    modes = [flag for word, flag in _PERFTEST_MODES.items() if word in other]
+    return "with " + ", ".join(modes) if modes else "in another mode"
 
 
 def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> float:
@@ -910,7 +1061,7 @@ def _nvbandwidth(check: str, lines: list[str], params: dict[str, Any]) -> Measur
     pageable = any(line.startswith(("pageable ", "pageable_copy: ")) for line in lines)
     if not pageable:
         keys = [k for k in keys if not k.startswith("pageable_")
-                and f"Running {NVBANDWIDTH_CEILINGS[k]}." in lines]
+                and _nvb_ran(lines, NVBANDWIDTH_CEILINGS[k])]
         if not keys:
             raise Unjudged(f"{check}: none of the copy-engine testcases "
                            f"{', '.join(NVBANDWIDTH_CEILINGS[k] for k in NVBANDWIDTH_KEYS[:4])} "
@@ -927,16 +1078,33 @@ def _nvbandwidth(check: str, lines: list[str], params: dict[str, Any]) -> Measur
                         for k, v in values.items()})
 
 
+def _nvb_ran(lines: list[str], testcase: str) -> bool:
+    """Whether ``lines`` hold ``testcase``: its 'Running <testcase>.' line, or, where a
+    paste left that out, its 'SUM <testcase> <total>' line."""
+    return f"Running {testcase}." in lines \
+        or any(line.startswith(f"SUM {testcase} ") for line in lines)
+
+
 def _nvb_testcase(check: str, lines: list[str], testcase: str,
                   copy: tuple[int, int]) -> float:
     """GB/s of the copy from device copy[0] to copy[1] (-1: the host) in nvbandwidth's
     matrix of ``testcase`` (inline_common.h: a header of column indices, one row per
     source or target, then 'SUM <testcase> <total>')."""
     running = f"Running {testcase}."
-    if running not in lines:
+    body: list[str] | None = None
+    if running in lines:
+        body = lines[lines.index(running) + 1:]
+    elif _nvb_ran(lines, testcase):
+        # A paste that left the 'Running' line out ("..."): the testcase's matrix is the
+        # one above its 'SUM <testcase>' line, unless a waiver stands in its place.
+        total = next(i for i, line in enumerate(lines) if line.startswith(f"SUM {testcase} "))
+        start = max((i + 1 for i, line in enumerate(lines[:total])
+                     if line.startswith(("Running ", "SUM "))), default=0)
+        if not any(_NVB_ERROR.match(line) for line in lines[start:total]):
+            body = lines[start:]
+    if body is None:
         raise SanityError(f"{check}: no {running!r} (not run, or waived: nvbandwidth "
                           "waives a peer copy where the GPUs have no peer access)")
-    body = lines[lines.index(running) + 1:]
     end = next((i for i, line in enumerate(body) if line.startswith(("Running ", "SUM "))),
                len(body))
     failed = next((m.group(0) for m in map(_NVB_ERROR.match, body[:end]) if m), None)
