@@ -275,11 +275,32 @@ def test_mi300x_concretizes_with_rocm_for_gfx942(spack_exe, tmp_path):
     assert roots["hip"][0]["external"] and roots["rccl"][0]["external"]
 
 
+#: What BM.GPU.MI355X.8 builds for gfx950, and where from: our recipes, whose
+#: amdgpu_target takes gfx950 (repos/spack_repo/ocibench/amdgpu.py); the pinned
+#: builtin ROCmPackage has no gfx950 (spack-packages ea8584695d added it).
+GFX950_ROOTS = ("openmpi", "osu-micro-benchmarks", "perftest")
+GFX950_DEPS = {"openmpi": ("ucc", "hwloc")}
+
+
 @pytest.mark.spack
-def test_mi355x_needs_gfx950_which_the_pinned_recipes_lack(spack_exe, tmp_path):
-    """ROCmPackage in spack-packages releases/v2025.11 has no amdgpu_target=gfx950
-    (spack-packages ea8584695d added it): the solve stops naming the value."""
+def test_mi355x_concretizes_for_gfx950_through_our_recipes(spack_exe, tmp_path):
+    """BM.GPU.MI355X.8's stack over ROCm 7.0.2: every +rocm recipe that takes a target
+    is built for gfx950 from the ocibench repository, with ROCm 7's compiler."""
+    from concretized_stack import assert_stack, roots_by_name, variants
     done = _concretize(spack_exe, tmp_path, "BM.GPU.MI355X.8")
-    assert done.returncode != 0
-    assert "invalid values for variant 'amdgpu_target'" in done.stderr
-    assert "'gfx950'" in done.stderr
+    assert done.returncode == 0, done.stderr[-3000:]
+    roots = roots_by_name(done.stdout)
+    assert_stack("BM.GPU.MI355X.8", roots)
+    for name in GFX950_ROOTS:
+        root = roots[name][0]
+        assert root["namespace"] == "ocibench", (name, root["namespace"])
+        assert variants(root)["rocm"] and variants(root)["amdgpu_target"] == ["gfx950"], name
+    for parent, deps in GFX950_DEPS.items():
+        for name in deps:
+            dep = roots[parent][0]["deps"][name]
+            assert dep["namespace"] == "ocibench", (name, dep["namespace"])
+            assert dep["variants"]["rocm"] and dep["variants"]["amdgpu_target"] == ["gfx950"]
+    assert variants(roots["osu-micro-benchmarks"][0])["rccl"]
+    assert roots["hip"][0]["external"] and roots["rccl"][0]["external"]
+    llvm = roots["osu-micro-benchmarks"][0]["deps"]["llvm-amdgpu"]
+    assert llvm["external"] and llvm["version"] == "7.0.2"
