@@ -8,7 +8,9 @@ run_ib_write_lat)::
     server:  ib_write_lat -F -x 3 -s 8 -n 10000 -d mlx5_0
     client:  ib_write_lat -F -x 3 -s 8 -n 10000 -d mlx5_0 <server>
 
-both over ssh, the server started a second before the client, three attempts of which
+with ``-x`` the shape's RoCE GID index (``network.gid_index``; OCI's 3 where the shape
+gives none, 1 on BM.GPU.MI355X.8's Pollara NICs), both over ssh, the server started a
+second before the client, three attempts of which
 the best counts (OCI retries a failed attempt up to three times).  One test case per HCA
 of the shape's ``network.hcas`` (OCI's NCCL_IB_HCA list); the HCA index is the
 parameter because the device names differ between shapes.  The first host of the job's
@@ -66,6 +68,12 @@ def pair_script(exe: str, options: list[str], attempts: int = ATTEMPTS) -> list[
     ]
 
 
+def with_gid_index(options: list[str], gid_index: int) -> list[str]:
+    """``options`` with the value of ``-x`` (perftest's GID index) set to ``gid_index``."""
+    at = options.index("-x") + 1
+    return options[:at] + [str(gid_index)] + options[at + 1:]
+
+
 class PerftestCheck(OcibenchCheck):
     """One HCA of the shape, two nodes, OCI's options."""
 
@@ -93,8 +101,11 @@ class PerftestCheck(OcibenchCheck):
         self.num_tasks, self.num_tasks_per_node = 2, 1
         self.job.launcher = getlauncher("local")()
         self.executable = "true"   # the pair script below is the run
-        # oci-hpc's options (the registry entry's command), then the HCA and its port
-        options = list(benchmarks.spec(self.check_name).command[1:])
+        # oci-hpc's options (the registry entry's command) with the shape's GID index
+        # (network.gid_index: OCI's -x 3 on mlx5, 1 on BM.GPU.MI355X.8's Pollara NICs),
+        # then the HCA and its port
+        options = with_gid_index(list(benchmarks.spec(self.check_name).command[1:]),
+                                 extras.get("gid_index", shapes.OCI_GID_INDEX))
         self.prerun_cmds = pair_script(self.check_name,
                                        options + ["-d", self.device, "-i", "1"])
 

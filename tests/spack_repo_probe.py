@@ -106,6 +106,12 @@ def directives():
             "dropped": sorted(theirs - mine),
             "methods": own_methods(cls, base),
         }
+    # the values each of our recipes' amdgpu_target takes (ROCmPackage's, widened)
+    report["_amdgpu_targets"] = {
+        name: sorted({value for by_name in ours.get_pkg_class(name).variants.values()
+                      for vname, v in by_name.items() if vname == "amdgpu_target"
+                      for value in (v.values if v.values is not None else ())})
+        for name in sorted(ours.all_package_names())}
     return report
 
 

@@ -1,4 +1,5 @@
-"""The AMD Instinct shapes (BM.GPU.MI300X.8, BM.GPU.MI355X.8) through the vendor table:
+"""The AMD Instinct shapes (BM.GPU.MI300X.8, BM.GPU.MI355X.8, BM.GPU.MI355X-v1.8) through
+the vendor table:
 their files validate, and ``ocibench evaluate`` judges OCI's published 2-node MI300X
 rccl-tests run against the shape's figure and floors.
 
@@ -13,6 +14,7 @@ and in place).  The table, the figures compared, is as published.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import statistics
@@ -24,6 +26,7 @@ from ocibench import accelerators, capabilities, shapes
 from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict
 from ocibench.node import preflight
+from ocibench.reframe import site
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 OCI_RUN = CORPUS / "rccl-tests" / "oci-mi300x-2n-elided.txt"
@@ -32,8 +35,12 @@ OCI_PARAMS = {"nodes": 2, "gpus_per_node": 8, "begin": "1G", "end": "16G", "fact
 _ROW = re.compile(r"^\s*\d+\s+\d+\s+float\s+sum\s+-1\s")
 
 
-@pytest.mark.parametrize("name,arch", [("BM.GPU.MI300X.8", "gfx942"),
-                                        ("BM.GPU.MI355X.8", "gfx950")])
+#: The AMD shapes and their GPUs' LLVM target.
+AMD_SHAPES = {"BM.GPU.MI300X.8": "gfx942", "BM.GPU.MI355X.8": "gfx950",
+              "BM.GPU.MI355X-v1.8": "gfx950"}
+
+
+@pytest.mark.parametrize("name,arch", sorted(AMD_SHAPES.items()))
 def test_the_amd_shapes_validate_and_name_the_amd_row(name, arch):
     shape = shapes.load(name)
     vendor = accelerators.of(shape.gpus)
@@ -48,6 +55,38 @@ def test_the_amd_shapes_validate_and_name_the_amd_row(name, arch):
     assert figures["rccl_all_reduce_2x8gpus"]["floor"]["values"] == {"avg": 350}
     assert figures["rccl_all_reduce_8gpus"]["floor"]["values"] == {"avg": 310}
     assert figures["rccl_all_reduce_8gpus_8b_8g"]["floor"]["values"] == {"in_place": 304}
+
+
+def test_the_two_mi355x_shapes_are_one_board():
+    """BM.GPU.MI355X-v1.8 is BM.GPU.MI355X.8's board with other NICs: the loader has no
+    inheritance, so its file copies cpu, memory and gpus, which must stay the same."""
+    pollara, cx7 = shapes.load("BM.GPU.MI355X.8"), shapes.load("BM.GPU.MI355X-v1.8")
+    for key in ("cpu", "memory", "gpus"):
+        assert pollara.data[key] == cx7.data[key], key
+    assert pollara.data["network"]["hcas"] != cx7.data["network"]["hcas"]
+
+
+@pytest.mark.parametrize("name,gid", [("BM.GPU.MI300X.8", 3), ("BM.GPU.MI355X.8", 1),
+                                      ("BM.GPU.MI355X-v1.8", 3)])
+def test_the_gid_index_is_the_one_of_ocis_rccl_settings(name, gid):
+    shape = shapes.load(name)
+    assert shape.gid_index == gid
+    assert shape.data["network"]["collective_env"]["NCCL_IB_GID_INDEX"] == str(gid)
+
+
+@pytest.mark.parametrize("network,problem", [
+    ({}, "network.gid_index (absent: OCI's default) is 3, but "
+         "network.collective_env.NCCL_IB_GID_INDEX is '1'"),
+    ({"gid_index": 3}, "network.gid_index is 3, but network.collective_env."
+                       "NCCL_IB_GID_INDEX is '1'"),
+])
+def test_a_gid_index_unlike_the_collective_envs_is_refused(network, problem):
+    """One GID per network: perftest's -x and RCCL's NCCL_IB_GID_INDEX."""
+    data = copy.deepcopy(shapes.load("BM.GPU.MI355X.8").data)
+    del data["network"]["gid_index"]
+    data["network"].update(network)
+    with pytest.raises(shapes.ShapeError, match=re.escape(f"BM.GPU.MI355X.8.yaml: {problem}")):
+        shapes.validate(data, "BM.GPU.MI355X.8.yaml")
 
 
 def restored(text: str) -> str:
@@ -128,6 +167,23 @@ def test_another_vendors_output_is_not_judged_on_an_amd_shape():
     assert "names nvidia's GPU software (NCCL, -d cuda)" in ev.reason
 
 
+def test_each_documented_one_node_figure_has_a_run_over_its_sizes():
+    """BM.GPU.MI300X.8 documents two one-node floors over different sizes (OCI's at
+    -b 1G -e 16G -f 2, AMD's at -b 8 -e 8G -f 2): the checks run one case per range
+    (checks/nccl_tests.py), and the parameters of the second judge a published one-node
+    MI300X run at those sizes against AMD's floor."""
+    ranges = site.nccl_size_ranges(shapes.load("BM.GPU.MI300X.8"))
+    assert ranges == {"1": [{"begin": "1G", "end": "16G", "factor": 2},
+                            {"begin": "8", "end": "8G", "factor": 2}],
+                      "2": [{"begin": "1G", "end": "16G", "factor": 2}]}
+    text = (CORPUS / "rccl-tests" / "aac8-mi300x-1n-ob1.txt").read_text()
+    ev = evaluate("nccl_all_reduce_perf", text, "BM.GPU.MI300X.8",
+                  {"nodes": 1, "gpus_per_node": 8, **ranges["1"][1]})
+    assert ev.verdict is RunVerdict.PASS, ev.reason
+    rows = {row.key: row for row in ev.rows}
+    assert rows["in_place"].measured == 315.91 and rows["in_place"].floor == 304
+
+
 # --------------------------------------------------------------------------- preflight
 
 @pytest.mark.parametrize("rel", preflight.AMD_PEERMEM_PATHS)
@@ -189,10 +245,10 @@ def _dry_run(system: str, tmp: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def amd_dry_runs(tmp_path_factory):
     return {shape: _dry_run(shape.replace(".", "_"), tmp_path_factory.mktemp(shape))
-            for shape in ("BM.GPU.MI300X.8", "BM.GPU.MI355X.8")}
+            for shape in AMD_SHAPES}
 
 
-@pytest.mark.parametrize("shape", ["BM.GPU.MI300X.8", "BM.GPU.MI355X.8"])
+@pytest.mark.parametrize("shape", sorted(AMD_SHAPES))
 def test_amd_command_lines_in_a_dry_run(amd_dry_runs, shape):
     """OMB -d rocm (D-D, H-D, D-H), OMB's xccl all-reduce and rccl-tests' all_reduce_perf
     with OCI's RCCL settings of the shape, perftest on the shape's NICs; the modules
@@ -210,7 +266,7 @@ def test_amd_command_lines_in_a_dry_run(amd_dry_runs, shape):
     omb = case["osu_bw %buffers=D-D %nodes=1"]["lines"]
     assert [line for line in omb if line.startswith("module load")] == \
         ["module load hip", "module load rccl", "module load openmpi", "module load omb"]
-    for name in ("osu_xccl_allreduce %nodes=2", "nccl_all_reduce_perf %nodes=2"):
+    for name in ("osu_xccl_allreduce %nodes=2", "nccl_all_reduce_perf %nodes=2 %size_range=0"):
         launch = case[name]["launch"]
         assert launch.startswith("mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH "
                                  "-x LD_LIBRARY_PATH ")
@@ -220,20 +276,27 @@ def test_amd_command_lines_in_a_dry_run(amd_dry_runs, shape):
         assert "-x NCCL_DEBUG=INFO" in launch and "NCCL_DEBUG=WARN" not in launch
     assert case["osu_xccl_allreduce %nodes=2"]["launch"].endswith(
         "osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -M 1073741824 -d rocm D D")
-    # rccl-tests, one rank per GPU: on 2 nodes over the sizes of the published run (the
-    # MI355X file has none: those of its floor are not used, as on the NVIDIA shapes),
-    # on one node the seeds' 10 GiB
-    rccl = case["nccl_all_reduce_perf %nodes=1"]
-    assert "module load rccl-tests" in rccl["lines"]
-    assert rccl["launch"].startswith("mpirun -n 8 -x ") and env in rccl["launch"].replace(
-        " -x NCCL_DEBUG=INFO", "")
-    assert rccl["launch"].endswith("all_reduce_perf -b 10G -e 10G -t 1 -g 1")
-    sizes = "-b 1G -e 16G -f 2" if shape == "BM.GPU.MI300X.8" else "-b 10G -e 10G"
-    assert case["nccl_all_reduce_perf %nodes=2"]["launch"].endswith(
-        f"all_reduce_perf {sizes} -t 1 -g 1")
-    # perftest on each of the shape's cluster-network NICs
+    # rccl-tests, one rank per GPU, one case per documented size range: on one node OCI's
+    # floor (-b 1G -e 16G -f 2) and AMD's (-b 8 -e 8G -f 2), on two OCI's floor (and
+    # the published MI300X run) at -b 1G -e 16G -f 2; no second range on two nodes
+    one_node = [case[f"nccl_all_reduce_perf %nodes=1 %size_range={i}"] for i in (0, 1)]
+    for rccl in one_node:
+        assert "module load rccl-tests" in rccl["lines"]
+        assert rccl["launch"].startswith("mpirun -n 8 -x ") and env in rccl["launch"].replace(
+            " -x NCCL_DEBUG=INFO", "")
+    assert one_node[0]["launch"].endswith("all_reduce_perf -b 1G -e 16G -f 2 -t 1 -g 1")
+    assert one_node[1]["launch"].endswith("all_reduce_perf -b 8 -e 8G -f 2 -t 1 -g 1")
+    assert case["nccl_all_reduce_perf %nodes=2 %size_range=0"]["launch"].endswith(
+        "all_reduce_perf -b 1G -e 16G -f 2 -t 1 -g 1")
+    assert (f"{shape} documents 1 size range(s) of nccl_all_reduce_perf on 2 node(s); "
+            "none at index 1") in case["nccl_all_reduce_perf %nodes=2 %size_range=1"]["skip"]
+    # perftest on each of the shape's cluster-network NICs, with its GID index
+    gid = shapes.load(shape).gid_index
     for i, hca in enumerate(data["network"]["hcas"]):
-        assert f"--report_gbits -d {hca} -i 1 $server" in case[f"ib_write_bw %hca={i}"]["launch"]
+        assert (f"-x {gid} --report_gbits -d {hca} -i 1 $server"
+                in case[f"ib_write_bw %hca={i}"]["launch"])
+        assert (f"$exe -F -x {gid} -s 8 -n 10000 -d {hca} -i 1 $server"
+                in "\n".join(case[f"ib_write_lat %hca={i}"]["lines"]))
     assert "none at index 8" in case["ib_write_bw %hca=8"]["skip"]
     # NVIDIA's copy-ceiling tool is not run on AMD GPUs
     assert "nvbandwidth measures another vendor's GPUs" in case["nvbandwidth"]["skip"]
@@ -287,11 +350,32 @@ def test_mi300x_concretizes_with_rocm_for_gfx942(spack_exe, tmp_path):
     assert roots["hip"][0]["external"] and roots["rccl"][0]["external"]
 
 
+#: What BM.GPU.MI355X.8 builds for gfx950, and where from: our recipes, whose
+#: amdgpu_target takes gfx950 (repos/spack_repo/ocibench/amdgpu.py); the pinned
+#: builtin ROCmPackage has no gfx950 (spack-packages ea8584695d added it).
+GFX950_ROOTS = ("openmpi", "osu-micro-benchmarks", "perftest")
+GFX950_DEPS = {"openmpi": ("ucc", "hwloc")}
+
+
 @pytest.mark.spack
-def test_mi355x_needs_gfx950_which_the_pinned_recipes_lack(spack_exe, tmp_path):
-    """ROCmPackage in spack-packages releases/v2025.11 has no amdgpu_target=gfx950
-    (spack-packages ea8584695d added it): the solve stops naming the value."""
+def test_mi355x_concretizes_for_gfx950_through_our_recipes(spack_exe, tmp_path):
+    """BM.GPU.MI355X.8's stack over ROCm 7.0.2: every +rocm recipe that takes a target
+    is built for gfx950 from the ocibench repository, with ROCm 7's compiler."""
+    from concretized_stack import assert_stack, roots_by_name, variants
     done = _concretize(spack_exe, tmp_path, "BM.GPU.MI355X.8")
-    assert done.returncode != 0
-    assert "invalid values for variant 'amdgpu_target'" in done.stderr
-    assert "'gfx950'" in done.stderr
+    assert done.returncode == 0, done.stderr[-3000:]
+    roots = roots_by_name(done.stdout)
+    assert_stack("BM.GPU.MI355X.8", roots)
+    for name in GFX950_ROOTS:
+        root = roots[name][0]
+        assert root["namespace"] == "ocibench", (name, root["namespace"])
+        assert variants(root)["rocm"] and variants(root)["amdgpu_target"] == ["gfx950"], name
+    for parent, deps in GFX950_DEPS.items():
+        for name in deps:
+            dep = roots[parent][0]["deps"][name]
+            assert dep["namespace"] == "ocibench", (name, dep["namespace"])
+            assert dep["variants"]["rocm"] and dep["variants"]["amdgpu_target"] == ["gfx950"]
+    assert variants(roots["osu-micro-benchmarks"][0])["rccl"]
+    assert roots["hip"][0]["external"] and roots["rccl"][0]["external"]
+    llvm = roots["osu-micro-benchmarks"][0]["deps"]["llvm-amdgpu"]
+    assert llvm["external"] and llvm["version"] == "7.0.2"

@@ -70,7 +70,9 @@ GPU_SINGLE = [
     ("osu_bw_host_device %buffers=D-H %placement=same-socket", "omb"),
     ("osu_bw_host_device %buffers=D-H %placement=other-socket", "omb"),
     ("osu_xccl_allreduce %nodes=1", "omb"),
-    ("nccl_all_reduce_perf %nodes=1", "nccl-tests"),
+    # one case per documented size range at the node count (checks/nccl_tests.py)
+    ("nccl_all_reduce_perf %nodes=1 %size_range=0", "nccl-tests"),
+    ("nccl_all_reduce_perf %nodes=1 %size_range=1", "nccl-tests"),
     ("nvbandwidth", "nvbandwidth"),
     ("transferbench_p2p", "transferbench"),   # AMD's: skipped on NVIDIA GPUs
     ("transferbench_a2a", "transferbench"),
@@ -80,7 +82,8 @@ GPU_MULTI = [
     ("osu_latency %buffers=D-D %nodes=2", "omb"),
     ("osu_bw %buffers=D-D %nodes=2", "omb"),
     ("osu_xccl_allreduce %nodes=2", "omb"),
-    ("nccl_all_reduce_perf %nodes=2", "nccl-tests"),
+    ("nccl_all_reduce_perf %nodes=2 %size_range=0", "nccl-tests"),
+    ("nccl_all_reduce_perf %nodes=2 %size_range=1", "nccl-tests"),
 ]
 INTEL = {name for name, env in HOST_SINGLE + HOST_MULTI if env == "imb-intelmpi"}
 #: perftest between 2 nodes, one case per HCA index up to the most HCAs of any shape (16).
@@ -106,8 +109,8 @@ EXPECTED = {
     "local": _cases(HOST_SINGLE + GPU_SINGLE, HOST_MULTI + GPU_MULTI + PERFTEST,
                     "default", "default"),
 }
-COUNTS = {"BM_GPU4_8": 76, "BM_GPU_A100-v2_8": 76, "BM_Optimized3_36": 51,
-          "BM_Standard_E5_192": 51, "loopback-cluster": 51, "local": 76}
+COUNTS = {"BM_GPU4_8": 78, "BM_GPU_A100-v2_8": 78, "BM_Optimized3_36": 51,
+          "BM_Standard_E5_192": 51, "loopback-cluster": 51, "local": 78}
 
 NO_INTEL = "has no Intel MPI in software.stack"
 #: AMD's peer-to-peer tool on NVIDIA GPUs (ocibench.reframe.site: its environment).
@@ -118,8 +121,13 @@ TRANSFERBENCH = {"transferbench_p2p": OTHER_VENDOR, "transferbench_a2a": OTHER_V
 def expected_skips(system: str, gpus: int) -> dict[str, str]:
     """Display name -> a piece of the skip reason, for a dry run with nothing set up."""
     no_rdma = {name: "has no RDMA devices: no network.hcas" for name, _ in PERFTEST}
-    if system in ("BM_GPU4_8", "BM_GPU_A100-v2_8"):   # 16 HCAs each: every index runs
+    if system == "BM_GPU4_8":   # 16 HCAs: every index runs; 2 nccl size ranges per count
         return {**{name: NO_INTEL for name in INTEL}, **TRANSFERBENCH}
+    if system == "BM_GPU_A100-v2_8":   # OCI's floors only: one nccl size range per count
+        return {**{name: NO_INTEL for name in INTEL}, **TRANSFERBENCH,
+                **{f"nccl_all_reduce_perf %nodes={n} %size_range=1":
+                   f"documents 1 size range(s) of nccl_all_reduce_perf on {n} node(s)"
+                   for n in (1, 2)}}
     if system == "loopback-cluster":
         return {**{name: NO_INTEL for name in INTEL}, **no_rdma}
     if system == "BM_Optimized3_36":
@@ -139,7 +147,11 @@ def expected_skips(system: str, gpus: int) -> dict[str, str]:
     elif gpus == 1:
         skips.update({name: "needs 2 GPU(s)" for name in (
             "osu_latency %buffers=D-D %nodes=1", "osu_bw %buffers=D-D %nodes=1",
-            "osu_bibw %buffers=D-D %nodes=1", "osu_xccl_allreduce %nodes=1", "nccl_all_reduce_perf %nodes=1")})
+            "osu_bibw %buffers=D-D %nodes=1", "osu_xccl_allreduce %nodes=1",
+            "nccl_all_reduce_perf %nodes=1 %size_range=0",
+            "nccl_all_reduce_perf %nodes=1 %size_range=1")})
+    if gpus >= 2:
+        skips["nccl_all_reduce_perf %nodes=1 %size_range=1"] = "local documents 1 size range"
     if gpus >= 1:   # local's probe lists NVIDIA's GPUs (nvidia-smi)
         skips.update(TRANSFERBENCH)
     return {**skips, **{name: NO_INTEL for name in INTEL}}
@@ -221,7 +233,7 @@ def test_list_option_agrees_with_the_dry_run(dry_runs, tmp_path):
     listed = set(re.findall(r"^- (.+?) /[0-9a-f]{8} @BM_GPU4_8:(\w+)\+(\S+)$",
                             result.stdout, re.MULTILINE))
     assert listed == EXPECTED["BM_GPU4_8"]
-    assert "Concretized 76 test case(s)" in result.stdout
+    assert "Concretized 78 test case(s)" in result.stdout
 
 
 @pytest.mark.parametrize("system", list(EXPECTED))
@@ -302,9 +314,16 @@ def test_gpu_command_lines_are_the_seeds(dry_runs):
             "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV "
             "-x UCX_NET_DEVICES=mlx5_6:1 -x UCX_PROTO_INFO=y osu_xccl_allreduce -x 10 -i 10 "
             "-m 1073741824:1073741824 -M 1073741824 -d cuda D D",
-        "nccl_all_reduce_perf %nodes=1":
+        # seed 003 at 10 GiB, then OCI's floors' sizes (BM.GPU4.8.yaml)
+        "nccl_all_reduce_perf %nodes=1 %size_range=0":
             "mpirun -n 8 -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV all_reduce_perf -b 10G -e 10G -t 1 -g 1",
-        "nccl_all_reduce_perf %nodes=2":
+        "nccl_all_reduce_perf %nodes=1 %size_range=1":
+            "mpirun -n 8 -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV all_reduce_perf -b 1G -e 10G -f 2 -t 1 -g 1",
+        "nccl_all_reduce_perf %nodes=2 %size_range=1":
+            "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV "
+            "-x UCX_NET_DEVICES=mlx5_4:1 -x NCCL_IGNORE_CPU_AFFINITY=1 -x UCX_PROTO_INFO=y "
+            "all_reduce_perf -b 1G -e 10G -i 9G -t 1 -g 1",
+        "nccl_all_reduce_perf %nodes=2 %size_range=0":
             "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV "
             "-x UCX_NET_DEVICES=mlx5_4:1 -x NCCL_IGNORE_CPU_AFFINITY=1 -x UCX_PROTO_INFO=y "
             "all_reduce_perf -b 10G -e 10G -t 1 -g 1",
@@ -792,16 +811,18 @@ def test_new_shapes_run_their_published_command_lines(tmp_path):
         result = reframe(["--dry-run", "--system", system, "-n", names,
                           "--report-file", str(report)], tmp_path / system)
         assert report.is_file(), result.stdout + result.stderr
-        lines[system] = {c["display_name"]: job_lines(c) for c in report_cases(report)}
+        # (a size range the shape does not document is skipped: no job script)
+        lines[system] = {c["display_name"]: job_lines(c) for c in report_cases(report)
+                         if c["result"] != "skip"}
     h100 = lines["BM_GPU_H100_8"]
-    assert launch_line({"stagedir": _stagedir(h100, "nccl_all_reduce_perf %nodes=2")}) == (
+    assert launch_line({"stagedir": _stagedir(h100, "nccl_all_reduce_perf %nodes=2 %size_range=0")}) == (
         "mpirun -n 16 -N 8 -hostfile HOSTFILE -x PATH -x LD_LIBRARY_PATH "
         "-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV "
         "-x UCX_NET_DEVICES=eth0 -x NCCL_IGNORE_CPU_AFFINITY=1 -x UCX_PROTO_INFO=y "
         "all_reduce_perf -b 1G -e 16G -f 2 -t 1 -g 1")
-    # one node: no published run, the seeds' 10 GiB
-    assert "all_reduce_perf -b 10G -e 10G -t 1 -g 1" in "\n".join(
-        h100["nccl_all_reduce_perf %nodes=1"])
+    # one node: no published run; OCI's floor (health check) at -b 1G -e 16G -f 2
+    assert "all_reduce_perf -b 1G -e 16G -f 2 -t 1 -g 1" in "\n".join(
+        h100["nccl_all_reduce_perf %nodes=1 %size_range=0"])
     for line in ("export OMP_NUM_THREADS=32", "export OMP_PLACES=0:32:8",
                  "export OMP_PROC_BIND=spread"):
         assert line in lines["BM_Standard_E6_256"]["stream %nps=1"]

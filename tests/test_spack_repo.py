@@ -137,13 +137,21 @@ def directives(spack):
 
 #: What each override must still add to (or drop from) its builtin recipe: if the
 #: builtin gains it, the override has become dead weight and this test says so.
+#: amdgpu_target with gfx950 (repos/spack_repo/ocibench/amdgpu.py), and the compiler it needs.
+GFX950 = ["variant amdgpu_target ", "depends_on llvm-amdgpu@7.0.0: "]
+
 EXPECTED = {
-    "openmpi": {"added": ["depends_on ucx+cuda type=5 when=+cuda fabrics=ucx"],
+    "openmpi": {"added": ["depends_on ucx+cuda type=5 when=+cuda fabrics=ucx", *GFX950,
+                          "depends_on hwloc+rocm amdgpu_target=gfx950 "],
                 "methods": ["make_ucx_the_pml"]},
+    # only for gfx950 (docs/spack-repo.md, "amdgpu.py")
+    "ucc": {"added": GFX950},
+    "hwloc": {"added": GFX950},
+    "babelstream": {"added": GFX950},
     "osu-micro-benchmarks": {
         "added": ["variant nccl ", "conflicts +nccl when=~cuda",
                   "depends_on nccl type=5 when=+nccl",
-                  "patch cuda13-mem-prefetch.patch sha256="],
+                  "patch cuda13-mem-prefetch.patch sha256=", *GFX950],
         "methods": ["build_directory", "nccl_configure_args", "setup_run_environment"],
     },
     "stream": {
@@ -173,6 +181,26 @@ def test_override_differs_from_builtin(directives, package):
             assert any(line.startswith(prefix) for line in diff[kind]), (
                 f"{package}: {kind} lacks {prefix!r} (the builtin may have it now):\n"
                 + "\n".join(diff[kind]))
+
+
+def test_the_pinned_rocm_package_still_lacks_gfx950(spack):
+    """repos/spack_repo/ocibench/amdgpu.py adds gfx950 because the pinned builtin
+    ROCmPackage lacks it (spack-packages ea8584695d added it on develop).  When the pin
+    moves past that commit this fails: delete amdgpu.py and the overrides that exist
+    only for it (docs/spack-repo.md)."""
+    proc = spack("python", "-c", "from spack_repo.builtin.build_systems.rocm import "
+                 "ROCmPackage; print(sorted(ROCmPackage.amdgpu_targets))")
+    assert proc.returncode == 0, output(proc)
+    assert "'gfx942'" in proc.stdout and "'gfx950'" not in proc.stdout, proc.stdout
+
+
+def test_gfx950_is_a_value_of_every_rocm_recipe_of_ours(directives):
+    """The one definition in amdgpu.py reaches each recipe that mixes it in, perftest
+    (a ROCmPackage of our own) included."""
+    targets = directives["_amdgpu_targets"]
+    for package in ("openmpi", "osu-micro-benchmarks", "perftest", "ucc", "hwloc",
+                    "babelstream"):
+        assert "gfx950" in targets[package], (package, targets[package])
 
 
 def test_every_override_is_expected():

@@ -43,9 +43,11 @@ Extras (partition)
     ``gpu_numa`` (NUMA node of GPU *i*)); ``memory_gib``,
     ``nodes`` (nodes a job may span in this partition), ``ucx_net_devices``
     (``{mpi, nccl}``), ``scheduler``, ``rdma_hcas`` (the RDMA devices the perftest checks
-    run on: ``network.hcas``; on ``local`` those of /sys/class/infiniband),
+    run on: ``network.hcas``; on ``local`` those of /sys/class/infiniband), ``gid_index``
+    (their RoCE GID index, perftest's ``-x``: :attr:`ocibench.shapes.Shape.gid_index`),
     ``stream_threads`` (the OMP_NUM_THREADS of the shape's STREAM figures, if any) and
-    ``nccl_sizes`` (nodes -> the nccl-tests size options of the shape's published run).
+    ``nccl_sizes`` (nodes -> the size options of each documented nccl-tests range:
+    :func:`nccl_size_ranges`).
 
 Environments (features; :data:`ENVIRONMENTS`)
     ``omb`` (+omb +openmpi), ``nccl-tests`` (+nccl-tests +openmpi), ``imb-openmpi``
@@ -245,8 +247,9 @@ def partition_extras(shape: shapes.Shape, nodes: int) -> dict[str, Any]:
         "ucx_net_devices": dict(shape.ucx_net_devices),
         "scheduler": shape.data["scheduler"],
         "rdma_hcas": rdma_hcas(shape),
+        "gid_index": shape.gid_index,
         "stream_threads": _documented_param(shape, "stream", "threads"),
-        "nccl_sizes": _nccl_sizes(shape),
+        "nccl_sizes": nccl_size_ranges(shape),
     }
 
 
@@ -279,16 +282,20 @@ def _documented_param(shape: shapes.Shape, check: str, name: str) -> Any:
     return found.pop() if len(found) == 1 else None
 
 
-def _nccl_sizes(shape: shapes.Shape) -> dict[str, dict[str, Any]]:
-    """nodes -> the size options of the published nccl-tests run at that node count
-    (ocitutorials' H100 page: -b 1G -e 16G -f 2); absent: the seeds' -b 10G -e 10G."""
-    sizes: dict[str, dict[str, Any]] = {}
+def nccl_size_ranges(shape: shapes.Shape) -> dict[str, list[dict[str, Any]]]:
+    """nodes -> the distinct size options of the shape's nccl-tests figures at that node
+    count, in the order of the shape file (``{}``: a figure that names none, the seeds'
+    -b 10G -e 10G).  Every figure that is judged (``values`` or a ``floor``) counts: a
+    run at other sizes compares nothing with it (BM.GPU.MI300X.8, one node: OCI's floor
+    at -b 1G -e 16G -f 2 and AMD's at -b 8 -e 8G -f 2 need a run each)."""
+    ranges: dict[str, list[dict[str, Any]]] = {}
     for fig in shape.figures:
-        if fig["check"] == "nccl_all_reduce_perf" and "values" in fig:
+        if fig["check"] == "nccl_all_reduce_perf" and ("values" in fig or "floor" in fig):
             given = {k: fig["params"][k] for k in NCCL_SIZE_PARAMS if k in fig["params"]}
-            if given:
-                sizes[str(fig["params"].get("nodes", 1))] = given
-    return sizes
+            found = ranges.setdefault(str(fig["params"].get("nodes", 1)), [])
+            if given not in found:
+                found.append(given)
+    return ranges
 
 
 def _features(shape: shapes.Shape) -> list[str]:

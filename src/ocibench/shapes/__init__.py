@@ -51,6 +51,9 @@ METADATA_TIMEOUT_S = 1.0
 
 SHAPES_DIR = SITE_DIR / "shapes"
 
+#: The RoCE GID index where a shape file gives none (ocibench.shapes.rules says why).
+OCI_GID_INDEX = shape_rules.OCI_GID_INDEX
+
 #: Environment variable: the directory of the shape files (default: site/shapes).
 SHAPES_DIR_ENV = "OCIBENCH_SHAPES_DIR"
 
@@ -151,6 +154,12 @@ class Shape:
     @property
     def ucx_net_devices(self) -> dict[str, str]:
         return (self.data.get("network") or {}).get("ucx_net_devices") or {}
+
+    @property
+    def gid_index(self) -> int:
+        """The RoCE GID index of the cluster-network ports (``network.gid_index``, else
+        OCI's 3): perftest's ``-x``, and NCCL_IB_GID_INDEX where the shape sets it."""
+        return int((self.data.get("network") or {}).get("gid_index", OCI_GID_INDEX))
 
     @property
     def figures(self) -> list[dict[str, Any]]:

@@ -35,6 +35,13 @@ from jsonschema.exceptions import ValidationError, best_match
 from ocibench import accelerators, benchmarks, capabilities, metrics
 from ocibench.paths import SITE_DIR
 
+#: The RoCE GID index of a shape whose file gives no ``network.gid_index``: OCI's
+#: health checks run perftest with ``-x 3`` on every RoCEv2 shape (oracle-quickstart/
+#: oci-hpc v3.1.0, playbooks/roles/healthchecks/files/multi_node_active_healthcheck.py
+#: lines 475 and 558; scripts/ib_write_bw.sh line 40), and its RCCL sample gives
+#: NCCL_IB_GID_INDEX=3 (samples/gpu/rccl_run_allreduce.sbatch line 66).
+OCI_GID_INDEX = 3
+
 #: The schema ships beside the shipped shape files (editors find it there); shape
 #: files read from another directory ($OCIBENCH_SHAPES_DIR) are held to the same one.
 SCHEMA_PATH = SITE_DIR / "shapes" / "schema.json"
@@ -233,6 +240,7 @@ def _rule_problems(data: dict[str, Any]) -> Iterator[str]:
     yield from _numa_problems(data["cpu"])
     yield from _gpu_problems(data)
     yield from _capability_problems(data)
+    yield from _gid_problems(data)
     seen: dict[str, int] = {}
     for index, figure in enumerate(data["figures"]):
         label = _figure_label(figure, index)
@@ -314,6 +322,19 @@ def _capability_problems(data: dict[str, Any]) -> Iterator[str]:
         if ports != (network["ports"] if rdma else 0):
             yield (f"capabilities.rdma: {ports} RDMA ports, but network says "
                    f"rdma {network['rdma']!r}, ports {network['ports']}")
+
+
+def _gid_problems(data: dict[str, Any]) -> Iterator[str]:
+    """One GID index per network: perftest's -x (network.gid_index, default OCI's 3)
+    and the collective library's NCCL_IB_GID_INDEX must name the same GID."""
+    network = data.get("network") or {}
+    nccl = (network.get("collective_env") or {}).get("NCCL_IB_GID_INDEX")
+    gid = network.get("gid_index", OCI_GID_INDEX)
+    if nccl is not None and str(nccl) != str(gid):
+        given = "network.gid_index" if "gid_index" in network else \
+            "network.gid_index (absent: OCI's default)"
+        yield (f"{given} is {gid}, but network.collective_env.NCCL_IB_GID_INDEX is "
+               f"{nccl!r}: perftest and the collective library must use the same GID")
 
 
 def _figure_problems(figure: dict[str, Any], data: dict[str, Any]) -> Iterator[str]:

@@ -5,7 +5,7 @@ the one environment for every shape (OCIBENCH_SHAPE=<shape>) in parallel without
 touching the lockfile of the shape that is installed on this machine.
 ``concretize.py --lock``: the roots the environment's spack.lock holds, without solving
 (what `make install` concretized).
-Output: [{spec, name, version, hash, compiler, variants, deps, external}] per root.
+Output: [{spec, name, namespace, version, hash, compiler, variants, deps, external}] per root.
 """
 
 import json
@@ -30,6 +30,7 @@ for user_spec, spec in pairs or env.concretized_specs():
         "user_spec": str(user_spec),
         "spec": spec.format("{name}{@version}{variants}{ arch=architecture}"),
         "name": spec.name,
+        "namespace": spec.namespace,
         "version": str(spec.version),
         "hash": spec.dag_hash(),
         "target": str(spec.target),
@@ -38,6 +39,7 @@ for user_spec, spec in pairs or env.concretized_specs():
                      for k, v in spec.variants.items()},
         "external": spec.external,
         "deps": {d.name: {"version": str(d.version), "external": d.external,
+                          "namespace": d.namespace,
                           "variants": {k: (sorted(v.value) if isinstance(v.value, tuple)
                                            else v.value) for k, v in d.variants.items()},
                           "compilers": sorted({c.format("{name}@{version}")

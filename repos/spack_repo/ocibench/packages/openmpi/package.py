@@ -2,11 +2,12 @@
 # Copyright oci-hpc-bench contributors.
 
 from spack_repo.builtin.packages.openmpi.package import Openmpi as BuiltinOpenmpi
+from spack_repo.ocibench.amdgpu import ADDED_TARGETS, ROCmTargets
 
 from spack.package import *
 
 
-class Openmpi(BuiltinOpenmpi):
+class Openmpi(BuiltinOpenmpi, ROCmTargets):
     """Open MPI whose CUDA support reaches its UCX and UCC transports.
 
     The UCX-based build of the OCI tutorial (seed 002 sec 1 and its note 2) is
@@ -21,6 +22,12 @@ class Openmpi(BuiltinOpenmpi):
     depends_on("ucx +cuda", when="+cuda fabrics=ucx")
     # Same for collectives offloaded to UCC (the builtin has `ucc +rocm` only).
     depends_on("ucc +cuda", when="+cuda fabrics=ucc")
+
+    # amdgpu_target=gfx950 (ROCmTargets, spack_repo.ocibench.amdgpu): the builtin's
+    # hwloc dependency per target, for the targets it does not know yet.
+    for _target in ADDED_TARGETS:
+        depends_on(f"hwloc +rocm amdgpu_target={_target}",
+                   when=f"+rocm ~internal-hwloc amdgpu_target={_target}")
 
     # Open MPI 5 gives pml ucx its priority (51) only where UCX reports a device
     # that matches opal_common_ucx_devices, "mlx*" by default; elsewhere it gets 19,

@@ -6,6 +6,7 @@ import os
 from spack_repo.builtin.packages.osu_micro_benchmarks.package import (
     OsuMicroBenchmarks as BuiltinOsuMicroBenchmarks,
 )
+from spack_repo.ocibench.amdgpu import ROCmTargets
 
 from spack.package import *
 
@@ -25,7 +26,7 @@ BENCHMARK_DIRS = (
 )
 
 
-class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
+class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks, ROCmTargets):
     """OSU Micro-Benchmarks with the NCCL benchmarks (osu_xccl_*) of seed 000,
     buildable against CUDA 13, with every benchmark directory on PATH."""
 

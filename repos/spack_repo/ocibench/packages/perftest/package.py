@@ -2,12 +2,12 @@
 # Copyright oci-hpc-bench contributors.
 
 from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
-from spack_repo.builtin.build_systems.rocm import ROCmPackage
+from spack_repo.ocibench.amdgpu import ROCmTargets
 
 from spack.package import *
 
 
-class Perftest(AutotoolsPackage, ROCmPackage):
+class Perftest(AutotoolsPackage, ROCmTargets):
     """perftest: the RDMA verbs micro-benchmarks (ib_write_bw, ib_write_lat, ...).
 
     OCI's multi-node health checks (oracle-quickstart/oci-hpc v3.1.0,
@@ -22,7 +22,8 @@ class Perftest(AutotoolsPackage, ROCmPackage):
     ``+rocm``: ib_write_bw --use_rocm=<GPU> moves GPU memory (configure.ac at the pinned
     commit: --enable-rocm, --with-rocm=<ROCm prefix>), AMD's "GPU to NIC" and "GPU to
     switch to GPU" acceptance runs (ROCm/system-acceptance-docs,
-    docs/network/rdma-benchmarking.md).
+    docs/network/rdma-benchmarking.md).  ROCmTargets: ROCmPackage with gfx950
+    (spack_repo.ocibench.amdgpu).
     """
 
     homepage = "https://github.com/linux-rdma/perftest"
