@@ -502,25 +502,34 @@ def test_concretizes(concretizer: ConcretizerPool, shape: str) -> None:
 
 @pytest.mark.spack
 @pytest.mark.parametrize("shape", GPU_SHAPES)
-def test_gpu_shape_concretizes_cuda_aware(concretizer: ConcretizerPool, shape: str) -> None:
+def test_gpu_shape_concretizes_gpu_aware(concretizer: ConcretizerPool, shape: str) -> None:
+    """Open MPI, UCX and OMB take the vendor's device buffers, OMB and the collective
+    tests the shape's target and the image's toolkit and collective library (the
+    vendor's row: +cuda/NCCL on NVIDIA, +rocm/RCCL on AMD)."""
     roots = concretizer.result(shape)
     data = shapes.load(shape)
+    vendor = accelerators.of(data.gpus)
     arch = data.gpus["arch"]
+    aware = vendor.spack_variant.lstrip("+")
     ompi = roots["openmpi"][0]
-    assert variants(ompi)["cuda"] is True
+    assert variants(ompi)[aware] is True
     assert variants(ompi)["schedulers"] == ["slurm"]
-    assert ompi["deps"]["ucx"]["variants"]["cuda"] is True  # device buffers across nodes
+    assert ompi["deps"]["ucx"]["variants"][aware] is True  # device buffers across nodes
     omb = roots["osu-micro-benchmarks"][0]
     assert omb["version"] == "7.5.1"  # seeds 000, 002
-    assert variants(omb)["cuda"] is True and variants(omb)["nccl"] is True
-    assert variants(omb)["cuda_arch"] == [arch]
-    nt = roots["nccl-tests"][0]
-    assert variants(nt)["cuda_arch"] == [arch] and variants(nt)["mpi"] is True
-    cuda = data.data["software"]["externals"]["cuda"]["spec"].split("@")[1]
-    nccl = data.data["software"]["externals"]["nccl"]["spec"].split("@")[1]
-    for root in (omb, nt):
-        assert root["deps"]["cuda"]["external"] and root["deps"]["cuda"]["version"] == cuda
-        assert root["deps"]["nccl"]["external"] and root["deps"]["nccl"]["version"] == nccl
+    assert variants(omb)[aware] is True
+    assert variants(omb)[vendor.collective_variant.lstrip("+")] is True
+    assert variants(omb)[vendor.spack_arch_variant] == [arch]
+    tests = roots[vendor.collective_tests_package][0]
+    assert variants(tests)["mpi"] is True
+    if vendor.collective_tests_arch:
+        assert variants(tests)[vendor.spack_arch_variant] == [arch]
+    externals = data.data["software"]["externals"]
+    for package in (vendor.toolkit_packages[0], vendor.collective_package):
+        version = externals[package]["spec"].split("@")[1]
+        for root in (omb, tests):
+            dep = root["deps"][package]
+            assert dep["external"] and dep["version"] == version, (root["name"], package)
 
 
 @pytest.mark.spack

@@ -148,6 +148,9 @@ EXPECTED = {
     "ucc": {"added": GFX950},
     "hwloc": {"added": GFX950},
     "babelstream": {"added": GFX950},
+    # ROCm 7.2.0, the image of BM.GPU.MI355X-v1.8 (spack-packages releases/v2026.02 has it)
+    "transferbench": {"added": ["version 7.2.0 ", "depends_on hip@7.2.0 ",
+                                "depends_on hsa-rocr-dev@7.2.0 ", "depends_on rocm-cmake@7.2.0 "]},
     "osu-micro-benchmarks": {
         "added": ["variant nccl ", "conflicts +nccl when=~cuda",
                   "depends_on nccl type=5 when=+nccl",
