@@ -4,6 +4,7 @@ tests/test_healthcheck_cluster.py."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -519,3 +520,24 @@ def test_every_shape_with_gpus_has_a_vendor_row() -> None:
         shape = shapes.load(name)
         if shape.gpus:
             assert probes.vendor_of(shape) is not None, name
+
+
+def test_the_probes_read_the_vendor_row_and_never_test_its_name() -> None:
+    """A vendor is one row (ocibench.accelerators): the probes neither compare a
+    vendor's name nor key a table of their own by it (what kept AMD nodes from the
+    memory-error items: ``vendor == "nvidia"``, ``{"nvidia": ...}``)."""
+    names = set(accelerators.VENDORS)
+    tree = ast.parse(Path(probes.__file__).read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.Dict):
+            operands = [k for k in node.keys if k is not None]
+        else:
+            continue
+        found += [f"line {node.lineno}: {o.value!r}" for o in operands
+                  if isinstance(o, ast.Constant) and o.value in names]
+    assert not found
+    for row in accelerators.VENDORS.values():
+        assert row.gpu_memory and row.kernel_log, row.vendor
