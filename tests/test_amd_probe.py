@@ -40,14 +40,16 @@ def text(name: str) -> str:
     return (DATA / name).read_text()
 
 
-def _amd_smi(where: Path, static: str, topology: str = "[]") -> None:
+def _amd_smi(where: Path, static: str, topology: str = "[]", bad_pages: str = "[]") -> None:
     """amd-smi as a script printing the given outputs (test data: no AMD GPU here)."""
     where.mkdir(parents=True, exist_ok=True)
     (where / "static.json").write_text(static)
     (where / "topology.json").write_text(topology)
+    (where / "bad-pages.json").write_text(bad_pages)
     script = where / "amd-smi"
     script.write_text(f'#!/bin/sh\ncase "$1" in\n static) exec {CAT} "{where}/static.json";;\n'
-                      f' topology) exec {CAT} "{where}/topology.json";;\nesac\nexit 2\n')
+                      f' topology) exec {CAT} "{where}/topology.json";;\n'
+                      f' bad-pages) exec {CAT} "{where}/bad-pages.json";;\nesac\nexit 2\n')
     script.chmod(0o755)
 
 
@@ -156,6 +158,109 @@ def test_the_xgmi_reader_refuses_a_record_without_link_types() -> None:
         AMD.link_parse('[{"gpu": 0, "bdf": "0000:0c:00.0", "links": [{"gpu": 1}]}]')
 
 
+# --------------------------------------------------------------------------- bad pages
+
+#: What amd-smi prints for a GPU without bad pages of a kind (amdsmi_commands.py
+#: bad_pages(): bad_pages_not_found), as OCI's oci-hpc healthcheck compares it
+#: (check_gpu_setup.py, check_bad_pages: gpu.get("pending") != "No bad pages found.").
+NONE = "No bad pages found."
+
+
+def bad_pages(gpus: int, **pages: dict[int, object]) -> str:
+    """`amd-smi bad-pages --json` of ``gpus`` GPUs, written in the layout bad_pages()
+    stores it (no published output of the command was found: tests/data/amd-smi/
+    README.md): per GPU its "gpu" index and its "retired", "pending" and "un_res"
+    pages, "No bad pages found." where there are none, one page as a mapping, several
+    as a list.  ``pages``: per key, the GPU index and what amd-smi prints there."""
+    return json.dumps([{"gpu": i, **{k: pages.get(k, {}).get(i, NONE)
+                                     for k in ("retired", "pending", "un_res")}}
+                       for i in range(gpus)], indent=4)
+
+
+def page(status: str, address: int = 0x5E2C_0000) -> dict[str, object]:
+    """One bad page as bad_pages() writes it: page_address, page_size and its status
+    (amdsmi_memory_page_status_t's name without AMDSMI_MEM_PAGE_STATUS_)."""
+    return {"page_address": address, "page_size": 4096, "status": status}
+
+
+def test_the_bad_pages_reader_on_gpus_without_bad_pages() -> None:
+    got = AMD.gpu_memory.parse(bad_pages(2))
+    assert [(g.gpu, g.broken, g.unread, g.note) for g in got] == [(0, (), "", ""),
+                                                                   (1, (), "", "")]
+
+
+def test_retired_pages_are_retired_as_designed_pending_and_unreservable_ones_break() -> None:
+    got = AMD.gpu_memory.parse(bad_pages(
+        3, retired={0: page("RESERVED"), 1: [page("RESERVED"), page("RESERVED", 0x1000)]},
+        pending={1: page("PENDING", 0x2000)},
+        un_res={2: [page("UNRESERVABLE", 0x3000), page("UNRESERVABLE", 0x4000)]}))
+    assert [(g.gpu, g.broken, g.note) for g in got] == [
+        (0, (), "1 pages retired"),
+        (1, ("1 page pending retirement (first at 8192)",), "2 pages retired"),
+        (2, ("2 pages unreservable (first at 12288)",), "")]
+
+
+def test_the_bad_pages_reader_reads_rocm_7s_wrapper_and_empty_lists() -> None:
+    records = json.loads(bad_pages(1, pending={0: []}))
+    got = AMD.gpu_memory.parse(json.dumps({"gpu_data": records}))
+    assert [(g.gpu, g.broken, g.unread) for g in got] == [(0, (), "")]
+
+
+def test_pages_its_library_could_not_read_are_unread_not_none() -> None:
+    """"N/A": amdsmi_get_gpu_bad_page_info failed (bad_pages(): AmdSmiLibraryException)."""
+    got = AMD.gpu_memory.parse(bad_pages(1, retired={0: "N/A"}, pending={0: "N/A"},
+                                         un_res={0: "N/A"}))
+    assert [(g.gpu, g.broken, g.unread) for g in got] == [(0, (), "pending N/A, un_res N/A")]
+
+
+@pytest.mark.parametrize("out, said", [
+    ("ERROR:root:Unable to detect any GPU devices, check amdgpu version and module status "
+     "(sudo modprobe amdgpu)", "printed 'ERROR:root:Unable to detect any GPU devices, check "
+     "amdgpu version and module sta', not the JSON of amd-smi bad-pages --json"),
+    # amd-smi of ROCm 6.0 stored nothing for a GPU without bad pages
+    ('[{"gpu": 0}]', "printed a GPU record without its index and its retired, pending and "
+     "un_res pages"),
+    ('[{"gpu": 0, "retired": "No bad pages found.", "pending": 3, "un_res": "No bad pages '
+     'found."}]', "printed pending 3 for GPU 0, not its bad pages"),
+])
+def test_bad_pages_it_cannot_read_are_one_line(out: str, said: str) -> None:
+    with pytest.raises(ProbeFormatError) as err:
+        AMD.gpu_memory.parse(out)
+    assert said in str(err.value) and "\n" not in str(err.value)
+
+
+# --------------------------------------------------------------------------- the kernel log
+
+
+def dmesg_texts(name: str) -> list[str]:
+    """A published dmesg's lines without dmesg's time stamp ("[76914.152141] ",
+    "[Sat Jan  7 14:25:56 2023] "): the text of each kernel record."""
+    return [line.split("] ", 1)[1] for line in text(name).splitlines()]
+
+
+def kernel_records(texts: list[str]) -> str:
+    """/dev/kmsg's records of ``texts``: '<prio>,<seq>,<usec since boot>,-;<text>'."""
+    return "".join(f"3,{n},{(n + 1) * 1_000_000},-;{t}\n" for n, t in enumerate(texts))
+
+
+@pytest.mark.parametrize("name, bus", [
+    ("dmesg.athub.mi300x.txt", "0000:dd:00.0"),           # RAS_EVENT_LOG: "{1}"
+    ("dmesg.athub.mi50.txt", "0000:e3:00.0"),             # "amdgpu: " after the device
+    ("dmesg.athub.mi50-rocm-4.0.txt", "0000:83:00.0"),    # dev_info of Linux 5.x
+])
+def test_the_kernel_log_reader_finds_amdgpus_fatal_error(name: str, bus: str) -> None:
+    found = [f for f in map(AMD.kernel_log.read, dmesg_texts(name)) if f]
+    assert found == [(bus, "uncorrectable hardware error (ERREVENT_ATHUB_INTERRUPT)")]
+
+
+def test_correctable_errors_and_resets_are_not_fatal_errors() -> None:
+    """The same MI300X node's correctable xGMI errors and the resets that followed the
+    fatal error: none of them is one (the fatal error's own line is)."""
+    assert not [t for t in dmesg_texts("dmesg.reset-correctable.mi300x.txt")
+                if AMD.kernel_log.read(t)]
+    assert not [t for t in dmesg_texts("dmesg.athub.mi300x.txt")[1:] if AMD.kernel_log.read(t)]
+
+
 # --------------------------------------------------------------------------- preflight
 
 #: The names amd-smi gives MI300X: "AMD Instinct MI300X" as AMD's outputs of 2025 name
@@ -179,6 +284,8 @@ class AmdNode:
         self.static: str | None = None      # a published output instead of the node's
         self.topology = mi300x_topology(table)
         self.rocminfo: str | None = text("rocminfo.system.rocm-7.2.txt")   # None: absent
+        self.bad_pages = bad_pages(8)
+        self.kernel_log: list[str] = ["Linux version 5.15.0-1051-oracle"]
         # Ubuntu 22.04's kernel, as OCI's MI300X image has it (Prerequisites.md)
         self.files = {"sys/kernel/mm/memory_peers/amdkfd/version": "1\n",
                       "proc/sys/kernel/osrelease": "5.15.0-1051-oracle\n"}
@@ -208,7 +315,10 @@ class AmdNode:
             path = self.root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(body)
-        _amd_smi(self.bin, self.static or self.listing(), self.topology)
+        _amd_smi(self.bin, self.static or self.listing(), self.topology, self.bad_pages)
+        kmsg = self.root / "dev" / "kmsg"
+        kmsg.parent.mkdir(parents=True, exist_ok=True)
+        kmsg.write_text(kernel_records(self.kernel_log))
         (self.bin / "rocminfo.txt").write_text(self.rocminfo or "")
         tool = self.bin / "rocminfo"
         tool.unlink(missing_ok=True)
@@ -359,13 +469,82 @@ def health(node: AmdNode) -> dict[str, str]:
     return {r.name: r.state for r in check.run_probes(ctx)}
 
 
+def health_evidence(node: AmdNode) -> dict[str, tuple[str, str]]:
+    node.write()
+    ctx = probes.Context(root=node.root, shape=node.shape, node="amd-1",
+                         deadline=time.monotonic() + 20, tool_timeout=5.0)
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx)}
+
+
 def test_the_healthcheck_lists_an_amd_nodes_gpus_and_links(node) -> None:
     found = health(node)
     assert found["gpu_count"] == PASS and found["xgmi"] == PASS and found["pcie"] == PASS
     assert [found[f"rdma {d}"] for d in node.exp.rdma_devices] == [PASS]
-    assert "nvlink" not in found and "xid" not in found
-    # no row-remap query for AMD GPUs: unknown, so a healthy AMD node is unjudged
-    assert found["row_remap"] == UNKNOWN and FAIL not in found.values()
+    assert "nvlink" not in found and "xid" not in found and "row_remap" not in found
+    # the AMD row's own items: amd-smi's bad pages, amdgpu's fatal error in the log
+    assert found["bad_pages"] == PASS and found["ras"] == PASS
+    assert set(found.values()) == {PASS}
+
+
+def test_a_healthy_mi300x_node_passes_not_unjudged(node, tmp_path) -> None:
+    node.write()
+    outcome = check.check(check.Options(shape=node.shape, root=node.root, node="amd-1",
+                                        state_path=tmp_path / "state.json",
+                                        tool_timeout_s=5.0, deadline_s=20.0))
+    assert outcome.code == check.OK, outcome.lines
+    assert outcome.state.action == "none"
+
+
+@pytest.mark.parametrize("key, status, says", [
+    ("pending", "PENDING", "1 page pending retirement (first at 1579941888)"),
+    ("un_res", "UNRESERVABLE", "1 page unreservable (first at 1579941888)"),
+])
+def test_a_gpu_with_a_bad_page_to_drain_fails_naming_its_bus_and_the_command(
+        node, key: str, status: str, says: str) -> None:
+    node.bad_pages = bad_pages(8, **{key: {3: page(status)}}, retired={3: page("RESERVED")})
+    state, evidence = health_evidence(node)["bad_pages"]
+    assert state == FAIL, evidence
+    assert evidence == f"GPU 3 ({node.bdfs[3]}): {says} [`amd-smi bad-pages --json`]"
+
+
+def test_retired_pages_alone_pass_and_are_said(node) -> None:
+    node.bad_pages = bad_pages(8, retired={5: [page("RESERVED"), page("RESERVED", 0x1000)]})
+    state, evidence = health_evidence(node)["bad_pages"]
+    assert state == PASS
+    assert evidence == (f"8 GPUs: no bad page pending or unreservable; GPU 5 "
+                        f"({node.bdfs[5]}): 2 pages retired [`amd-smi bad-pages --json`]")
+
+
+@pytest.mark.parametrize("out, said", [
+    ("ERROR:root:Unable to detect any GPU devices, check amdgpu version and module status "
+     "(sudo modprobe amdgpu)\n", "printed 'ERROR:root:Unable to detect any GPU devices"),
+    (bad_pages(8, pending={2: "N/A"}), "not read: GPU 2 ("),
+    ("[]", "not read: no GPU listed"),
+])
+def test_bad_pages_amd_smi_cannot_give_are_unknown_naming_what_it_printed(
+        node, out: str, said: str) -> None:
+    node.bad_pages = out
+    state, evidence = health_evidence(node)["bad_pages"]
+    assert state == UNKNOWN and said in evidence, evidence
+    assert evidence.startswith("`amd-smi bad-pages --json` printed") or \
+        evidence.endswith("[`amd-smi bad-pages --json`]")
+
+
+@pytest.mark.parametrize("name, bus", [("dmesg.athub.mi300x.txt", "0000:dd:00.0"),
+                                       ("dmesg.athub.mi50.txt", "0000:e3:00.0")])
+def test_amdgpus_fatal_error_in_the_kernel_log_fails_naming_the_gpu(node, name, bus) -> None:
+    node.kernel_log += dmesg_texts(name)
+    state, evidence = health_evidence(node)["ras"]
+    assert state == FAIL, evidence
+    assert evidence.startswith(f"uncorrectable hardware error (ERREVENT_ATHUB_INTERRUPT) on "
+                               f"{bus} at ")
+    assert evidence.endswith(f"s after boot [read {node.root / 'dev/kmsg'}]")
+
+
+def test_a_kernel_log_with_resets_and_correctable_errors_passes(node) -> None:
+    node.kernel_log += dmesg_texts("dmesg.reset-correctable.mi300x.txt")
+    state, evidence = health_evidence(node)["ras"]
+    assert state == PASS and "in 7 log lines" in evidence, evidence
 
 
 def test_the_healthcheck_never_drains_on_an_unreadable_listing(node, tmp_path) -> None:

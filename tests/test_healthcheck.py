@@ -4,6 +4,7 @@ tests/test_healthcheck_cluster.py."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from health_fakes import FakeNode
-from ocibench import cli, shapes
+from ocibench import accelerators, cli, shapes
 from ocibench.health import check, probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN
 from ocibench.history import store
@@ -128,7 +129,7 @@ def test_an_xid_that_takes_a_gpu_out_fails(node: FakeNode, xid: int) -> None:
     node.kernel_log(f"NVRM: Xid (PCI:0000:20:00): {xid}, pid=0, name=python, Ch 00000008")
     got, evidence = one(node, "xid")
     assert got == FAIL, evidence
-    assert f"Xid {xid} {probes.XIDS[xid]} on PCI:0000:20:00 at 2 s after boot" in evidence
+    assert f"Xid {xid} {accelerators.XIDS[xid]} on PCI:0000:20:00 at 2 s after boot" in evidence
 
 
 def test_other_xids_and_other_lines_pass(node: FakeNode) -> None:
@@ -379,6 +380,9 @@ def test_probes_past_the_deadline_are_unknown(node: FakeNode) -> None:
     # the listing took the whole second; nothing after it started a tool
     late = [r for r in results if "deadline passed" in r.evidence]
     assert late and all(r.state == UNKNOWN for r in late)
+    # named as when they run (the vendor row's names): a drain for row_remap or nvlink
+    # stays while they could not be judged
+    assert {"row_remap", "nvlink", "fabric_manager"} <= {r.name for r in late}
     assert not [r for r in results if r.state == FAIL]
 
 
@@ -516,3 +520,24 @@ def test_every_shape_with_gpus_has_a_vendor_row() -> None:
         shape = shapes.load(name)
         if shape.gpus:
             assert probes.vendor_of(shape) is not None, name
+
+
+def test_the_probes_read_the_vendor_row_and_never_test_its_name() -> None:
+    """A vendor is one row (ocibench.accelerators): the probes neither compare a
+    vendor's name nor key a table of their own by it (what kept AMD nodes from the
+    memory-error items: ``vendor == "nvidia"``, ``{"nvidia": ...}``)."""
+    names = set(accelerators.VENDORS)
+    tree = ast.parse(Path(probes.__file__).read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.Dict):
+            operands = [k for k in node.keys if k is not None]
+        else:
+            continue
+        found += [f"line {node.lineno}: {o.value!r}" for o in operands
+                  if isinstance(o, ast.Constant) and o.value in names]
+    assert not found
+    for row in accelerators.VENDORS.values():
+        assert row.gpu_memory and row.kernel_log, row.vendor

@@ -89,6 +89,43 @@ class ProbeFormatError(ValueError):
 
 
 @dataclass(frozen=True)
+class GpuMemory:
+    """One GPU's memory-error state as the vendor's query prints it: what makes it one
+    to drain (``broken``: a row remap pending or failed, a page pending retirement or
+    unreservable), or why its state cannot be read (``unread``), and what is only worth
+    saying (``note``: pages retired as designed)."""
+
+    gpu: int | str              # the GPU as the tool names it: its index or bus id
+    broken: tuple[str, ...] = ()
+    unread: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class GpuMemoryQuery:
+    """The healthcheck's memory-error item of a vendor: its name, the command and the
+    reader of its output (ProbeFormatError: output it cannot read)."""
+
+    name: str
+    command: tuple[str, ...]
+    parse: Callable[[str], list[GpuMemory]]
+    #: What a healthy GPU's state is, for the evidence: "no remap pending or failed".
+    healthy: str
+
+
+@dataclass(frozen=True)
+class KernelLogScan:
+    """The healthcheck's kernel-log item of a vendor: the GPU driver's messages that
+    take a GPU out of service until it is reset or the node rebooted.  ``read`` gives,
+    for one line of the log, the GPU's PCI address and the error's words, or None."""
+
+    name: str
+    read: Callable[[str], tuple[str, str] | None]
+    #: What is looked for, for the evidence of a clean log: "Xid 48, 79, 94, 95".
+    looks_for: str
+
+
+@dataclass(frozen=True)
 class Accelerator:
     """What one GPU vendor's software stack is called, wherever ocibench names it."""
 
@@ -206,6 +243,10 @@ class Accelerator:
     #: spack-packages' ROCmPackage conflicts("amdgpu_target=none", when="+rocm") (Open
     #: MPI and UCC included); CudaPackage has no such conflict.
     arch_required: bool = False
+    #: The healthcheck's memory-error query and kernel-log scan (ocibench.health.probes);
+    #: None: the vendor has none, and the item is not probed on its GPUs.
+    gpu_memory: GpuMemoryQuery | None = None
+    kernel_log: KernelLogScan | None = None
 
     def device_arch(self, arch: str) -> str:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""
@@ -279,6 +320,47 @@ def _parse_nvlink_status(out: str) -> dict[int, tuple[int, int]]:
     return found
 
 
+#: The Xid errors that take a GPU out of service (NVIDIA's "XID Errors" catalogue,
+#: docs.nvidia.com/deploy/xid-errors): the GPU is gone or its memory is corrupt.
+XIDS = {48: "double-bit ECC error", 79: "GPU has fallen off the bus",
+        94: "contained ECC error", 95: "uncontained ECC error"}
+#: The driver's line: "NVRM: Xid (PCI:0000:0f:00): 79, pid=..., GPU has fallen off the bus."
+_XID = re.compile(r"NVRM: Xid \((PCI:[0-9A-Fa-f:.]+)\): (\d+)\b")
+
+
+def _read_xid(line: str) -> tuple[str, str] | None:
+    m = _XID.search(line)
+    if not m or int(m.group(2)) not in XIDS:
+        return None
+    return m.group(1), f"Xid {m.group(2)} {XIDS[int(m.group(2))]}"
+
+
+_YES, _NO = ("yes", "1"), ("no", "0")
+
+
+def _parse_remapped_rows(out: str) -> list[GpuMemory]:
+    """``nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,
+    remapped_rows.failure --format=csv,noheader``: a row remap pending (the GPU needs a
+    reset before the spare rows are used) or failed (no spare row left: the GPU must be
+    replaced) breaks it; "[N/A]" is a GPU without a row remapper (before Ampere)."""
+    found = []
+    for line in (raw for raw in out.splitlines() if raw.strip()):
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 3:
+            raise ProbeFormatError(f"printed {line.strip()[:80]!r}, not bus id, pending, "
+                                   "failure")
+        bus, pending, failure = fields[0], fields[1].lower(), fields[2].lower()
+        if pending in _YES or failure in _YES:
+            found.append(GpuMemory(bus, tuple(
+                w for w, v in (("remap pending", pending), ("remap failure", failure))
+                if v in _YES)))
+        elif pending in _NO and failure in _NO:
+            found.append(GpuMemory(bus))
+        else:
+            found.append(GpuMemory(bus, unread=f"{fields[1]}, {fields[2]}"))
+    return found
+
+
 NVIDIA = Accelerator(
     vendor="nvidia",
     # Spack's CudaPackage.cuda_arch_values: "80", "90", "90a", "100a", "120f"...
@@ -337,6 +419,14 @@ NVIDIA = Accelerator(
     # Only the open kernel module sets CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, from R515
     # on; its version file's first line says which module is loaded (preflight).
     dmabuf_probe=DmabufProbe(file="proc/driver/nvidia/version"),
+    gpu_memory=GpuMemoryQuery(
+        name="row_remap",
+        # nvidia-smi(1): --query-remapped-rows (Ampere and later)
+        command=("nvidia-smi", "--query-remapped-rows=gpu_bus_id,remapped_rows.pending,"
+                 "remapped_rows.failure", "--format=csv,noheader"),
+        parse=_parse_remapped_rows, healthy="no remap pending or failed"),
+    kernel_log=KernelLogScan(name="xid", read=_read_xid,
+                             looks_for=f"Xid {', '.join(map(str, sorted(XIDS)))}"),
 )
 
 def _amd_smi_json(out: str, what: str) -> Any:
@@ -427,6 +517,78 @@ def _parse_amd_smi_topology(out: str) -> dict[int, tuple[int, int]]:
     return found
 
 
+#: amd-smi's word for a list it found empty (amdsmi_commands.py bad_pages():
+#: bad_pages_not_found), and for a value its library could not read.
+_NO_BAD_PAGES, _NOT_READ = "No bad pages found.", "N/A"
+#: The bad pages that make a GPU one to drain, by the key amd-smi lists them under
+#: (amdsmi.h amdsmi_memory_page_status_t): PENDING, "marked as bad and will be marked
+#: reserved at the next window" (a reset; OCI's oci-hpc healthcheck, check_gpu_setup.py
+#: check_bad_pages, fails a GPU on them), and UNRESERVABLE, "unable to reserve this
+#: page": its retirement failed.  RESERVED pages ("retired") are retired as designed.
+_BAD_PAGES = {"pending": "pending retirement", "un_res": "unreservable"}
+
+
+def _pages(record: dict[str, Any], key: str) -> list[Any] | None:
+    """The pages amd-smi lists under ``key`` of one GPU's record (none: "No bad pages
+    found." or an empty list; one page: a mapping, which it prints without its list), or
+    None where its library could not read them ("N/A")."""
+    value = record.get(key)
+    if value == _NOT_READ:
+        return None
+    if value == _NO_BAD_PAGES or value == []:
+        return []
+    pages = [value] if isinstance(value, dict) else value
+    if not isinstance(pages, list) or not all(
+            isinstance(p, dict) and "page_address" in p for p in pages):
+        raise ProbeFormatError(f"printed {key} {json.dumps(value)[:60]} for GPU "
+                               f"{record.get('gpu')!r}, not its bad pages")
+    return pages
+
+
+def _parse_amd_smi_bad_pages(out: str) -> list[GpuMemory]:
+    """``amd-smi bad-pages --json``: per GPU its "gpu" index and its bad pages by
+    status, "retired", "pending" and "un_res" (amdsmi_commands.py bad_pages(), stored
+    flat in the GPU's record: amdsmi_logger _store_output_amdsmi); ROCm 7's "gpu_data"
+    wrapper read as for the listing."""
+    what = "amd-smi bad-pages --json"
+    found = []
+    for record in _amd_smi_records(_amd_smi_json(out, what), what):
+        index = record.get("gpu")
+        if not isinstance(index, int) or isinstance(index, bool) \
+                or not all(k in record for k in ("retired", *_BAD_PAGES)):
+            raise ProbeFormatError(f"printed a GPU record without its index and its "
+                                   f"retired, pending and un_res pages "
+                                   f"({json.dumps(record)[:80]})")
+        pages = {k: _pages(record, k) for k in ("retired", *_BAD_PAGES)}
+        unread = [k for k in _BAD_PAGES if pages[k] is None]
+        broken = tuple(f"{len(p)} page{'s' if len(p) > 1 else ''} {_BAD_PAGES[k]} (first at "
+                       f"{p[0]['page_address']})" for k, p in pages.items()
+                       if k in _BAD_PAGES and p)
+        retired = pages["retired"]
+        note = f"{len(retired)} pages retired" if retired else ""
+        found.append(GpuMemory(index, broken, unread=", ".join(
+            f"{k} {_NOT_READ}" for k in unread), note=note))
+    return found
+
+
+#: amdgpu's fatal RAS event: an uncorrectable error raised the ATHUB interrupt and the
+#: driver resets the GPU (Linux drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c,
+#: amdgpu_ras_global_ras_isr: "uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT)
+#: detected!", from 5.x with dev_info, later through RAS_EVENT_LOG with its event id
+#: "{1}"), after the device's name: "amdgpu 0000:dd:00.0: ".  The newer RAS manager
+#: writes "Uncorrectable" (amdgpu_ras_mgr's amdgpu_ras_sys_detect_fatal_event).
+_AMDGPU_FATAL = re.compile(
+    r"amdgpu ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): (?:amdgpu: )?"
+    r"(?:\{\d+\} ?)?uncorrectable hardware error ?\(ERREVENT_ATHUB_INTERRUPT\)",
+    re.IGNORECASE)
+
+
+def _read_amdgpu_fatal(line: str) -> tuple[str, str] | None:
+    m = _AMDGPU_FATAL.search(line)
+    return (m.group(1), "uncorrectable hardware error (ERREVENT_ATHUB_INTERRUPT)") \
+        if m else None
+
+
 AMD = Accelerator(
     vendor="amd",
     # ROCmPackage.amdgpu_targets: gfx90a (MI250X), gfx942 (MI300X), gfx950 (MI355X)...
@@ -494,6 +656,12 @@ AMD = Accelerator(
     # (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
     perftest_gpu=True,
     arch_required=True,
+    gpu_memory=GpuMemoryQuery(
+        name="bad_pages", command=("amd-smi", "bad-pages", "--json"),
+        parse=_parse_amd_smi_bad_pages, healthy="no bad page pending or unreservable"),
+    kernel_log=KernelLogScan(name="ras", read=_read_amdgpu_fatal,
+                             looks_for="amdgpu's uncorrectable hardware error "
+                                       "(ERREVENT_ATHUB_INTERRUPT)"),
 )
 
 VENDORS: dict[str, Accelerator] = {a.vendor: a for a in (NVIDIA, AMD)}

@@ -98,7 +98,8 @@ def run_probes(ctx: probes.Context) -> list[ProbeResult]:
             continue
         start, began = time.time(), time.monotonic()
         if ctx.deadline - began < probes.MIN_TOOL_S:
-            found = [probes.Finding(name, UNKNOWN, "not run: the run's deadline passed")]
+            found = [probes.Finding(probes.item_name(name, ctx), UNKNOWN,
+                                    "not run: the run's deadline passed")]
         else:
             found = probe(ctx)
         took = time.monotonic() - began

@@ -40,24 +40,11 @@ TOOL_TIMEOUT_S = 2.0
 #: The least time worth giving a tool: below it, a probe says the deadline passed.
 MIN_TOOL_S = 0.2
 
-#: The Xid errors that take a GPU out of service (NVIDIA's "XID Errors" catalogue,
-#: docs.nvidia.com/deploy/xid-errors): the GPU is gone or its memory is corrupt.
-XIDS = {48: "double-bit ECC error", 79: "GPU has fallen off the bus",
-        94: "contained ECC error", 95: "uncontained ECC error"}
-#: The driver's line: "NVRM: Xid (PCI:0000:0f:00): 79, pid=..., GPU has fallen off the bus."
-_XID = re.compile(r"NVRM: Xid \((PCI:[0-9A-Fa-f:.]+)\): (\d+)\b")
 #: /dev/kmsg's record: "<prio>,<seq>,<usec since boot>,<flags>;<text>"
 #: (Documentation/ABI/testing/dev-kmsg).
 _KMSG = re.compile(r"^\d+,\d+,(\d+),[^;]*;(.*)$")
 #: The kernel's ring buffer is at most a few MB (CONFIG_LOG_BUF_SHIFT, log_buf_len).
 MAX_KERNEL_LOG = 32 * 2**20
-
-#: Per vendor: the row-remapper query (nvidia-smi(1): --query-remapped-rows).  The
-#: listing of GPUs is the vendor table's (ocibench.accelerators).
-REMAP_QUERY = {"nvidia": ("nvidia-smi",
-                          "--query-remapped-rows=gpu_bus_id,remapped_rows.pending,"
-                          "remapped_rows.failure", "--format=csv,noheader")}
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -177,69 +164,69 @@ def read_kernel_log(path: Path, deadline: float) -> tuple[list[str] | None, str]
     return b"".join(chunks).decode("utf-8", errors="replace").splitlines(), ""
 
 
-def probe_xid(ctx: Context) -> list[Finding]:
-    """Xid errors 48, 79, 94 and 95 in the kernel log since boot: each takes the GPU
-    out of service until it is reset or the node rebooted (which clears the log)."""
+def probe_kernel_log(ctx: Context) -> list[Finding]:
+    """The GPU driver's fatal errors in the kernel log since boot (the vendor row's
+    ``kernel_log``: NVIDIA's Xid 48, 79, 94, 95; amdgpu's uncorrectable hardware
+    error): each takes the GPU out of service until it is reset or the node rebooted
+    (which clears the log)."""
+    scan = ctx.vendor.kernel_log if ctx.vendor else None
+    assert scan is not None         # PROBES runs it only where the row has one
     path = ctx.root / "dev/kmsg"
     lines, why = read_kernel_log(path, ctx.deadline)
     if lines is None:
-        return [Finding("xid", UNKNOWN, why)]
-    seen: dict[tuple[int, str], str] = {}
+        return [Finding(scan.name, UNKNOWN, why)]
+    seen: dict[tuple[str, str], str] = {}
     for line in lines:
-        m = _XID.search(line)
-        if not m or int(m.group(2)) not in XIDS:
+        found = scan.read(line)
+        if found is None:
             continue
         when = ""
         if k := _KMSG.match(line):
             when = f" at {int(k.group(1)) / 1e6:.0f} s after boot"
-        seen.setdefault((int(m.group(2)), m.group(1)), when)
+        bus, what = found
+        seen.setdefault((what, bus), when)
     if seen:
-        listed = "; ".join(f"Xid {xid} {XIDS[xid]} on {pci}{when}"
-                           for (xid, pci), when in sorted(seen.items()))
-        return [Finding("xid", FAIL, f"{listed} [read {path}]")]
-    return [Finding("xid", PASS, f"no Xid {', '.join(map(str, sorted(XIDS)))} in "
-                    f"{len(lines)} log lines [read {path}]")]
+        listed = "; ".join(f"{what} on {bus}{when}"
+                           for (what, bus), when in sorted(seen.items()))
+        return [Finding(scan.name, FAIL, f"{listed} [read {path}]")]
+    return [Finding(scan.name, PASS, f"no {scan.looks_for} in {len(lines)} log lines "
+                    f"[read {path}]")]
 
 
-_YES, _NO = ("yes", "1"), ("no", "0")
-
-
-def probe_row_remap(ctx: Context) -> list[Finding]:
-    """Pending row remaps (the GPU needs a reset before the spare rows are used) and
-    remap failures (no spare row left: the GPU must be replaced): nvidia-smi(1)."""
-    query = REMAP_QUERY.get(ctx.vendor.vendor if ctx.vendor else "")
-    if query is None:
-        return [Finding("row_remap", UNKNOWN, "no row-remapper query for vendor "
-                        f"{ctx.vendor.vendor if ctx.vendor else 'none'}")]
+def probe_gpu_memory(ctx: Context) -> list[Finding]:
+    """The GPUs' memory errors as the vendor's driver keeps them (the vendor row's
+    ``gpu_memory``: NVIDIA's row remapper, AMD's bad pages): a GPU the query says must
+    be reset or replaced fails; one whose state it cannot read is unknown."""
+    query = ctx.vendor.gpu_memory if ctx.vendor else None
+    assert query is not None        # PROBES runs it only where the row has one
     silent = ctx.gpu_tool_silent()
     if silent:
-        return _named("row_remap", silent)
-    ran = preflight.run(list(query), ctx.timeout())
+        return _named(query.name, silent)
+    ran = preflight.run(list(query.command), ctx.timeout())
     command = f"`{ran.command}`"
     if ran.why:
-        return [Finding("row_remap", UNKNOWN, f"{command}: {ran.why}")]
-    bad, unsupported, good = [], [], 0
-    for line in (raw for raw in ran.out.splitlines() if raw.strip()):
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 3:
-            return [Finding("row_remap", UNKNOWN, f"{command} printed {line.strip()[:80]!r}, "
-                            "not bus id, pending, failure")]
-        bus, pending, failure = fields[0], fields[1].lower(), fields[2].lower()
-        if pending in _YES or failure in _YES:
-            what = [w for w, v in (("remap pending", pending), ("remap failure", failure))
-                    if v in _YES]
-            bad.append(f"{bus}: {' and '.join(what)}")
-        elif pending in _NO and failure in _NO:
-            good += 1
-        else:
-            # "[N/A]": a GPU without a row remapper (before Ampere: page retirement)
-            unsupported.append(f"{bus}: {fields[1]}, {fields[2]}")
+        return [Finding(query.name, UNKNOWN, f"{command}: {ran.why}")]
+    try:
+        gpus = query.parse(ran.out)
+    except accelerators.ProbeFormatError as err:
+        return [Finding(query.name, UNKNOWN, f"{command} {err}")]
+    # the tool's GPU index, where it names GPUs by index, is the listing's
+    bus = {g.index: g.bdf for g in ctx.listing()[0]}
+
+    def named(gpu: int | str) -> str:
+        return f"GPU {gpu} ({bus[gpu]})" if isinstance(gpu, int) and gpu in bus \
+            else str(gpu)
+
+    bad = [f"{named(g.gpu)}: {' and '.join(g.broken)}" for g in gpus if g.broken]
     if bad:
-        return [Finding("row_remap", FAIL, f"{'; '.join(bad)} [{command}]")]
-    if unsupported or not good:
-        shown = "; ".join(unsupported) or "no GPU listed"
-        return [Finding("row_remap", UNKNOWN, f"no remapper state read: {shown} [{command}]")]
-    return [Finding("row_remap", PASS, f"{good} GPUs: no remap pending or failed [{command}]")]
+        return [Finding(query.name, FAIL, f"{'; '.join(bad)} [{command}]")]
+    unread = [f"{named(g.gpu)}: {g.unread}" for g in gpus if g.unread]
+    if unread or not gpus:
+        shown = "; ".join(unread) or "no GPU listed"
+        return [Finding(query.name, UNKNOWN, f"not read: {shown} [{command}]")]
+    notes = "".join(f"; {named(g.gpu)}: {g.note}" for g in gpus if g.note)
+    return [Finding(query.name, PASS, f"{len(gpus)} GPUs: {query.healthy}{notes} "
+                    f"[{command}]")]
 
 
 def probe_pcie(ctx: Context) -> list[Finding]:
@@ -406,15 +393,31 @@ def probe_drift(ctx: Context) -> list[Finding]:
                     f"sweep re-measures it (rerun, then drain if it persists) [{path}]")]
 
 
+def item_name(name: str, ctx: Context) -> str:
+    """The name the findings of the PROBES entry ``name`` carry (a probe not run for
+    the deadline is named so, and a drain for it stays until it passes): the vendor
+    row's own for the items a row names."""
+    row = ctx.vendor
+    if name == "device_link":
+        return link_of(ctx)
+    if name == "kernel_log" and row and row.kernel_log:
+        return row.kernel_log.name
+    if name == "gpu_memory" and row and row.gpu_memory:
+        return row.gpu_memory.name
+    return name
+
+
 #: (name, applies to the shape, probe), in the order they run: the GPU listing first,
 #: so that a hung GPU tool costs its timeout once (every later GPU probe reads the
 #: listing's outcome and says unknown at once).
 PROBES: tuple[tuple[str, Callable[[Context], bool], Callable[[Context], list[Finding]]],
               ...] = (
     ("gpu_count", lambda c: c.exp.gpu_count > 0, probe_gpus),
-    ("xid", lambda c: c.exp.gpu_count > 0 and bool(c.vendor)
-     and c.vendor.vendor == "nvidia", probe_xid),
-    ("row_remap", lambda c: c.exp.gpu_count > 0, probe_row_remap),
+    # the vendor row's items: a row without one leaves it out (accelerators)
+    ("kernel_log", lambda c: c.exp.gpu_count > 0 and bool(c.vendor and c.vendor.kernel_log),
+     probe_kernel_log),
+    ("gpu_memory", lambda c: c.exp.gpu_count > 0 and bool(c.vendor and c.vendor.gpu_memory),
+     probe_gpu_memory),
     ("pcie", lambda c: c.exp.gpu_count > 0, probe_pcie),
     ("device_link", lambda c: int(c.exp.capabilities.get(link_of(c)) or 0) > 0,
      probe_device_link),
