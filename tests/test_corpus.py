@@ -128,7 +128,17 @@ def test_perftest_gpu_buffers_are_never_compared_with_host_figures() -> None:
     ev = evaluate(entry["check"], _text(entry), "BM.GPU.A100-v2.8",
                   {"qps": 16, "size": 65536})
     assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
-    assert "GPU memory ('initializing CUDA'" in (ev.reason or "")
+    assert "GPU memory ('initializing CUDA': perftest --use_cuda)" in (ev.reason or "")
+    # the same run with ROCm's buffers: the line of perftest's src/rocm_memory.c
+    # (rocm_memory_init) in the place of CUDA's, on an AMD shape
+    rocm = _text(entry).replace(
+        "initializing CUDA",
+        "Using ROCm Device with ID: 0, Name: AMD Instinct MI300X, PCI Bus ID: 0x11, "
+        "GCN Arch: gfx942:sramecc+:xnack-")
+    assert rocm != _text(entry)
+    ev = evaluate(entry["check"], rocm, "BM.GPU.MI300X.8", {"qps": 16, "size": 65536})
+    assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
+    assert "perftest --use_rocm)" in (ev.reason or "")
 
 
 def test_nccl_all_types_or_ops_are_never_one_median() -> None:

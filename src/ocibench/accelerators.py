@@ -234,6 +234,10 @@ class Accelerator:
     #: Whether the project's perftest recipe builds for this vendor's GPUs (ib_write_bw
     #: --use_<buffer_flag>): its ``spack_variant`` and target variant exist there.
     perftest_gpu: bool = False
+    #: The line perftest prints when ``--use_<buffer_flag>`` put its buffers in this
+    #: vendor's GPU memory (a regular expression of the whole line), whether or not the
+    #: project's recipe builds it: a pasted output may come from any build.
+    perftest_gpu_banner: str = ""
     #: Whether the probe's model name is the product's, whatever the tool's release:
     #: then a name other than the shape's ``gpus.model`` is another GPU.  Where it is
     #: not, a name that differs from the shape's on the shape's architecture cannot
@@ -416,6 +420,8 @@ NVIDIA = Accelerator(
     # NCCL uses dma-buf where the GPU and the NIC's stack support it (NCCL_DMABUF_ENABLE,
     # src/transport/net_ib.cc), else nvidia_peermem; UCX likewise.
     gpudirect=("nvidia_peermem", "dmabuf"),
+    # perftest's src/cuda_memory.c (cuda_memory_init): "initializing CUDA"
+    perftest_gpu_banner=r"initializing CUDA",
     # Only the open kernel module sets CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, from R515
     # on; its version file's first line says which module is loaded (preflight).
     dmabuf_probe=DmabufProbe(file="proc/driver/nvidia/version"),
@@ -655,6 +661,8 @@ AMD = Accelerator(
     # perftest +rocm: AMD's GPU-to-NIC acceptance runs ib_write_bw --use_rocm
     # (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
     perftest_gpu=True,
+    # perftest's src/rocm_memory.c (rocm_memory_init): "Using ROCm Device with ID: <n>, ..."
+    perftest_gpu_banner=r"Using ROCm Device with ID:.*",
     arch_required=True,
     gpu_memory=GpuMemoryQuery(
         name="bad_pages", command=("amd-smi", "bad-pages", "--json"),

@@ -904,9 +904,10 @@ _PERFTEST_RULE = re.compile(r"^-{20,}$")
 _PERFTEST_OTHER_TITLE = re.compile(r"^[\w ]+ (?:BW|Latency) Test$")
 _PERFTEST_DEVICE = re.compile(r"Device\s*:\s*(\S+)")
 _PERFTEST_QPS = re.compile(r"^Number of qps\s*:\s*(\d+)")
-#: What perftest prints when its buffers are a GPU's memory (--use_cuda: src/cuda_memory.c
-#: "initializing CUDA"; --use_rocm: src/rocm_memory.c "Using ROCm Device with ID: ...").
-_PERFTEST_GPU_BUFFERS = re.compile(r"^(?:initializing CUDA|Using ROCm Device with ID:.*)$")
+#: What perftest prints when its buffers are a GPU's memory (--use_<buffer flag>), by
+#: vendor: the row's ``perftest_gpu_banner``.
+_PERFTEST_GPU_BUFFERS = {a.vendor: re.compile(f"^(?:{a.perftest_gpu_banner})$")
+                         for a in accelerators.VENDORS.values() if a.perftest_gpu_banner}
 
 
 def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
@@ -931,10 +932,12 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
     size = params["size"]
     # GPUDirect RDMA moves the data between the NIC and a GPU: sane, but another path
     # than the host-memory runs the figures document.
-    gpu = next((line for line in lines if _PERFTEST_GPU_BUFFERS.match(line)), None)
-    method = (f"the buffers were GPU memory ({gpu!r}: perftest --use_cuda or --use_rocm), "
-              f"where the figures are host memory: to compare, run {check} without them"
-              if gpu else None)
+    gpu = next(((line, vendor) for line in lines
+                for vendor, banner in _PERFTEST_GPU_BUFFERS.items() if banner.match(line)),
+               None)
+    method = (f"the buffers were GPU memory ({gpu[0]!r}: perftest "
+              f"--use_{accelerators.VENDORS[gpu[1]].buffer_flag}), where the figures are "
+              f"host memory: to compare, run {check} without it" if gpu else None)
     return Measurement(check, benchmarks.CHECKS[check].metric,
                        "Gb/s" if check == "ib_write_bw" else "us", {size: pick(best)},
                        method=method)
