@@ -141,7 +141,7 @@ def test_at_nine_tenths_of_ocis_floor_it_fails_naming_the_floor_and_its_source()
     rows = {row.key: row for row in ev.rows}
     assert rows["avg"].measured == pytest.approx(315, abs=0.01)
     assert rows["avg"].failure().startswith(
-        "busbw at avg: 315.00 GB/s below OCI's acceptance floor 350.00 GB/s "
+        "busbw at avg: 315.00 GB/s below the acceptance floor 350.00 GB/s "
         "(oracle-quickstart/oci-hpc, playbooks/roles/healthchecks/files/"
         "multi_node_active_healthcheck.py@b5285a68fa0a3b39ebf9e7ffdcb4987018bbf3cf: line 110 "
         "'\"threshold\": 350,' of BM.GPU.MI300X.8, against the 'Avg bus bandwidth' of line "

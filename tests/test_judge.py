@@ -149,7 +149,7 @@ def test_value_under_the_floor_fails_whatever_the_tolerance(gpu_with_floor):
     assert row.tolerance is Verdict.PASS and row.floor_verdict is Verdict.FAIL
     assert row.verdict is Verdict.FAIL and not result.ok
     assert "within tolerance" in result.reason
-    assert "below OCI's acceptance floor" in result.reason
+    assert "below the acceptance floor" in result.reason
     assert "a test floor at 0.95 x documented" in result.reason
     # in-place has no floor: the tolerance alone judges it.
     in_place = next(r for r in result.rows if r.key == "in_place")
@@ -175,7 +175,7 @@ def test_a_figure_known_only_by_its_floor(gpu_with_floor):
                       {"nodes": 1, "gpus_per_node": 8})
     row = next(r for r in result.rows if r.key == "out_of_place")
     assert row.reference is None and row.tolerance is None
-    assert row.verdict is Verdict.FAIL and "below OCI's acceptance floor" in result.reason
+    assert row.verdict is Verdict.FAIL and "below the acceptance floor" in result.reason
 
 
 def test_reframe_reference_raises_its_lower_bound_to_the_floor(gpu_with_floor):

@@ -57,7 +57,7 @@ class Row:
     source: str | None = None       # "<seed doc> sec <section>"
     figure: str | None = None       # the figure's id in the shape file
     tolerance: Verdict | None = None  # the verdict against the documented value alone
-    floor: float | None = None      # OCI's acceptance floor, in ``unit``
+    floor: float | None = None      # the acceptance floor (its source says whose), in ``unit``
     floor_source: str | None = None
     floor_verdict: Verdict | None = None
     #: The key of the shape's links, or "memory"; for a check whose values count both
@@ -119,10 +119,10 @@ class Row:
                 parts.append(f"within tolerance ({documented})")
         if self.floor_verdict is Verdict.FAIL:
             side = "above" if _higher(self.metric) is False else "below"
-            parts.append(f"{side} OCI's acceptance floor {_num(self.floor)} {self.unit} "
+            parts.append(f"{side} the acceptance floor {_num(self.floor)} {self.unit} "
                          f"({self.floor_source})")
         elif self.floor_verdict is not None:
-            parts.append(f"meets OCI's acceptance floor {_num(self.floor)} {self.unit}")
+            parts.append(f"meets the acceptance floor {_num(self.floor)} {self.unit}")
         text = f"{head} " + "; but ".join(parts) if parts else head
         return text + self.cause()
 

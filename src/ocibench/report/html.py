@@ -24,9 +24,9 @@ from ocibench.report.model import VERDICTS, Result, Row, size_text, status_count
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-COLUMNS = ("size / key", "measured", "documented", "source", "OCI floor", "measured / documented",
+COLUMNS = ("size / key", "measured", "documented", "source", "floor", "measured / documented",
            "physical limit", "of limit", "of this node's ceiling", "verdict")
-TEXT_COLUMNS = ("size / key", "source", "OCI floor", "physical limit", "of this node's ceiling")
+TEXT_COLUMNS = ("size / key", "source", "floor", "physical limit", "of this node's ceiling")
 
 
 @cache

@@ -174,7 +174,7 @@ def _bound(row: Row) -> tuple[str, str]:
         return f"< floor {_num(row.lower)} {row.unit}", row.source or "-"
     if row.floor_verdict is Verdict.FAIL:
         side = "<" if metrics.metric(row.metric).higher_is_better else ">"
-        return f"{side} OCI floor {_num(row.floor)} {row.unit}", row.floor_source or "-"
+        return f"{side} floor {_num(row.floor)} {row.unit}", row.floor_source or "-"
     return "-", row.source or "-"
 
 
