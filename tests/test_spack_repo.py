@@ -126,7 +126,8 @@ def test_repo_layout():
 
 
 def test_audit_packages(spack):
-    proc = spack("audit", "packages", *OUR_PACKAGES)
+    # about two minutes of one core for our ten recipes and what they import
+    proc = spack("audit", "packages", *OUR_PACKAGES, timeout=SOLVE_S)
     assert proc.returncode == 0, output(proc)
 
 
@@ -149,8 +150,8 @@ EXPECTED = {
     "hwloc": {"added": GFX950},
     "babelstream": {"added": GFX950},
     # ROCm 7.2.0, the image of BM.GPU.MI355X-v1.8 (spack-packages releases/v2026.02 has it)
-    "transferbench": {"added": ["version 7.2.0 ", "depends_on hip@7.2.0 ",
-                                "depends_on hsa-rocr-dev@7.2.0 ", "depends_on rocm-cmake@7.2.0 "]},
+    "transferbench": {"added": ["version 7.2.0 ", "depends_on hip type=",
+                                "depends_on hsa-rocr-dev type=", "depends_on rocm-cmake type="]},
     "osu-micro-benchmarks": {
         "added": ["variant nccl ", "conflicts +nccl when=~cuda",
                   "depends_on nccl type=5 when=+nccl",

@@ -17,6 +17,9 @@ class Transferbench(BuiltinTransferbench):
 
     version("7.2.0", sha256="4be9d66044827d7b1950b4fd7ce50913d0926822e88e3441f472ca6a62086a15")
 
-    depends_on("hip@7.2.0", when="@7.2.0")
-    depends_on("rocm-cmake@7.2.0", when="@7.2.0")
-    depends_on("hsa-rocr-dev@7.2.0", when="@7.2.0")
+    # Without a version: the pinned recipes know no hip, hsa-rocr-dev or rocm-cmake 7.2
+    # (`spack audit` refuses a dependency no known version satisfies), and these are the
+    # image's externals, never built, so the shape's externals give their 7.2.0.
+    depends_on("hip", when="@7.2.0")
+    depends_on("rocm-cmake", when="@7.2.0")
+    depends_on("hsa-rocr-dev", when="@7.2.0")
