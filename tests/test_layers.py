@@ -11,9 +11,10 @@ from ocibench.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "src" / "ocibench"
 
 #: Bottom to top.  A module may import its own layer and those below it.  The
-#: vocabulary is every module directly under ocibench/ except the entry point.
+#: vocabulary is every module directly under ocibench/ except the entry point, and the
+#: accelerators package (the vendor table: a module per vendor row).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("vocabulary",),
+    ("vocabulary", "accelerators"),
     ("shapes",),
     ("figures",),
     ("node",),

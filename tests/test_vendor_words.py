@@ -14,7 +14,7 @@ import re
 from ocibench import accelerators
 from ocibench.paths import REPO_ROOT
 
-TABLE = REPO_ROOT / "src" / "ocibench" / "accelerators.py"
+TABLE = REPO_ROOT / "src" / "ocibench" / "accelerators"
 
 #: Files that may still say a vendor's words, each with the reason; the test fails once
 #: a file here says none (the entry is then stale and goes).
@@ -81,10 +81,10 @@ def test_the_scan_finds_code_and_skips_what_explains() -> None:
 def test_no_code_outside_the_table_says_a_vendors_words() -> None:
     words = vendor_words()
     files = sorted([*(REPO_ROOT / "src").rglob("*.py"), *(REPO_ROOT / "checks").rglob("*.py")])
-    assert TABLE in files
+    assert any(path.parent == TABLE for path in files)
     found, stale = {}, []
     for path in files:
-        if path == TABLE:
+        if TABLE in path.parents:
             continue
         rel = str(path.relative_to(REPO_ROOT))
         where = said(path.read_text(), words)

@@ -1,0 +1,168 @@
+"""The NVIDIA row: CUDA, NCCL, nvidia-smi and the driver's kernel log."""
+
+from __future__ import annotations
+
+import re
+
+from .row import (
+    Accelerator,
+    DmabufProbe,
+    DriverStub,
+    GpuMemory,
+    GpuMemoryQuery,
+    HostCopyApi,
+    KernelLogScan,
+    ProbedGpu,
+    ProbeFormatError,
+    VersionQuery,
+)
+
+#: One line of ``nvidia-smi --query-gpu=index,name,compute_cap,pci.bus_id
+#: --format=csv,noheader``: "0, NVIDIA H100 80GB HBM3, 9.0, 00000000:18:00.0".
+_NVIDIA_SMI_LINE = re.compile(r"([0-9]+), ([^,]+), ([0-9]+)\.([0-9]+), "
+                              r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
+
+
+def _parse_nvidia_smi(out: str) -> list[ProbedGpu]:
+    found = []
+    for line in out.strip().splitlines():
+        match = _NVIDIA_SMI_LINE.fullmatch(line.strip())
+        if not match:
+            raise ProbeFormatError(f"printed {line.strip()[:80]!r}, not the CSV asked for "
+                                   "(index, name, compute_cap, pci.bus_id)")
+        index, name, major, minor, bus = match.groups()
+        found.append(ProbedGpu(int(index), name.strip(), major + minor, bus))
+    return found
+
+
+#: One GPU's line of ``nvidia-smi nvlink --status`` ("GPU 0: NVIDIA A100-SXM4-40GB
+#: (UUID: ...)"), then one line per link ("\t Link 0: 25.781 GB/s", "<inactive>").
+_NVLINK_GPU = re.compile(r"^GPU (\d+):")
+_NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.+)$")
+
+
+def _parse_nvlink_status(out: str) -> dict[int, tuple[int, int]]:
+    """Active and present NVLinks per GPU: every "Link N:" line under "GPU i:" is a
+    link; an inactive one prints "<inactive>" instead of its rate."""
+    found: dict[int, tuple[int, int]] = {}
+    gpu = None
+    for line in out.splitlines():
+        if m := _NVLINK_GPU.match(line):
+            gpu = int(m.group(1))
+            found[gpu] = (0, 0)
+        elif (m := _NVLINK_LINK.match(line)) and gpu is not None:
+            up, there = found[gpu]
+            found[gpu] = (up + ("inactive" not in m.group(2).lower()), there + 1)
+    return found
+
+
+#: The Xid errors that take a GPU out of service (NVIDIA's "XID Errors" catalogue,
+#: docs.nvidia.com/deploy/xid-errors): the GPU is gone or its memory is corrupt.
+XIDS = {48: "double-bit ECC error", 79: "GPU has fallen off the bus",
+        94: "contained ECC error", 95: "uncontained ECC error"}
+#: The driver's line: "NVRM: Xid (PCI:0000:0f:00): 79, pid=..., GPU has fallen off the bus."
+_XID = re.compile(r"NVRM: Xid \((PCI:[0-9A-Fa-f:.]+)\): (\d+)\b")
+
+
+def _read_xid(line: str) -> tuple[str, str] | None:
+    m = _XID.search(line)
+    if not m or int(m.group(2)) not in XIDS:
+        return None
+    return m.group(1), f"Xid {m.group(2)} {XIDS[int(m.group(2))]}"
+
+
+_YES, _NO = ("yes", "1"), ("no", "0")
+
+
+def _parse_remapped_rows(out: str) -> list[GpuMemory]:
+    """``nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,
+    remapped_rows.failure --format=csv,noheader``: a row remap pending (the GPU needs a
+    reset before the spare rows are used) or failed (no spare row left: the GPU must be
+    replaced) breaks it; "[N/A]" is a GPU without a row remapper (before Ampere)."""
+    found = []
+    for line in (raw for raw in out.splitlines() if raw.strip()):
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 3:
+            raise ProbeFormatError(f"printed {line.strip()[:80]!r}, not bus id, pending, "
+                                   "failure")
+        bus, pending, failure = fields[0], fields[1].lower(), fields[2].lower()
+        if pending in _YES or failure in _YES:
+            found.append(GpuMemory(bus, tuple(
+                w for w, v in (("remap pending", pending), ("remap failure", failure))
+                if v in _YES)))
+        elif pending in _NO and failure in _NO:
+            found.append(GpuMemory(bus))
+        else:
+            found.append(GpuMemory(bus, unread=f"{fields[1]}, {fields[2]}"))
+    return found
+
+
+NVIDIA = Accelerator(
+    vendor="nvidia",
+    # Spack's CudaPackage.cuda_arch_values: "80", "90", "90a", "100a", "120f"...
+    arch_pattern=r"[1-9][0-9]{1,2}[af]?",
+    arch_help='the CUDA compute capability without the dot, as text: "80" for A100',
+    build_host_arch="90",
+    build_host_arch_why=("no GPU here: compile-only default sm_90 (the H100/H200 machines "
+                         "that run what is built here; CUDA 13 targets sm_75 and newer)"),
+    spack_variant="+cuda",
+    spack_arch_variant="cuda_arch",
+    toolkit_packages=("cuda",),
+    mpi_aware_variant="cuda",
+    runtime_failure="cuda failure",
+    toolkit_compiler="nvcc",
+    # "Cuda compilation tools, release 12.9, V12.9.86"
+    toolkit_version=VersionQuery(("nvcc", "--version"), r"release [\d.]+, V([\d.]+)"),
+    driver_version=VersionQuery(
+        ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"), r"^(\S+)"),
+    driver_stub=DriverStub(
+        library="libcuda.so.1", stub="libcuda.so",
+        stub_dirs=("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs")),
+    # The CUDA driver API of libcuda.so.1 (cuda.h): the driver's library, so that no
+    # toolkit is needed on the node.
+    host_copy=HostCopyApi(
+        library="libcuda.so.1", init="cuInit", device_count="cuDeviceGetCount",
+        device_get="cuDeviceGet", context_retain="cuDevicePrimaryCtxRetain",
+        context_set="cuCtxSetCurrent", context_release="cuDevicePrimaryCtxRelease",
+        alloc="cuMemAlloc_v2", free="cuMemFree_v2", to_device="cuMemcpyHtoD_v2",
+        to_host="cuMemcpyDtoH_v2", error_string="cuGetErrorString"),
+    collective="NCCL",
+    collective_package="nccl",
+    collective_variant="+nccl",
+    collective_tests_package="nccl-tests",
+    collective_tests_arch=True,
+    buffer_flag="cuda",
+    omb_title_tag="-CUDA",
+    ucx_memory="cuda",
+    ucx_copy_transport="cuda_copy",
+    ucx_ipc_transport="cuda_ipc",
+    ucx_module="cuda",
+    device_link="nvlink",
+    gdr_copy=True,
+    ceiling_package="nvbandwidth",
+    babelstream_model="cuda",
+    probe_command=("nvidia-smi", "--query-gpu=index,name,compute_cap,pci.bus_id",
+                   "--format=csv,noheader"),
+    probe_parse=_parse_nvidia_smi,
+    link_command=("nvidia-smi", "nvlink", "--status"),
+    link_parse=_parse_nvlink_status,
+    reframe_feature="nvgpu",
+    device_arch_prefix="sm_",
+    gpu_modules=("cuda", "nccl"),
+    # NCCL uses dma-buf where the GPU and the NIC's stack support it (NCCL_DMABUF_ENABLE,
+    # src/transport/net_ib.cc), else nvidia_peermem; UCX likewise.
+    gpudirect=("nvidia_peermem", "dmabuf"),
+    # perftest's src/cuda_memory.c (cuda_memory_init): "initializing CUDA"
+    perftest_gpu_banner=r"initializing CUDA",
+    # Only the open kernel module sets CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, from R515
+    # on; its version file's first line says which module is loaded (preflight).
+    dmabuf_probe=DmabufProbe(file="proc/driver/nvidia/version"),
+    gpu_memory=GpuMemoryQuery(
+        name="row_remap",
+        # nvidia-smi(1): --query-remapped-rows (Ampere and later)
+        command=("nvidia-smi", "--query-remapped-rows=gpu_bus_id,remapped_rows.pending,"
+                 "remapped_rows.failure", "--format=csv,noheader"),
+        parse=_parse_remapped_rows, healthy="no remap pending or failed"),
+    kernel_log=KernelLogScan(name="xid", read=_read_xid,
+                             looks_for=f"Xid {', '.join(map(str, sorted(XIDS)))}"),
+)
