@@ -379,3 +379,7 @@ def test_mi355x_concretizes_for_gfx950_through_our_recipes(spack_exe, tmp_path):
     assert roots["hip"][0]["external"] and roots["rccl"][0]["external"]
     llvm = roots["osu-micro-benchmarks"][0]["deps"]["llvm-amdgpu"]
     assert llvm["external"] and llvm["version"] == "7.0.2"
+    # TransferBench of the image's ROCm, not our repo's newer 7.2.0 (ROCm 7.2's)
+    transferbench = roots["transferbench"][0]
+    assert transferbench["version"] == "7.0.2", transferbench["version"]
+    assert transferbench["deps"]["hip"]["version"] == "7.0.2"

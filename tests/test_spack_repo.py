@@ -151,7 +151,8 @@ EXPECTED = {
     "babelstream": {"added": GFX950},
     # ROCm 7.2.0, the image of BM.GPU.MI355X-v1.8 (spack-packages releases/v2026.02 has it)
     "transferbench": {"added": ["version 7.2.0 ", "depends_on hip type=",
-                                "depends_on hsa-rocr-dev type=", "depends_on rocm-cmake type="]},
+                                "depends_on hsa-rocr-dev type=", "depends_on rocm-cmake type=",
+                                "conflicts ^hip@:7.1 when=@7.2.0"]},
     "osu-micro-benchmarks": {
         "added": ["variant nccl ", "conflicts +nccl when=~cuda",
                   "depends_on nccl type=5 when=+nccl",
