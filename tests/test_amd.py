@@ -89,6 +89,17 @@ def test_a_gid_index_unlike_the_collective_envs_is_refused(network, problem):
         shapes.validate(data, "BM.GPU.MI355X.8.yaml")
 
 
+def test_a_fabric_manager_on_gpus_whose_vendor_has_none_is_refused():
+    """The healthcheck asks systemd for the vendor row's fabric manager service; AMD's
+    row names none, so an AMD shape declaring one is refused, naming the field."""
+    data = copy.deepcopy(shapes.load("BM.GPU.MI300X.8").data)
+    data["capabilities"]["fabric_manager"] = True
+    with pytest.raises(shapes.ShapeError, match=re.escape(
+            "BM.GPU.MI300X.8.yaml: capabilities.fabric_manager: amd GPUs have no fabric "
+            "manager service")):
+        shapes.validate(data, "BM.GPU.MI300X.8.yaml")
+
+
 def restored(text: str) -> str:
     """OCI's paste with the rank lines and the average it leaves out put back."""
     lines = text.splitlines()

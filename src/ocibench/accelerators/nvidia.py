@@ -154,6 +154,8 @@ NVIDIA = Accelerator(
     gpudirect=("nvidia_peermem", "dmabuf"),
     # perftest's src/cuda_memory.c (cuda_memory_init): "initializing CUDA"
     perftest_gpu_banner=r"initializing CUDA",
+    # NVIDIA Fabric Manager User Guide: the service of NVSwitch boards (HGX A100, H100, ...)
+    fabric_manager_service="nvidia-fabricmanager",
     # Only the open kernel module sets CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, from R515
     # on; its version file's first line says which module is loaded (preflight).
     dmabuf_probe=DmabufProbe(file="proc/driver/nvidia/version"),

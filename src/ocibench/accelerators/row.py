@@ -223,6 +223,9 @@ class Accelerator:
     #: vendor's GPU memory (a regular expression of the whole line), whether or not the
     #: project's recipe builds it: a pasted output may come from any build.
     perftest_gpu_banner: str = ""
+    #: The systemd unit that must run where a shape declares ``capabilities.fabric_manager``
+    #: (GPUs meeting in switches), or None: the vendor has none.
+    fabric_manager_service: str | None = None
     #: Whether the probe's model name is the product's, whatever the tool's release:
     #: then a name other than the shape's ``gpus.model`` is another GPU.  Where it is
     #: not, a name that differs from the shape's on the shape's architecture cannot

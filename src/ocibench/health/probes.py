@@ -298,17 +298,15 @@ def probe_rdma(ctx: Context) -> list[Finding]:
     return findings
 
 
-#: The service a shape's ``capabilities.fabric_manager`` needs running.
-FABRIC_MANAGER = "nvidia-fabricmanager"
-
-
 def probe_fabric_manager(ctx: Context) -> list[Finding]:
-    """NVIDIA's Fabric Manager on a board whose GPUs meet in NVSwitches: not running,
-    CUDA does not initialise on the node (NVIDIA Fabric Manager User Guide).  Asked of
-    systemd, which says the unit's state on stdout (systemctl(1) is-active)."""
-    ran = preflight.run(["systemctl", "is-active", FABRIC_MANAGER], ctx.timeout())
+    """The vendor's fabric manager on a board whose GPUs meet in switches (the row's
+    ``fabric_manager_service``; NVIDIA's: not running, CUDA does not initialise on the
+    node, NVIDIA Fabric Manager User Guide).  Asked of systemd, which says the unit's
+    state on stdout (systemctl(1) is-active)."""
+    service = ctx.vendor.fabric_manager_service
+    ran = preflight.run(["systemctl", "is-active", service], ctx.timeout())
     said = (ran.out.strip().splitlines() or [""])[0]
-    evidence = f"{FABRIC_MANAGER} {said or 'gave no state'} [`{ran.command}`]"
+    evidence = f"{service} {said or 'gave no state'} [`{ran.command}`]"
     if said == "active" and not ran.why:
         return [Finding("fabric_manager", PASS, evidence)]
     if said in ("inactive", "failed") and not ran.timed_out and not ran.missing:
@@ -422,8 +420,9 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Callable[[Context], list[Fin
     ("device_link", lambda c: int(c.exp.capabilities.get(link_of(c)) or 0) > 0,
      probe_device_link),
     ("rdma", lambda c: bool(c.exp.rdma_devices), probe_rdma),
+    # a shape declares it only for a vendor that has the service (ocibench.shapes.rules)
     ("fabric_manager", lambda c: capabilities.present(
-        c.exp.capabilities.get("fabric_manager")), probe_fabric_manager),
+        c.exp.capabilities.get("fabric_manager")) and bool(c.vendor), probe_fabric_manager),
     ("history", lambda c: c.history_db is not None, probe_history),
     ("drift", lambda c: c.history_db is not None, probe_drift),
 )

@@ -304,6 +304,11 @@ def _gpu_problems(data: dict[str, Any]) -> Iterator[str]:
             yield (f"gpus.devices[{i}].numa_node: GPU {device['index']} is on NUMA node "
                    f"{device['numa_node']}, which cpu.numa_nodes does not list "
                    f"({', '.join(map(str, numa_ids))})")
+    fabric = (data.get("capabilities") or {}).get("fabric_manager")
+    if capabilities.present(fabric) and not vendor.fabric_manager_service:
+        # the healthcheck asks systemd for the vendor's service: there would be none to ask
+        yield (f"capabilities.fabric_manager: {vendor.vendor} GPUs have no fabric manager "
+               "service (ocibench.accelerators: fabric_manager_service)")
 
 
 def _capability_problems(data: dict[str, Any]) -> Iterator[str]:
