@@ -38,7 +38,7 @@ def amd_shape(arch: str = "gfx942") -> shapes.Shape:
     stack = data["software"]["stack"]
     stack["rccl-tests"] = stack.pop("nccl-tests")
     caps = data["capabilities"]
-    for name in ("gdrdrv", "nvidia_peermem", "nvlink"):
+    for name in ("gdrdrv", "nvidia_peermem", "nvlink", "fabric_manager"):
         caps.pop(name, None)
     caps["dmabuf"] = True
     data["figures"] = []
@@ -47,7 +47,8 @@ def amd_shape(arch: str = "gfx942") -> shapes.Shape:
 
 #: Fields a vendor may leave None: what its stack does not have (a driver stub, a
 #: compiler wrapper to resolve) or what ocibench does not measure on it yet.
-OPTIONAL = {"probe_parse", "toolkit_compiler", "driver_stub", "host_copy"}
+OPTIONAL = {"probe_parse", "toolkit_compiler", "driver_stub", "host_copy",
+            "fabric_manager_service"}
 
 
 def test_every_row_fills_every_field() -> None:
