@@ -13,10 +13,13 @@ nccl-tests print them so: c/util/osu_util_mpi.c, src/util.cu), with numbers of o
 
 from __future__ import annotations
 
+import json
+import os
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -390,3 +393,95 @@ def test_a_deeply_nested_preflight_report_is_one_line(tmp_path, depth):
     err = done.stderr.decode()
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert f"--preflight {deep}: nested deeper than" in err
+
+
+# --------------------------------------------------------------------------- numbers, FIFOs
+# Issue 30 item 8: a JSON integer of 5,000 digits is a ValueError in Python's reader
+# (its int-parsing limit, 4,300 digits) and was a traceback in every reader; a float
+# literal beyond a float's range reads as infinity; a FIFO in place of a file blocks an
+# ordinary open forever.  Every JSON input goes through ocibench.jsonfile.
+
+HUGE = "9" * 5000
+
+
+def _cli_run(*args: str, env: dict[str, str] | None = None,
+             timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ocibench.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _state_text(**fields: str) -> str:
+    """A healthcheck state file's JSON, with ``fields`` written as given (raw JSON)."""
+    base = {"node": '"gpu-1"', "time": "1790000000.0", "duration_s": "0.5",
+            "interval_s": "300", "action": '"none"', "reason": '""', "probes": "[]"}
+    base.update(fields)
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in base.items()) + "}"
+
+
+@pytest.mark.parametrize("value, says", [
+    (HUGE, "an integer of 5000 digits (at most 24)"),
+    ("1e999", "the number 1e999 is beyond a float's range"),
+])
+def test_a_number_no_input_has_is_one_line_in_every_reader(tmp_path, value, says):
+    state = tmp_path / "healthcheck.json"
+    state.write_text(_state_text(interval_s=value if value == HUGE else "300",
+                                 time=value if value != HUGE else "1790000000.0"))
+    _one_line(_cli_run("metrics", "--healthcheck", str(state)), str(state), says)
+    evaluation = tmp_path / "evaluation.json"
+    evaluation.write_text(json.dumps(_evaluation()).replace('"measured": 2.5',
+                                                            f'"measured": {value}'))
+    _one_line(_report_cli(str(evaluation), "-o", str(tmp_path / "out")), str(evaluation), says)
+    report = tmp_path / "run.json"
+    report.write_text('{"session_info": {"data_version": "4.2", "time_end_unix": '
+                      f'{value}}}, "runs": []}}')
+    _one_line(_cli_run("history", "add", "--db", str(tmp_path / "h.sqlite"), str(report)),
+              str(report), says)
+    assert not (tmp_path / "h.sqlite").exists()
+
+
+def test_the_healthcheck_reads_on_past_a_state_with_a_huge_number(tmp_path):
+    """The node's own state file, every run: a warning, the run goes on and replaces it."""
+    state = tmp_path / "healthcheck.json"
+    state.write_text(_state_text(interval_s=HUGE))
+    done = _cli_run("healthcheck", "--shape", "BM.Standard.E5.192", "--node", "cpu-1",
+                    "--root", str(tmp_path), "--history", str(tmp_path / "none.sqlite"),
+                    env={"OCIBENCH_HEALTH_STATE": str(state)})
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"warning: {state}: an integer of 5000 digits" in done.stdout, done.stdout
+    assert json.loads(state.read_text())["node"] == "cpu-1"
+
+
+def test_a_fifo_in_place_of_the_state_file_never_hangs(tmp_path):
+    """A FIFO nobody writes: an ordinary open waits for a writer forever (the
+    healthcheck past Slurm's 60 s, the export until killed)."""
+    state = tmp_path / "healthcheck.json"
+    os.mkfifo(state)
+    export = _cli_run("metrics", "--healthcheck", str(state), timeout=60)
+    _one_line(export, f"{state}: a FIFO, not a file")
+    done = _cli_run("healthcheck", "--shape", "BM.Standard.E5.192", "--node", "cpu-1",
+                    "--root", str(tmp_path), "--history", str(tmp_path / "none.sqlite"),
+                    env={"OCIBENCH_HEALTH_STATE": str(state)}, timeout=60)
+    assert f"warning: {state}: a FIFO, not a file" in done.stdout, done.stdout + done.stderr
+    assert state.is_file() and json.loads(state.read_text())["node"] == "cpu-1"
+
+
+def test_a_fifo_as_a_report_input_is_refused(tmp_path):
+    fifo = tmp_path / "run.json"
+    os.mkfifo(fifo)
+    _one_line(_report_cli(str(fifo), "-o", str(tmp_path / "out")), f"{fifo}: a FIFO")
+
+
+def test_nccl_tests_json_claiming_ten_billion_gpus_is_refused_under_1_gib(tmp_path):
+    """A 10 KB -J file claiming 10^10 GPUs per process: the list of them took 2.9 GB."""
+    doc = json.loads((Path(__file__).parent / "data" / "formats" / "nccl-tests"
+                      / "json_J.json").read_text())
+    doc["config"]["nthreads"], doc["config"]["ngpus"] = 100_000, 100_000
+    claim = tmp_path / "json_J.json"
+    claim.write_text(json.dumps(doc))
+    done = _cli("nccl_all_reduce_perf", str(claim), "--shape", "local", "--set", "nodes=1",
+                "--set", "gpus_per_node=2", "--set", "begin=8", "--set", "end=1G",
+                "--set", "factor=2", memory=GIB)
+    err = done.stderr.decode()
+    assert "Traceback" not in err and "MemoryError" not in err, err[-2000:]
+    assert done.returncode == 3, err[-2000:]
+    assert "nccl-tests' JSON claims 20000000000 GPUs" in err

@@ -685,6 +685,11 @@ def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
             f"one MPI rank per GPU; to compare, run {command}")
 
 
+#: The most GPUs an nccl-tests -J file may list (config.devices x nthreads x ngpus):
+#: far above any run (1,000 nodes x 8 GPUs is 8,000), and a bound on the list built.
+MAX_NCCL_GPUS = 1 << 17
+
+
 def _nccl_json(check: str, text: str, params: dict[str, Any]) -> Measurement:
     """nccl-tests' -J file (since 2.17.3; src/util.cu): {"version", "config": {...,
     "nthreads", "ngpus", "devices": [one per process]}, "results": [{"size",
@@ -710,6 +715,13 @@ def _nccl_json(check: str, text: str, params: dict[str, Any]) -> Measurement:
                           "'out_of_bounds' and 'average_bus_bandwidth' (the run stopped)")
     try:
         per_process = int(config.get("nthreads", 1)) * int(config.get("ngpus", 1))
+        claimed = per_process * len(config["devices"])
+        if per_process < 1 or claimed > MAX_NCCL_GPUS:
+            # counted before any list is built: 10^10 claimed GPUs were 2.9 GB of them
+            raise Unjudged(f"{check}: nccl-tests' JSON claims {claimed} GPUs (nthreads x "
+                           f"ngpus {per_process} in each of {len(config['devices'])} "
+                           f"processes); at most {MAX_NCCL_GPUS} are read: not a run's -J "
+                           "output")
         gpus = [_NcclGpu(int(device["rank"]) + i, str(device["pid"]),
                          str(device["hostname"]), str(int(device["device"]) + i))
                 for device in config["devices"] for i in range(per_process)]
