@@ -17,7 +17,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ocibench import benchmarks, metrics, paths
+from ocibench import benchmarks, hostnames, metrics, paths
 
 _UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -53,20 +53,30 @@ def register(parser: argparse.ArgumentParser) -> None:
                              "(12h, 30d, 2w)")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="write the figures over time as one offline HTML page")
-    sub = parser.add_subparsers(dest="action", metavar="add")
+    sub = parser.add_subparsers(dest="action", metavar="{add,publish}")
     add = sub.add_parser("add", help="add ReFrame runs (their JSON run reports) to the history")
     add.add_argument("reports", nargs="+", type=Path, metavar="REPORT",
                      help="a ReFrame JSON run report (--report-file)")
     _db_option(add, argparse.SUPPRESS)
+    publish = sub.add_parser("publish", help="write every node's snapshot for the "
+                             "healthcheck afresh (each sweep and `add` publish theirs)")
+    publish.add_argument("nodes", nargs="*", metavar="NODE",
+                         help="only these nodes (default: every node of the history)")
+    _db_option(publish, argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ocibench.history.current import PublishError
     from ocibench.history.store import HistoryError
 
     args.db = args.db or paths.history_db()
     try:
-        return _add(args) if args.action == "add" else _show(args)
-    except HistoryError as err:
+        if args.action == "add":
+            return _add(args)
+        if args.action == "publish":
+            return _publish(args)
+        return _show(args)
+    except (HistoryError, PublishError) as err:
         return _usage(str(err))
 
 
@@ -79,7 +89,7 @@ def _usage(message: str) -> int:
 
 def _add(args: argparse.Namespace) -> int:
     from ocibench import jsonfile, shapes
-    from ocibench.history.store import History
+    from ocibench.history import current
     from ocibench.reframe import runreport
     from ocibench.report.load import InputError
 
@@ -96,8 +106,8 @@ def _add(args: argparse.Namespace) -> int:
                   "provenance host): not kept", file=sys.stderr)
         found += records
         sessions.append((path, records))
-    with History(args.db) as history:   # all reports, one transaction
-        added = history.add(found)
+    # all reports, one transaction; their nodes' snapshots published for the healthcheck
+    added = current.add(args.db, found, "history add")
     for path, records in sessions:
         session = records[0].session if records else "-"
         print(f"{path}: {len(records)} figure(s) of {len({r.node for r in records})} "
@@ -131,6 +141,9 @@ def _report_records(path: Path, report) -> tuple[list, list[str]]:
         if not hosts:
             unplaced.append(case.name)
             continue
+        bad = next((hostnames.why_not(h) for h in hosts if hostnames.why_not(h)), None)
+        if bad:   # job_nodelist is checked by the report's reader; provenance here
+            raise InputError(f"{path}: {case.where}: the provenance's hosts: {bad}")
         completed = case.get("job_completion_time_unix")
         when = completed if metrics.is_number(completed) else \
             ended if metrics.is_number(ended) else _iso_time(result.provenance.get("date"))
@@ -153,6 +166,17 @@ def _iso_time(text: object) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
 
+def _publish(args: argparse.Namespace) -> int:
+    from ocibench.history import current
+
+    bad = next((hostnames.why_not(n) for n in args.nodes if hostnames.why_not(n)), None)
+    if bad:
+        return _usage(f"NODE {bad}")
+    written = current.publish_all(args.db, args.nodes or None)
+    print(f"{current.directory(args.db)}: {written} node snapshot(s) published")
+    return 0
+
+
 # --------------------------------------------------------------------------- show
 
 COLUMNS = ("node", "check", "variant", "size", "figure", "value", "unit", "documented",
@@ -162,6 +186,8 @@ COLUMNS = ("node", "check", "variant", "size", "figure", "value", "unit", "docum
 def _show(args: argparse.Namespace) -> int:
     from ocibench.history.store import History
 
+    if args.node is not None and hostnames.why_not(args.node):
+        return _usage(f"--node {hostnames.why_not(args.node)}")
     if args.check is not None and args.check not in benchmarks.CHECKS:
         return _usage(f"--check {args.check}: unknown check; known: "
                       f"{', '.join(benchmarks.CHECKS)}")

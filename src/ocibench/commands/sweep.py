@@ -163,6 +163,7 @@ def _report(args: argparse.Namespace, result) -> int:
         except OSError as err:
             failed.append(f"cannot write {err.filename or path}: {err.strerror}")
     if not args.no_history and result.jobs:
+        from ocibench.history.current import PublishError
         from ocibench.history.store import HistoryError
 
         where = args.history or paths.history_db()
@@ -170,7 +171,7 @@ def _report(args: argparse.Namespace, result) -> int:
             added, nodes = result.kept if result.kept is not None else result.keep(where)
             print(f"history: {added} figure(s) of {nodes} node(s) added to {where} "
                   f"(session {result.session})", file=sys.stderr)
-        except HistoryError as err:
+        except (HistoryError, PublishError) as err:
             failed.append(f"history: {err}")
     for name, node in result.nodes.items():
         action = f" [{node.action}]" if node.action else ""

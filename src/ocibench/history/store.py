@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sqlite3
 import statistics
 from collections.abc import Iterable, Iterator
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ocibench import metrics
+from ocibench import hostnames, metrics
 
 #: ``PRAGMA application_id`` of an ocibench history ("ocbh"): another program's SQLite
 #: file is not taken for ours (https://www.sqlite.org/pragma.html#pragma_application_id).
@@ -117,6 +118,14 @@ class HistoryError(RuntimeError):
     line naming the file (or the record's field)."""
 
 
+class _HotJournal(Exception):
+    """A read-only open found a journal a dead writer left (History._open)."""
+
+
+#: SQLite's extended result code for a read-only connection that found a hot journal.
+_SQLITE_READONLY_ROLLBACK = 776
+
+
 @dataclass(frozen=True)
 class Record:
     """One judged figure of one node in one session."""
@@ -161,6 +170,9 @@ def _check(record: Any, index: int) -> None:
             raise HistoryError(f"record {index}.{name}: {text!r} is not a non-empty string")
     if type(record.variant) is not str:
         raise HistoryError(f"record {index}.variant: {record.variant!r} is not a string")
+    if not hostnames.HOST.fullmatch(record.node):
+        # printed on terminals, a file name of its snapshot (history.current)
+        raise HistoryError(f"record {index}.node: {hostnames.why_not(record.node)}")
     size = record.size
     if size is not None and (type(size) is not int or size < 0):
         raise HistoryError(f"record {index}.size: {size!r} is not a message size in bytes")
@@ -191,17 +203,24 @@ class History:
         self.readonly = readonly
         if readonly and not self.path.is_file():
             raise HistoryError(f"{self.path}: no history there (nothing was added yet)")
-        try:
-            if not readonly:
+        if not readonly:
+            try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            uri = self.path.resolve().as_uri() + ("?mode=ro" if readonly else "")
-            # isolation_level=None: transactions are this module's own BEGIN/COMMIT.
-            self._db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S,
-                                       isolation_level=None)
-        except (OSError, sqlite3.Error) as err:
-            raise HistoryError(f"{self.path}: cannot open: {_why(err)}") from None
+            except OSError as err:
+                raise HistoryError(f"{self.path}: cannot open: {_why(err)}") from None
+        self._db = self._connect(readonly)
         try:
-            self._open()
+            try:
+                self._open()
+            except _HotJournal:
+                # A writer died mid-commit: its journal must be played back before the
+                # file reads as it was, and a read-only connection cannot (SQLite:
+                # SQLITE_READONLY_ROLLBACK).  A reader that may write rolls it back, as
+                # any writer's first read would; one that may not says so.
+                self._db.close()
+                self._roll_back()
+                self._db = self._connect(readonly)
+                self._open()
             # A sweep is a few MB of new pages: held in the cache until the commit
             # rather than spilled to the file mid-transaction.
             self._db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
@@ -209,12 +228,60 @@ class History:
             self._db.close()
             raise
 
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        try:
+            uri = self.path.resolve().as_uri() + ("?mode=ro" if readonly else "")
+            # isolation_level=None: transactions are this module's own BEGIN/COMMIT.
+            return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S,
+                                   isolation_level=None)
+        except (OSError, sqlite3.Error) as err:
+            raise HistoryError(f"{self.path}: cannot open: {_why(err)}") from None
+
+    @property
+    def journal(self) -> Path:
+        """SQLite's rollback journal of the file (``<file>-journal``)."""
+        return self.path.with_name(self.path.name + "-journal")
+
+    def _hot_journal(self, err: sqlite3.Error) -> bool:
+        """Whether ``err``, on a read-only connection, is SQLite refusing to read a file
+        whose journal must be rolled back first."""
+        code = getattr(err, "sqlite_errorcode", None)   # Python 3.11+
+        if code is not None:
+            return code == _SQLITE_READONLY_ROLLBACK
+        try:
+            return self.journal.stat().st_size > 0
+        except OSError:
+            return False
+
+    def _roll_back(self) -> None:
+        """Play back the journal a dead writer left: a read on a connection that may
+        write does it (https://www.sqlite.org/lockingv3.html, "Hot Journals")."""
+        where = self.path.parent
+        if not (os.access(self.path, os.W_OK) and os.access(where, os.W_OK)):
+            raise HistoryError(
+                f"{self.path}: a writer stopped mid-commit and left its journal "
+                f"{self.journal.name}, which must be rolled back before the history can be "
+                f"read; its next writer does, or any ocibench history command run by a "
+                f"user who may write {where}")
+        try:
+            db = sqlite3.connect(self.path.resolve().as_uri(), uri=True,
+                                 timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            try:
+                db.execute("PRAGMA application_id").fetchone()
+            finally:
+                db.close()
+        except sqlite3.Error as err:
+            raise HistoryError(f"{self.path}: cannot roll back the journal a writer left "
+                               f"({self.journal.name}): {_why(err)}") from None
+
     def _open(self) -> None:
         """Check the file is ours and of a schema this module reads; create it when it
         is an empty file (a new history)."""
         try:
             app = self._db.execute("PRAGMA application_id").fetchone()[0]
         except sqlite3.DatabaseError as err:   # "file is not a database"
+            if self.readonly and self._hot_journal(err):
+                raise _HotJournal() from None
             raise HistoryError(f"{self.path}: not an ocibench history ({_why(err)})") from None
         with self._errors("read"):
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -357,8 +424,8 @@ class History:
         told from."""
         if kind not in EVENT_KINDS:
             raise HistoryError(f"event kind {kind!r}: not one of {', '.join(EVENT_KINDS)}")
-        if not isinstance(node, str) or not node.strip():
-            raise HistoryError(f"event node {node!r}: not a node name")
+        if not hostnames.is_host(node):
+            raise HistoryError(f"event node: {hostnames.why_not(node)}")
         if not metrics.is_number(time):
             raise HistoryError(f"event time {time!r}: not a finite number")
         if self.readonly:
@@ -500,6 +567,31 @@ class History:
             values.append(value)
         return sorted((start, statistics.median(values))
                       for start, values in sessions.values())
+
+    def counts(self, node: str, verdicts: Iterable[str] | None = None
+               ) -> dict[tuple[str, str, int | None, str], int]:
+        """How many values each figure of ``node`` holds (of those whose verdict is one
+        of ``verdicts``), counted in SQLite: the node's rows of each session, as
+        :meth:`history` reads them, without building a Record of each (what the
+        published snapshot says of the history drift had: ocibench.history.current)."""
+        series = self._series("WHERE node = ?", (node,))
+        if not series:
+            return {}
+        ids = sorted(int(i) for i in series)   # integers from this file
+        within = f"BETWEEN {ids[0]} AND {ids[-1]}" if ids[-1] - ids[0] + 1 == len(ids) \
+            else f"IN ({','.join(map(str, ids))})"
+        wanted = sorted(set(verdicts)) if verdicts is not None else None
+        only = "" if wanted is None else f"AND r.verdict IN ({','.join('?' * len(wanted))})"
+        with self._errors("read"):
+            rows = self._db.execute(
+                "SELECT r.series, count(*) FROM sessions n CROSS JOIN results r "
+                f"ON r.session = n.id AND r.series {within} WHERE 1 {only} "
+                "GROUP BY r.series", wanted or ()).fetchall()
+        found = {}
+        for sid, count in rows:
+            _node, check, variant_, size, figure, _unit = series[sid]
+            found[(check, variant_, None if size == _NO_SIZE else size, figure)] = count
+        return found
 
     def nodes(self) -> list[str]:
         with self._errors("read"):

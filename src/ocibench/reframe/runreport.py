@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ocibench import benchmarks, jsonfile, metrics
+from ocibench import benchmarks, hostnames, jsonfile, metrics
 
 #: ``session_info.data_version`` of the run reports this reader knows.
 DATA_VERSIONS = ("4.0", "4.1", "4.2")
@@ -228,7 +228,11 @@ def _check_benchmark(path: Path, where: str, case: dict[str, Any]) -> None:
     jsonfile.text(path, f"{where}.name", case.get("name"))
     for name in _TEXT_FIELDS:
         jsonfile.optional_text(path, f"{where}.{name}", case.get(name))
-    jsonfile.text_list(path, f"{where}.job_nodelist", case.get("job_nodelist"))
+    for index, host in enumerate(jsonfile.text_list(path, f"{where}.job_nodelist",
+                                                    case.get("job_nodelist"))):
+        if not hostnames.is_host(host):
+            raise RunReportError(f"{path}: {where}.job_nodelist[{index}]: "
+                                 f"{hostnames.why_not(host)}")
     perfvalues = case.get("perfvalues")
     perfvalues = jsonfile.mapping(path, f"{where}.perfvalues",
                                   {} if perfvalues is None else perfvalues)

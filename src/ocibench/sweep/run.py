@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ocibench.history import drift
+from ocibench.history import current, drift
 from ocibench.history.store import History, HistoryError
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
 from ocibench.sweep import actions, keep, plan, rfm, signals, slurm, state, verdicts
@@ -95,6 +95,8 @@ class Sweep:
     jobs: list[JobResult] = field(default_factory=list)
     #: (records added, nodes) where the sweep kept its figures itself (Options.history)
     kept: tuple[int, int] | None = None
+    #: the swept nodes marked as being written in the history, until published
+    publishing: current.Intent | None = None
 
     @property
     def ok(self) -> bool:
@@ -111,9 +113,14 @@ class Sweep:
 
     def keep(self, path: Path) -> tuple[int, int]:
         """Every node's figures into the history file ``path`` (ocibench.sweep.keep):
-        (records added, nodes)."""
-        return keep.keep(path, self.nodes, self.jobs, job_cells(self.jobs, self.outlier_k),
-                         self.session, self.started)
+        (records added, nodes).  Their snapshots for the healthcheck are published
+        (ocibench.history.current): at the end of the sweep's own write where one is
+        in flight (:func:`_drift`), else here."""
+        cells = job_cells(self.jobs, self.outlier_k)
+        if self.publishing is not None:
+            return keep.keep(path, self.nodes, self.jobs, cells, self.session, self.started)
+        found = keep.records(self.nodes, self.jobs, cells, self.session, self.started)
+        return current.add(path, found, self.session), len({r.node for r in found})
 
     def summary(self) -> dict[str, int]:
         return {str(v): sum(n.verdict is v for n in self.nodes.values()) for v in NODE_VERDICTS}
@@ -247,6 +254,7 @@ def _sweep(result: Sweep, options: Options, retaken: list[str],
     finally:
         with signals.shielded():
             _restore(result, resumed, states, reservation, record)
+        _publish(result)
 
 
 def _unjudged(the_plan: Plan, why: str) -> dict[str, NodeResult]:
@@ -372,7 +380,16 @@ def mark_drift(nodes: dict[str, NodeResult], history: History, session: str,
 def _drift(result: Sweep, path: Path) -> None:
     """Keep the sweep's figures in the history at ``path``, then mark the nodes that
     drift: before the drains are decided, so that a drift that persists is drained.  A
-    history that cannot be read or written is an error of the sweep, and no drift."""
+    history that cannot be read or written is an error of the sweep, and no drift.
+    The nodes are first marked as being written (ocibench.history.current), and their
+    snapshots published once the sweep is done with the history (:func:`_publish`);
+    a sweep that cannot mark them keeps nothing, rather than leave the healthchecks a
+    snapshot the history has moved past."""
+    try:
+        result.publishing = current.Intent(path, list(result.nodes), result.session)
+    except current.PublishError as err:
+        result.errors.append(f"history: {err} (figures not kept, drift not judged)")
+        return
     try:
         result.kept = result.keep(path)
         with History(path) as history:
@@ -395,6 +412,20 @@ def _keep_events(result: Sweep, path: Path) -> None:
                                   result.session)
     except HistoryError as err:
         result.errors.append(f"history: {err}")
+
+
+def _publish(result: Sweep) -> None:
+    """Publish the swept nodes' snapshots for their healthchecks (ocibench.history.
+    current), once the sweep wrote its figures and events; left marked as being
+    written where it cannot (their healthchecks say unknown until a later write
+    publishes them)."""
+    if result.publishing is None:
+        return
+    try:
+        result.publishing.finish()
+    except (current.PublishError, HistoryError) as err:
+        result.errors.append(f"history: {err} (the nodes' snapshots not published)")
+    result.publishing = None
 
 
 def drain_wanted(nodes: dict[str, NodeResult]) -> dict[str, str]:

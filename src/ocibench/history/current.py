@@ -1,0 +1,496 @@
+"""Each node's current verdicts, published beside the history for the healthcheck.
+
+The healthcheck runs on every node every few minutes with a budget of seconds; the
+history is one SQLite file on shared storage, 800 MB after a year of a 1,000-node
+cluster, written by the head node.  Opening it from every node cost seconds per run,
+growing with the history (the drift rule reads every sweep of the node and of its
+peers), and waited on SQLite's busy timeout whenever a writer held it.  So every
+writer of the history publishes, after its commit, what the healthcheck asks of each
+node it wrote, in a small file per node that a reader opens in O(1) and never waits on
+(docs/history.md, "Published snapshots"):
+
+``<history>.current/<node>.json``, replaced atomically (ocibench.atomic)::
+
+    {"format": "ocibench-node-snapshot", "version": 1, "node": "gpu-3",
+     "published": 1790000000.0, "session": "sweep-...",
+     "history": {"figures": 50, "newest": 1789990000.0,
+                 "failed": [{"figure": "osu_bw ... 80 GB/s (floor 95)",
+                             "time": 1789990000.0, "session": "sweep-..."}]},
+     "drift": {"figures": 50, "judged": 48, "needed": 17,
+               "drifting": [{"reason": "...", "persists": true,
+                             "time": 1789990000.0}]}}
+
+``history``: the node's newest value of each figure (History.latest), its failures
+listed; ``drift``: the figures drift judged (those with the sweeps the rule needs) and
+those drifting (ocibench.history.drift), each with whether it persists (the sweep's
+"rerun, then drain if it persists") and its newest value's time, against which the
+healthcheck holds a person's resume (its state file's ``history_since``).
+
+**Never stale unnoticed.**  A writer first leaves ``<history>.current/writing/<id>.json``
+naming the nodes it is about to write (and holds a POSIX lock on it while it lives),
+commits, publishes those nodes, then removes it.  A reader finds its node named there
+and says unknown (a write in flight, or one whose writer died between its commit and
+its publishing); a later writer, finding the lock free, publishes the dead writer's
+nodes too and removes its file.  So a snapshot either describes the history or its
+node is named as being written: the healthcheck never passes on a snapshot the history
+has moved past.  (A writer of an ocibench older than this module publishes nothing:
+``ocibench history publish`` writes every node's snapshot afresh.)
+
+The writer is root or the admin on the head node; the files are 0644 in a 0755
+directory on the shared storage, for the nodes' healthchecks to read.  Writing, this
+module reads the history (ocibench.history.store, drift); reading, it imports neither:
+the healthcheck starts without SQLite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ocibench import atomic, hostnames, jsonfile, metrics
+
+if TYPE_CHECKING:   # the writer's: the reader (the healthcheck) never loads SQLite
+    from ocibench.history.store import History, Record
+
+FORMAT = "ocibench-node-snapshot"
+VERSION = 1
+#: The write-intent files' format.
+INTENT_FORMAT = "ocibench-history-write"
+#: A snapshot is a few KB (50 figures); anything far larger is not one.
+MAX_BYTES = 1 << 20
+#: An intent names every node of a sweep: 100,000 names fit.
+MAX_INTENT_BYTES = 8 << 20
+#: Intent files a reader looks at; more is not a history being written, but a mess
+#: (its node is unknown until it is cleaned up: ``ocibench history publish``).
+MAX_INTENTS = 64
+#: Items of a list a snapshot keeps (a node has about 50 figures).
+MAX_ITEMS = 1000
+
+
+class PublishError(RuntimeError):
+    """The snapshots cannot be written; one line naming the path."""
+
+
+class NotPublished(Exception):
+    """No snapshot the reader may trust: the reason, one line (the healthcheck's
+    unknown)."""
+
+
+def directory(history: Path) -> Path:
+    """Where the snapshots of the history at ``history`` live: ``<history>.current``."""
+    history = Path(history)
+    return history.with_name(history.name + ".current")
+
+
+def snapshot_path(history: Path, node: str) -> Path:
+    return directory(history) / f"{node}.json"
+
+
+# --------------------------------------------------------------------------- what it says
+
+
+@dataclass(frozen=True)
+class Failure:
+    figure: str         # the figure and its value, one line
+    time: float         # when it was measured
+    session: str
+
+
+@dataclass(frozen=True)
+class Drifting:
+    reason: str         # drift's line
+    persists: bool      # flagged by the previous sweep too (drift: >= 2 separate low values)
+    time: float         # the figure's newest value's time
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    node: str
+    published: float
+    session: str                    # the write that published it
+    figures: int                    # the node's figures in the history
+    newest: float                   # its newest value's time
+    failed: tuple[Failure, ...]
+    drift_figures: int              # figures drift looked at (a unit with a direction)
+    drift_judged: int               # of those, with the sweeps the rule needs
+    drift_needed: int               # the sweeps the rule needs
+    drifting: tuple[Drifting, ...]
+    path: Path = Path()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT, "version": VERSION, "node": self.node,
+            "published": self.published, "session": self.session,
+            "history": {"figures": self.figures, "newest": self.newest,
+                        "failed": [{"figure": f.figure, "time": f.time,
+                                    "session": f.session} for f in self.failed]},
+            "drift": {"figures": self.drift_figures, "judged": self.drift_judged,
+                      "needed": self.drift_needed,
+                      "drifting": [{"reason": d.reason, "persists": d.persists,
+                                    "time": d.time} for d in self.drifting]}}
+
+
+def figure_line(record: Record) -> str:
+    """One figure of a node and its value, as a drain reason and the healthcheck show it."""
+    size = f" {record.size} B" if record.size is not None else ""
+    variant = f" {record.variant}" if record.variant else ""
+    floor = f" (floor {record.floor:g})" if record.floor is not None else ""
+    return (f"{record.check}{variant}{size} {record.figure} {record.value:g} "
+            f"{record.unit}{floor}")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def snapshots(history: History, nodes: Sequence[str], session: str,
+              now: float | None = None) -> dict[str, Snapshot]:
+    """The snapshot of each of ``nodes`` that the history holds figures of, read from
+    ``history``; drift judged once for all of them (drift.drifting_nodes)."""
+    from ocibench.history import drift
+
+    now = time.time() if now is None else now
+    nodes = list(dict.fromkeys(nodes))
+    drifts = drift.drifting_nodes(history, nodes)
+    needed = drift.RECENT_K + drift.MIN_BASELINE
+    found = {}
+    for node in nodes:
+        latest = history.latest(node)
+        if not latest:
+            continue
+        measured = {r.key: r.time for r in latest}
+        events = history.events(node) if drifts.get(node) else []
+        drifting = []
+        for d in drifts.get(node, []):
+            newest = measured.get((d.check, d.variant, d.size, d.figure), 0.0)
+            persisting = getattr(d, "persists", None)
+            if persisting is None:
+                # Fallback until drift's Drift.persists (>= 2 separate low values) is
+                # merged: the coordinator removes it then.  What the sweep knew when it
+                # measured the newest value: its own flag of that sweep comes after the
+                # value's time and does not count.
+                before = [e for e in events if e[0] < newest]
+                persisting = drift.flagged_since(before, d.previous)
+            drifting.append(Drifting(d.reason, bool(persisting), newest))
+        # what the rule could judge: a figure of a unit with a direction and the sweeps
+        # it needs of sane values (drift.SANE); the rest it never flags
+        directed = [r for r in latest if drift.higher_is_better(r.unit) is not None]
+        counts = history.counts(node, drift.SANE) if directed else {}
+        judged = sum(1 for r in directed if counts.get(r.key, 0) >= needed)
+        failed = [Failure(figure_line(r), r.time, r.session) for r in latest
+                  if r.verdict == metrics.Verdict.FAIL.value]
+        found[node] = Snapshot(
+            node=node, published=now, session=session, figures=len(latest),
+            newest=max(r.time for r in latest), failed=tuple(failed[:MAX_ITEMS]),
+            drift_figures=len(directed), drift_judged=judged, drift_needed=needed,
+            drifting=tuple(drifting[:MAX_ITEMS]))
+    return found
+
+
+def publish(path: Path, history: History, nodes: Iterable[str], session: str,
+            now: float | None = None, mine: Path | None = None) -> int:
+    """Write the snapshot of each of ``nodes`` beside the history at ``path`` (read
+    through ``history``, opened on it), and of the nodes of writes whose writer died
+    before publishing (their intent files no longer locked; removed once published);
+    a node the history holds nothing of has its snapshot removed.  ``mine``: the
+    caller's own intent file, left to it.  Returns how many snapshots were written;
+    raises PublishError.
+
+    One publisher at a time (``.publish.lock``): a publisher that read the history
+    before another's commit writes before that other publishes, never after."""
+    nodes = list(nodes)
+    bad = next((hostnames.why_not(n) for n in nodes if hostnames.why_not(n)), None)
+    if bad:
+        raise PublishError(f"{path}: node {bad}")
+    where = directory(path)
+    try:
+        where.mkdir(mode=0o755, exist_ok=True)
+        lock = open(where / ".publish.lock", "a")
+    except OSError as err:
+        raise PublishError(f"cannot publish the snapshots in {where}: "
+                           f"{err.strerror or err}") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        dead = _dead_intents(where / "writing", mine)
+        try:
+            nodes += [n for _fd, _file, names in dead for n in names]
+            nodes = list(dict.fromkeys(nodes))
+            found = snapshots(history, nodes, session, now)
+            try:
+                for node in nodes:
+                    target = snapshot_path(path, node)
+                    if node in found:
+                        text = json.dumps(found[node].to_dict(), indent=1,
+                                          sort_keys=True) + "\n"
+                        # 0644: every node's healthcheck reads it
+                        atomic.replace(target, text, mode=0o644)
+                    else:
+                        target.unlink(missing_ok=True)
+                for _fd, file, _names in dead:
+                    file.unlink(missing_ok=True)
+            except OSError as err:
+                raise PublishError(f"cannot publish the snapshots in {where}: "
+                                   f"{err.strerror or err}") from None
+        finally:
+            for fd, _file, _names in dead:
+                os.close(fd)
+    return len(found)
+
+
+class Intent:
+    """A write to the history in flight: ``<history>.current/writing/<id>.json`` names
+    its nodes, locked while this process lives (see the module's docstring).  Made
+    before the write; :meth:`finish` once it is committed, :meth:`abandon` where
+    nothing was."""
+
+    def __init__(self, path: Path, nodes: Iterable[str], session: str) -> None:
+        self.history = Path(path)
+        self.nodes = list(dict.fromkeys(nodes))
+        self.session = session
+        bad = next((hostnames.why_not(n) for n in self.nodes if hostnames.why_not(n)), None)
+        if bad:
+            raise PublishError(f"{path}: node {bad}")
+        where = directory(path) / "writing"
+        body = json.dumps({"format": INTENT_FORMAT, "session": session,
+                           "nodes": self.nodes, "began": time.time(),
+                           "host": socket.gethostname(), "pid": os.getpid()})
+        try:
+            where.mkdir(mode=0o755, parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=".intent.", suffix=".tmp", dir=where)
+        except OSError as err:
+            raise PublishError(f"cannot mark a write to the history in {where}: "
+                               f"{err.strerror or err}") from None
+        try:
+            os.fchmod(fd, 0o644)
+            os.write(fd, body.encode())
+            # held while this writer lives: flock, whose lock is the open file's (a
+            # POSIX lock would go when this process closed any other descriptor of it)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.file = where / f"{os.getpid()}-{os.path.basename(name)[8:-4]}.json"
+            os.rename(name, self.file)   # seen by readers only once complete and locked
+        except OSError as err:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+            raise PublishError(f"cannot mark a write to the history in {where}: "
+                               f"{err.strerror or err}") from None
+        self._fd: int | None = fd
+
+    def finish(self, history: History | None = None, now: float | None = None) -> int:
+        """Publish this write's nodes (and dead writers', :func:`publish`), then remove
+        the file: the nodes' snapshots describe the history again.  ``history``: an
+        open History on the file (else opened read-only here).  Returns the snapshots
+        written; raises PublishError or store.HistoryError and then leaves the file
+        (its nodes stay unknown to the healthcheck until a later write publishes)."""
+        from ocibench.history.store import History
+
+        if self._fd is None:
+            return 0
+        if history is None:
+            with History(self.history, readonly=True) as opened:
+                written = publish(self.history, opened, self.nodes, self.session, now,
+                                  mine=self.file)
+        else:
+            written = publish(self.history, history, self.nodes, self.session, now,
+                              mine=self.file)
+        self.abandon()
+        return written
+
+    def abandon(self) -> None:
+        """Remove the file: published, or nothing was written after all (the write
+        failed before its commit)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                self.file.unlink()
+            os.close(self._fd)
+            self._fd = None
+
+
+def _dead_intents(where: Path, mine: Path | None) -> list[tuple[int, Path, list[str]]]:
+    """The intent files in ``where`` whose writer is gone (their lock taken here, and
+    held until the caller closes the descriptor), with their nodes."""
+    found = []
+    try:
+        names = sorted(p for p in where.iterdir() if p.suffix == ".json" and p != mine)
+    except OSError:
+        return []
+    for file in names:
+        try:
+            fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            data = jsonfile.parse(os.read(fd, MAX_INTENT_BYTES), str(file))
+            nodes = [n for n in (data.get("nodes") or []) if hostnames.is_host(n)] \
+                if isinstance(data, dict) else []
+        except (OSError, jsonfile.JsonFileError):
+            os.close(fd)   # alive (locked), or unreadable: left as it is
+            continue
+        found.append((fd, file, nodes))
+    return found
+
+
+def add(path: Path, records: Sequence[Record], session: str) -> int:
+    """Add ``records`` to the history at ``path`` and publish their nodes' snapshots:
+    the intent, the commit, the publishing (the module's docstring).  Returns how many
+    records were new; raises store.HistoryError (nothing added) or PublishError (added,
+    not published: the nodes stay unknown to the healthcheck until a later write)."""
+    from ocibench.history.store import History
+
+    intent = Intent(path, sorted({r.node for r in records}), session)
+    added = 0
+    try:
+        with History(path) as history:
+            added = history.add(records)
+            if added:
+                intent.finish(history)
+                return added
+    except BaseException:
+        if not added:       # History.add is all or nothing: nothing was committed
+            intent.abandon()
+        raise               # else the intent stays: its nodes are unknown, not stale
+    intent.abandon()        # nothing new: the snapshots still describe the history
+    return 0
+
+
+def publish_all(path: Path, nodes: Sequence[str] | None = None,
+                session: str = "publish") -> int:
+    """``ocibench history publish``: every node's snapshot (or ``nodes``') afresh, and
+    the nodes of writes whose writer died; their intent files removed."""
+    from ocibench.history.store import History
+
+    with History(path, readonly=True) as history:
+        return publish(path, history, list(nodes) if nodes else history.nodes(), session)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read(history: Path, node: str) -> Snapshot:
+    """The node's snapshot beside the history at ``history``, without opening the
+    history: a stat of it, a listing of the writes in flight, one small file.  Raises
+    NotPublished, with the reason, where there is none the healthcheck may trust."""
+    history = Path(history)
+    if not history.is_file():
+        raise NotPublished(f"no history at {history} (no run recorded yet; --history "
+                           "names it)")
+    busy = _being_written(directory(history) / "writing", node)
+    if busy:
+        raise NotPublished(busy)
+    path = snapshot_path(history, node)
+    try:
+        data = jsonfile.load(path, limit=MAX_BYTES)
+    except jsonfile.JsonFileError as err:
+        if not os.path.lexists(path):
+            raise NotPublished(
+                f"no snapshot of {node} at {path} (each sweep and `ocibench history add` "
+                "publishes the nodes it measured; `ocibench history publish` writes every "
+                "node's)") from None
+        raise NotPublished(f"{err} (not a node's snapshot)") from None
+    try:
+        return _snapshot(data, node, path)
+    except (KeyError, TypeError, ValueError) as err:
+        raise NotPublished(f"{path}: not a node's snapshot ({err})") from None
+
+
+def _being_written(where: Path, node: str) -> str:
+    """Why ``node``'s snapshot may be behind the history (a write naming it in flight,
+    or whose writer died before publishing), or ""."""
+    try:
+        names = sorted(p for p in where.iterdir() if p.suffix == ".json")
+    except FileNotFoundError:
+        return ""
+    except OSError as err:
+        return f"cannot list the writes in flight in {where}: {err.strerror or err}"
+    if len(names) > MAX_INTENTS:
+        return (f"{len(names)} writes to the history in flight in {where}: more than "
+                f"{MAX_INTENTS}; `ocibench history publish` clears those of dead writers")
+    for file in names:
+        try:
+            data = jsonfile.load(file, limit=MAX_INTENT_BYTES)
+        except jsonfile.JsonFileError as err:
+            if not os.path.lexists(file):
+                continue    # finished while listed
+            return f"a write in flight that cannot be read: {err}"
+        nodes = data.get("nodes") if isinstance(data, dict) else None
+        if not isinstance(nodes, list):
+            return f"{file}: not a write in flight (no list of nodes)"
+        if node in nodes:
+            began = data.get("began")
+            when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(began))
+                    if metrics.is_number(began) and 0 <= began < 2**37 else "?")
+            return (f"a write to the history (session {hostnames.shown(data.get('session'))}, "
+                    f"begun {when} by pid {hostnames.shown(data.get('pid'))} on "
+                    f"{hostnames.shown(data.get('host'))}) has not published {node}'s "
+                    f"snapshot yet [{file}]")
+    return ""
+
+
+def _number(value: Any, where: str) -> float:
+    if not metrics.is_number(value):
+        raise ValueError(f"{where} is {value!r:.40}, not a finite number")
+    return float(value)
+
+
+def _count(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**31:
+        raise ValueError(f"{where} is {value!r:.40}, not a count")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{where} is {value!r:.40}, not a string")
+    return value
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{where} is {value!r:.40}, not true or false")
+    return value
+
+
+def _items(value: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or len(value) > MAX_ITEMS or \
+            not all(isinstance(item, dict) for item in value):
+        raise ValueError(f"{where} is not a list of at most {MAX_ITEMS} objects")
+    return value
+
+
+def _snapshot(data: Any, node: str, path: Path) -> Snapshot:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"format is not {FORMAT!r}")
+    if data.get("version") != VERSION:
+        raise ValueError(f"version {hostnames.shown(data.get('version'))}; this ocibench "
+                         f"reads {VERSION}")
+    if data.get("node") != node:
+        raise ValueError(f"the snapshot of {hostnames.shown(data.get('node'))}, not {node}")
+    hist, drift = data["history"], data["drift"]
+    if not isinstance(hist, dict) or not isinstance(drift, dict):
+        raise ValueError("history or drift is not an object")
+    return Snapshot(
+        node=node, published=_number(data["published"], "published"),
+        session=_text(data["session"], "session"),
+        figures=_count(hist["figures"], "history.figures"),
+        newest=_number(hist["newest"], "history.newest"),
+        failed=tuple(Failure(_text(f["figure"], "history.failed[].figure"),
+                             _number(f["time"], "history.failed[].time"),
+                             _text(f["session"], "history.failed[].session"))
+                     for f in _items(hist["failed"], "history.failed")),
+        drift_figures=_count(drift["figures"], "drift.figures"),
+        drift_judged=_count(drift["judged"], "drift.judged"),
+        drift_needed=_count(drift["needed"], "drift.needed"),
+        drifting=tuple(Drifting(_text(d["reason"], "drift.drifting[].reason"),
+                                _flag(d["persists"], "drift.drifting[].persists"),
+                                _number(d["time"], "drift.drifting[].time"))
+                       for d in _items(drift["drifting"], "drift.drifting")),
+        path=path)
