@@ -7,7 +7,8 @@ the row remapper's state, NVLink's status); a file ``hang`` there makes it hang;
 tests/data/healthcheck/systemctl, which answers ``is-active`` from ``services/<unit>``.
 ``<dir>/root``: ``sys/bus/pci/devices/<bdf>/`` link speed and width of each GPU,
 ``sys/class/infiniband/<dev>/ports/<port>/{state,counters/link_downed}`` of each of the
-shape's RDMA ports, and ``dev/kmsg``, the kernel log, as the files the kernel shows.
+shape's RDMA ports, ``dev/kmsg``, the kernel log, and ``proc/sys/kernel/random/boot_id``,
+as the files the kernel shows.
 Everything is derived from the shape file, as on a node of that shape.
 """
 
@@ -56,6 +57,7 @@ class FakeNode:
         for device in self.exp.rdma_devices:
             self.port(device)
         self.kernel_log()
+        self.boot()
         self.service("nvidia-fabricmanager", "active")
         self.hang(False)
         return self
@@ -114,6 +116,19 @@ class FakeNode:
             "6,1,1000000,-;Linux version 6.8.0\n"
             + "".join(f"4,{n + 2},{(n + 2) * 1000000},-;{text}\n"
                       for n, text in enumerate(lines)))
+
+    def kernel_records(self, *records: tuple[int, str]) -> None:
+        """/dev/kmsg holding exactly ``records`` (sequence number, text): what a fresh
+        reader gets of a ring buffer whose older records were overwritten."""
+        (self.root / "dev").mkdir(exist_ok=True)
+        (self.root / "dev" / "kmsg").write_text(
+            "".join(f"4,{seq},{seq * 1000000},-;{text}\n" for seq, text in records))
+
+    def boot(self, boot_id: str = "4b1f2a3c-5d6e-4f70-8192-a3b4c5d6e7f8") -> None:
+        """/proc/sys/kernel/random/boot_id: new at every boot."""
+        path = self.root / "proc/sys/kernel/random/boot_id"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(boot_id + "\n")
 
     def service(self, unit: str, state: str | None) -> None:
         """What `systemctl is-active UNIT` says (None: a unit systemd does not know)."""

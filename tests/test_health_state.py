@@ -46,6 +46,14 @@ def test_no_file_is_no_state(tmp_path: Path) -> None:
      ' "duration_s": 0}]}', "probes[0]: field 'state' is 'ok'"),
     ('{"node": "n", "time": 1, "duration_s": 1, "interval_s": null, "action": "none",'
      ' "reason": "", "probes": [], "link_downed": {"p": "3"}}', "field 'link_downed'"),
+    # a node name is a host name: never a terminal escape printed raw (ocibench.hostnames)
+    ('{"node": "\\u001b[31mred", "time": 1, "duration_s": 1, "interval_s": null,'
+     ' "action": "none", "reason": "", "probes": []}',
+     "field 'node' is '\\x1b[31mred' is not a host name"),
+    ('{"node": "n", "time": Infinity, "duration_s": 1, "interval_s": null,'
+     ' "action": "none", "reason": "", "probes": []}', "field 'time' is inf"),
+    ('{"node": "n", "time": 1, "duration_s": 1, "interval_s": null, "action": "none",'
+     ' "reason": "", "probes": [], "kernel_seq_passed": "12"}', "field 'kernel_seq_passed'"),
 ])
 def test_a_bad_file_is_one_line_naming_it(tmp_path: Path, text: str, says: str) -> None:
     path = tmp_path / "healthcheck.json"

@@ -17,7 +17,7 @@ from health_fakes import FakeNode
 from ocibench import accelerators, cli, shapes
 from ocibench.health import check, probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN
-from ocibench.history import store
+from ocibench.history import current, store
 
 
 @pytest.fixture
@@ -286,9 +286,10 @@ def _record(node: str, verdict: str, when: float, value: float = 90.0) -> store.
 
 
 def _history(tmp_path: Path, *records: store.Record) -> Path:
+    """A history of ``records``, its nodes' snapshots published (as every writer does:
+    ocibench.history.current)."""
     path = tmp_path / "history.sqlite"
-    with store.History(path) as history:
-        history.add(records)
+    current.add(path, records, "test")
     return path
 
 
@@ -318,10 +319,11 @@ def test_no_history_or_none_of_this_node_is_unknown(node: FakeNode, tmp_path: Pa
     assert history_finding(node, tmp_path / "none.sqlite")[0] == UNKNOWN
     db = _history(tmp_path, _record("gpu-2", "fail", 2000.0))
     got, evidence = history_finding(node, db)
-    assert got == UNKNOWN and "no result of gpu-1" in evidence
+    assert got == UNKNOWN and "no snapshot of gpu-1" in evidence
+    # the history itself is never opened: a file that is not one has no snapshots
     (tmp_path / "bad.sqlite").write_text("not a database")
     got, evidence = history_finding(node, tmp_path / "bad.sqlite")
-    assert got == UNKNOWN and "not an ocibench history" in evidence
+    assert got == UNKNOWN and "no snapshot of gpu-1" in evidence
 
 
 def test_failures_older_than_a_persons_resume_are_not_held(node: FakeNode,
@@ -345,6 +347,7 @@ def _drifting_history(tmp_path: Path, flagged_before: bool) -> Path:
     if flagged_before:
         with store.History(path) as history:   # the sweep's flag at sweep 19
             history.add_event("gpu-1", "flagged", 19000.0 + 10, "drifting", "sweep-19000")
+        current.publish_all(path)
     return path
 
 
@@ -369,6 +372,278 @@ def test_no_drift_passes(node: FakeNode, tmp_path: Path) -> None:
     path = _history(tmp_path, *[_record("gpu-1", "pass", 1000.0 * (s + 1)) for s in range(20)])
     got, evidence = drift_finding(node, path)
     assert got == PASS and "no figure of gpu-1 drifting" in evidence
+
+
+def test_drift_on_one_sweep_is_unknown_never_a_pass(node: FakeNode, tmp_path: Path) -> None:
+    """Nothing compared: drift needs 17 sweeps of a figure (ocibench.history.drift)."""
+    got, evidence = drift_finding(node, _history(tmp_path, _record("gpu-1", "pass", 1000.0)))
+    assert got == UNKNOWN, evidence
+    assert "none of the 1 figures of gpu-1 has the 17 sweeps drift needs" in evidence
+
+
+# --------------------------------------------------------------------------- snapshots
+# The history and drift probes read the node's snapshot (ocibench.history.current),
+# never the history: 800 MB after a year of a 1,000-node cluster, on shared storage,
+# and held by its writer for as long as a sweep commits.
+
+
+def test_the_history_probes_never_open_the_history(node: FakeNode, tmp_path: Path) -> None:
+    db = _history(tmp_path, _record("gpu-1", "fail", 2000.0, 80.0))
+    db.write_bytes(b"not a database any more")      # what the probes read is published
+    assert history_finding(node, db)[0] == FAIL
+
+
+def test_a_writer_holding_the_history_costs_the_healthcheck_nothing(node: FakeNode,
+                                                                     tmp_path: Path) -> None:
+    """A writer holding the history's lock made every reader wait SQLite's busy timeout
+    (60 s): past Slurm's limit, before the state was written."""
+    import subprocess
+    import sys
+
+    db = _history(tmp_path, *[_record("gpu-1", "pass", 1000.0 * (s + 1)) for s in range(20)])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         f"db = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+         "db.execute('BEGIN EXCLUSIVE')\nprint('held', flush=True)\ntime.sleep(120)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        ctx = context(node, deadline_s=5.0)
+        ctx.history_db = db
+        began = time.monotonic()
+        results = {r.name: r for r in check.run_probes(ctx)}
+        assert time.monotonic() - began < 8      # a bound, not a benchmark (docs)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert results["history"].state == PASS, results["history"]
+    assert results["drift"].state == PASS, results["drift"]
+
+
+def test_a_write_in_flight_is_unknown_until_published(node: FakeNode, tmp_path: Path) -> None:
+    db = _history(tmp_path, _record("gpu-1", "pass", 1000.0))
+    intent = current.Intent(db, ["gpu-1", "gpu-2"], "sweep-2")
+    with store.History(db) as history:
+        history.add([_record("gpu-1", "fail", 2000.0, 80.0)])
+        # committed, not yet published: the snapshot (a pass) is behind the history
+        got, evidence = history_finding(node, db)
+        assert got == UNKNOWN and "has not published gpu-1's snapshot yet" in evidence
+        assert "session 'sweep-2'" in evidence, evidence
+        intent.finish(history)
+    assert history_finding(node, db)[0] == FAIL
+    assert not list((current.directory(db) / "writing").iterdir())
+
+
+def test_a_dead_writers_nodes_are_published_by_the_next_write(node: FakeNode,
+                                                              tmp_path: Path) -> None:
+    """A writer killed between its commit and its publishing: its nodes stay unknown
+    (never the stale pass) until the next write publishes them with its own."""
+    import subprocess
+    import sys
+
+    db = _history(tmp_path, _record("gpu-1", "pass", 1000.0))
+    code = ("import os\nfrom pathlib import Path\n"
+            "from ocibench.history import current, store\n"
+            f"db = Path({str(db)!r})\n"
+            "current.Intent(db, ['gpu-1'], 'sweep-killed')\n"
+            "with store.History(db) as history:\n"
+            "    history.add([store.Record('gpu-1', 'osu_bw', 'buffers=D-D nodes=2', 4194304,"
+            " 'bandwidth', 80.0, 'GB/s', 'fail', 2000.0, 'sweep-killed', 100.0, 95.0)])\n"
+            "os._exit(9)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 9, done.stderr
+    got, evidence = history_finding(node, db)
+    assert got == UNKNOWN and "session 'sweep-killed'" in evidence, evidence
+    current.add(db, [_record("gpu-2", "pass", 3000.0)], "history add")   # another node's
+    got, evidence = history_finding(node, db)
+    assert got == FAIL and "80 GB/s" in evidence, evidence
+    assert not list((current.directory(db) / "writing").iterdir())
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda path: path.write_text("{"), "not JSON"),
+    (lambda path: path.write_text(path.read_text().replace('"gpu-1"', '"gpu-2"')),
+     "the snapshot of 'gpu-2', not gpu-1"),
+    (lambda path: path.write_text(path.read_text().replace('"version": 1', '"version": 2')),
+     "version 2; this ocibench reads 1"),
+    (lambda path: path.unlink(), "no snapshot of gpu-1"),
+])
+def test_a_snapshot_that_cannot_be_trusted_is_unknown(node: FakeNode, tmp_path: Path,
+                                                      damage, says: str) -> None:
+    db = _history(tmp_path, _record("gpu-1", "fail", 2000.0, 80.0))
+    damage(current.snapshot_path(db, "gpu-1"))
+    for name in ("history", "drift"):
+        ctx = context(node)
+        ctx.history_db = db
+        got = {r.name: r for r in check.run_probes(ctx)}[name]
+        assert got.state == UNKNOWN and says in got.evidence, got
+
+
+# --------------------------------------------------------------------------- the deadline
+
+
+def test_a_probe_still_working_at_the_deadline_is_unknown_and_the_run_ends(
+        node: FakeNode, tmp_path: Path, monkeypatch) -> None:
+    """A probe's Python work has no tool timeout (the history probe waited 60 s on
+    SQLite): past the deadline it is unknown, and the run writes its state in time."""
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    stuck = ("history", lambda ctx: True, lambda ctx: time.sleep(60) or [])
+    monkeypatch.setattr(probes, "PROBES", (*probes.PROBES, stuck))
+    began = time.monotonic()
+    outcome = check.check(_options(node, tmp_path, deadline_s=2.0))
+    took = time.monotonic() - began
+    assert took < 6, took       # the deadline and the state's write (a bound)
+    got = {r.name: r for r in outcome.state.probes}["history"]
+    assert got.state == UNKNOWN and "ran past the run's deadline" in got.evidence, got
+    assert outcome.code == check.UNJUDGED
+    written = state.read(tmp_path / "state.json")
+    assert written is not None and written.probes == outcome.state.probes
+
+
+def test_a_probe_that_raises_is_unknown_never_a_traceback(node: FakeNode,
+                                                          monkeypatch) -> None:
+    def broken(ctx):
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setattr(probes, "PROBES", (("history", lambda ctx: True, broken),))
+    [got] = check.run_probes(context(node))
+    assert got.state == UNKNOWN
+    assert got.evidence == "the probe failed: ZeroDivisionError: division by zero"
+
+
+def test_a_probe_cut_at_the_deadline_leaves_nothing_behind(node: FakeNode,
+                                                           monkeypatch) -> None:
+    """The RDMA counters it read, the kernel log's mark: only a probe that ended in
+    time hands them on to the state file."""
+    def late(ctx):
+        ctx.counters["mlx5_4:1"] = 99
+        time.sleep(3)
+        return []
+    ctx = context(node, deadline_s=1.0)
+    monkeypatch.setattr(probes, "PROBES", (("rdma", lambda c: True, late),))
+    [got] = check.run_probes(ctx)
+    assert got.state == UNKNOWN and ctx.counters == {}
+    time.sleep(2.5)             # the abandoned thread ends, writing into its own copy
+    assert ctx.counters == {}
+
+
+def test_every_tool_hanging_ends_within_the_deadline(node: FakeNode, tmp_path: Path,
+                                                     monkeypatch) -> None:
+    """nvidia-smi (a GPU off the bus hangs it in the driver) and systemctl both hang:
+    the GPU listing costs its timeout once, systemctl what is left before the
+    deadline; every probe that needed them is unknown, nothing drains."""
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    node.hang()
+    (node.bin / "hang-systemctl").write_text("")
+    began = time.monotonic()
+    outcome = check.check(check.Options(shape=node.shape, root=node.root, node="gpu-1",
+                                        state_path=tmp_path / "state.json",
+                                        deadline_s=3.5, tool_timeout_s=2.0))
+    took = time.monotonic() - began
+    assert took < 3.5 + 2, took          # a bound (scripts/bench-healthcheck.py measures)
+    found = {r.name: r for r in outcome.state.probes}
+    for name in ("gpu_count", "row_remap", "pcie", "nvlink", "fabric_manager"):
+        assert found[name].state == UNKNOWN, found[name]
+    assert "]: systemctl ran past 1." in found["fabric_manager"].evidence, \
+        found["fabric_manager"]
+    assert outcome.code == check.UNJUDGED and outcome.state.action == state.NONE
+
+
+# --------------------------------------------------------------------------- the kernel log
+# /dev/kmsg gives every record still in the ring buffer to each new reader: `dmesg
+# --clear` empties what dmesg shows, not what /dev/kmsg gives.  Records are judged by
+# their sequence numbers (the state file's kernel_seq_passed, of a boot id).
+
+XID_79 = "NVRM: Xid (PCI:0000:20:00): 79, pid=0, name=python, GPU has fallen off the bus."
+XID_48 = "NVRM: Xid (PCI:0000:30:00): 48, pid=0, name=python, DBE (double-bit error)"
+
+
+def xid_after(fake: FakeNode, tmp_path: Path, **kw) -> tuple[str, str, state.HealthState]:
+    outcome = check.check(_options(fake, tmp_path, **kw))
+    written = state.read(tmp_path / "state.json")
+    assert written is not None
+    got = {r.name: r for r in outcome.state.probes}["xid"]
+    return got.state, got.evidence, written
+
+
+def test_an_xid_fails_every_run_until_acknowledged(node: FakeNode, tmp_path: Path,
+                                                   monkeypatch) -> None:
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    node.kernel_records((0, "Linux version 6.8.0"), (1, "nvidia: loading"))
+    got, evidence, written = xid_after(node, tmp_path)
+    assert got == PASS and written.kernel_seq_passed == 1
+    node.kernel_records((0, "Linux version 6.8.0"), (1, "nvidia: loading"), (2, XID_79))
+    for _ in range(3):   # what `dmesg --clear` would not change: still in /dev/kmsg
+        got, evidence, written = xid_after(node, tmp_path)
+        assert got == FAIL and "Xid 79" in evidence, evidence
+        assert (written.kernel_seq_passed, written.kernel_seq_read) == (1, 2)
+    # a dry run acknowledges nothing
+    got, evidence, written = xid_after(node, tmp_path, dry_run=True, clear_kernel_log=True)
+    assert got == PASS and written.kernel_seq_passed == 1
+    # a person, the GPU reset: acknowledged, and the runs after pass on the same log
+    got, evidence, written = xid_after(node, tmp_path, clear_kernel_log=True)
+    assert got == PASS and "acknowledged (Xid 79 GPU has fallen off the bus" in evidence
+    assert written.kernel_seq_passed == 2
+    got, evidence, written = xid_after(node, tmp_path)
+    assert got == PASS and "in 0 log lines (records up to 2 judged before)" in evidence
+    # a new Xid fails, named alone
+    node.kernel_records((1, "nvidia: loading"), (2, XID_79), (3, XID_48))
+    got, evidence, written = xid_after(node, tmp_path)
+    assert got == FAIL and "Xid 48" in evidence and "Xid 79" not in evidence, evidence
+    assert written.kernel_seq_passed == 2
+
+
+def test_a_new_boot_judges_its_records_afresh(node: FakeNode, tmp_path: Path,
+                                              monkeypatch) -> None:
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    node.kernel_records(*[(n, f"line {n}") for n in range(400)])
+    assert xid_after(node, tmp_path)[2].kernel_seq_passed == 399
+    node.boot("0f0e0d0c-0b0a-4908-8706-050403020100")     # rebooted: numbers start over
+    node.kernel_records((0, "Linux version 6.8.0"), (1, XID_79))
+    got, evidence, written = xid_after(node, tmp_path)
+    assert got == FAIL and "Xid 79" in evidence, evidence
+    assert written.kernel_boot_id == "0f0e0d0c-0b0a-4908-8706-050403020100"
+    assert (written.kernel_seq_passed, written.kernel_seq_read) == (-1, 1)
+
+
+def test_without_a_boot_id_every_record_is_judged(node: FakeNode) -> None:
+    (node.root / "proc/sys/kernel/random/boot_id").unlink()
+    node.kernel_records((0, "Linux version 6.8.0"), (1, XID_79))
+    previous = state.HealthState(node="gpu-1", time=0.0, duration_s=0.0, interval_s=None,
+                                 action=state.NONE, reason="", kernel_boot_id="",
+                                 kernel_seq_passed=5)
+    ctx = context(node, previous=previous)
+    ctx.kernel_since = ("", 5)
+    assert {r.name: r.state for r in check.run_probes(ctx)}["xid"] == FAIL
+
+
+def test_a_kernel_log_that_gives_no_record_is_unknown(node: FakeNode) -> None:
+    """A reader that got nothing (a container's /dev/kmsg) read no log: not a pass."""
+    (node.root / "dev" / "kmsg").write_text("")
+    got, evidence = one(node, "xid")
+    assert got == UNKNOWN and "gave no record" in evidence, evidence
+
+
+def test_a_persons_resume_excuses_what_the_drain_was_judged_on(node: FakeNode,
+                                                               tmp_path: Path) -> None:
+    """The records the run before had read, and the history measured before the
+    resume, no longer fail: judged again without them (check._rejudged; Slurm's side,
+    the person's resume itself, is tests/test_healthcheck_cluster.py's)."""
+    db = _history(tmp_path, _record("gpu-1", "fail", 2000.0, 80.0))
+    node.kernel_records((0, "Linux version 6.8.0"), (1, XID_79))
+    boot = (node.root / "proc/sys/kernel/random/boot_id").read_text().strip()
+    previous = state.HealthState(
+        node="gpu-1", time=2500.0, duration_s=0.5, interval_s=None, action=state.DRAIN,
+        reason="ocibench: xid", drained_reason="ocibench: xid", drained_probes=("xid",),
+        kernel_boot_id=boot, kernel_seq_passed=0, kernel_seq_read=1)
+    ctx = context(node, previous=previous)
+    ctx.history_db, ctx.kernel_since = db, (boot, 0)
+    results = check.run_probes(ctx)
+    assert {r.name: r.state for r in results if r.name in ("xid", "history")} == \
+        {"xid": FAIL, "history": FAIL}
+    again = {r.name: r for r in check._rejudged(ctx, results, previous, 3000.0)}
+    assert again["xid"].state == PASS and again["history"].state == PASS, again
+    assert again["gpu_count"] == {r.name: r for r in results}["gpu_count"]   # not re-run
 
 
 # --------------------------------------------------------------------------- the run
@@ -427,7 +702,8 @@ def test_a_failure_without_slurm_is_said_and_nothing_recorded_as_drained(
     monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
     node.gpus(7)
     outcome = check.check(_options(node, tmp_path))
-    assert outcome.code == check.SLURM
+    # a failure is 1, whether Slurm could be told or not (docs/healthcheck.md)
+    assert outcome.code == check.FAILED
     assert any("cannot ask Slurm about gpu-1: sinfo not found" in line
                for line in outcome.lines), outcome.lines
     written = state.read(tmp_path / "state.json")
@@ -506,6 +782,24 @@ def test_bad_input_is_one_line_and_exit_2(node: FakeNode, capsys, argv, says) ->
     code = cli.main(["healthcheck", *argv])
     err = capsys.readouterr().err
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("how", ["--node", "SLURMD_NODENAME"])
+def test_a_node_name_that_is_no_host_name_is_refused(node: FakeNode, capsys, monkeypatch,
+                                                      how: str) -> None:
+    """The name goes into a drain reason, the state file and the snapshot's file name:
+    refused with one line, shown escaped (a terminal escape is never printed raw)."""
+    bad = "gpu-1\x1b[2J\x1b]0;owned\x07"
+    argv = ["healthcheck", "--shape", "BM.GPU4.8", "--root", str(node.root)]
+    if how == "--node":
+        argv += ["--node", bad]
+    else:
+        monkeypatch.setenv("SLURMD_NODENAME", bad)
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == check.USAGE and out == "" and len(err.splitlines()) == 1, err
+    assert f"{ascii(bad)} is not a host name" in err and "\x1b" not in err
+    assert not Path(os.environ["OCIBENCH_HEALTH_STATE"]).exists()
 
 
 def test_a_deadline_past_slurms_limit_is_refused(capsys) -> None:

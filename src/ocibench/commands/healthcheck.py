@@ -6,8 +6,9 @@ verdicts and drift in the results history), each pass, fail or unknown with its
 evidence.  A
 failure drains the node with an ``ocibench:`` reason; an unknown never does; only a
 drain this command wrote is resumed, once the node is clean.  Exit status: 0 every
-probe passed; 1 a probe failed (the node drained, or already drained); 3 none failed
-but one could not be judged; 4 Slurm could not be asked or told; 2 a usage error.
+probe passed; 1 a probe failed (the node drained, already drained, or Slurm could not
+be told); 3 none failed but one could not be judged; 4 none failed and Slurm could not
+be asked or told; 2 a usage error.
 With --prolog: 1 when a probe failed (Slurm then requeues the job), else 0.  See
 docs/healthcheck.md.
 """
@@ -18,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ocibench import accelerators, paths, shapes
+from ocibench import accelerators, hostnames, paths, shapes
 from ocibench.health import check, probes, state
 
 
@@ -58,6 +59,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_seconds, default=probes.TOOL_TIMEOUT_S,
                         metavar="S", help="seconds one tool may take "
                         f"(default {probes.TOOL_TIMEOUT_S:g})")
+    parser.add_argument("--clear-kernel-log", action="store_true",
+                        help="acknowledge every record now in the kernel log (an Xid, "
+                             "once the GPU is reset): later runs judge only newer ones; "
+                             "then run as usual")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,12 +75,19 @@ def run(args: argparse.Namespace) -> int:
     except (shapes.ShapeError, accelerators.VendorError) as err:
         print(f"ocibench healthcheck: {err}", file=sys.stderr)
         return check.USAGE
-    options = check.Options(shape=shape, root=args.root, node=args.node,
+    node = args.node or check.node_name()
+    bad = hostnames.why_not(node)
+    if bad:
+        where = "--node" if args.node else "this node's name ($SLURMD_NODENAME, else the host name)"
+        print(f"ocibench healthcheck: {where}: {bad}", file=sys.stderr)
+        return check.USAGE
+    options = check.Options(shape=shape, root=args.root, node=node,
                             state_path=args.state, dry_run=args.dry_run,
                             prolog=args.prolog, deadline_s=args.deadline,
                             tool_timeout_s=args.timeout,
                             interval_s=check.slurm_interval(),
-                            history_db=args.history or paths.history_db())
+                            history_db=args.history or paths.history_db(),
+                            clear_kernel_log=args.clear_kernel_log)
     outcome = check.check(options)
     print(f"healthcheck of {outcome.state.node} against {shape.name}")
     print("\n".join(outcome.lines))

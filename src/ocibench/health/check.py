@@ -23,7 +23,9 @@ from __future__ import annotations
 import os
 import re
 import socket
+import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -59,6 +61,8 @@ class Options:
     tool_timeout_s: float = probes.TOOL_TIMEOUT_S
     interval_s: int | None = None
     history_db: Path | None = None
+    #: acknowledge every kernel log record there is now (--clear-kernel-log)
+    clear_kernel_log: bool = False
 
 
 @dataclass
@@ -89,23 +93,98 @@ def slurm_interval(conf: Path | None = None) -> int | None:
     return int(found[-1]) if found else None
 
 
-def run_probes(ctx: probes.Context) -> list[ProbeResult]:
-    """Every probe that applies to the shape, in order; one that would start after the
-    deadline is unknown and says so."""
+def run_probes(ctx: probes.Context, only: Sequence[str] | None = None) -> list[ProbeResult]:
+    """Every probe that applies to the shape (of ``only``, where given), in order; one
+    that would start after the deadline is unknown and says so, and so is one still
+    running at the deadline (:func:`bounded`)."""
     results = []
     for name, applies, probe in probes.PROBES:
-        if not applies(ctx):
+        if (only is not None and name not in only) or not applies(ctx):
             continue
         start, began = time.time(), time.monotonic()
         if ctx.deadline - began < probes.MIN_TOOL_S:
             found = [probes.Finding(probes.item_name(name, ctx), UNKNOWN,
                                     "not run: the run's deadline passed")]
         else:
-            found = probe(ctx)
+            found = bounded(name, probe, ctx)
         took = time.monotonic() - began
         results += [ProbeResult(f.name, f.state, f.evidence, start, round(took, 4))
                     for f in found]
     return results
+
+
+def bounded(name: str, probe: probes.Probe, ctx: probes.Context) -> list[probes.Finding]:
+    """``probe`` run in a thread of its own on a copy of ``ctx``, waited for until the
+    run's deadline and no longer: every tool it starts has its own timeout, but its
+    Python work (parsing, a read that blocks) has none, and Slurm kills the program
+    at 60 s before it writes its state.  Past the deadline it is unknown, the thread
+    is left to end on its own (a daemon: it never holds the process's exit), and
+    whatever it leaves in its copy is never used.  A probe that raises is unknown
+    too, saying what it raised: this program acts alone, and a traceback would leave
+    no state."""
+    mine = ctx.fork()
+    done: list[list[probes.Finding] | BaseException] = []
+
+    def work() -> None:
+        try:
+            done.append(probe(mine))
+        except Exception as err:   # noqa: BLE001 (said as the probe's unknown below)
+            done.append(err)
+
+    worker = threading.Thread(target=work, name=f"probe {name}", daemon=True)
+    worker.start()
+    worker.join(max(0.0, ctx.deadline - time.monotonic()))
+    item = probes.item_name(name, ctx)
+    if not done:
+        return [probes.Finding(item, UNKNOWN, "ran past the run's deadline: not judged "
+                               "(--deadline)")]
+    if isinstance(done[0], BaseException):
+        err = done[0]
+        return [probes.Finding(item, UNKNOWN, f"the probe failed: {type(err).__name__}: "
+                               f"{' '.join(str(err).split())[:300]}")]
+    ctx.merge(mine)
+    return done[0]
+
+
+#: The probes whose verdicts a person's resume of this healthcheck's drain changes:
+#: they judge records of the past (the history, the kernel log), which the person saw.
+EXCUSABLE = ("kernel_log", "history", "drift")
+
+
+def _kernel_item(ctx: probes.Context) -> str:
+    return probes.item_name("kernel_log", ctx)
+
+
+def _rejudged(ctx: probes.Context, results: list[ProbeResult],
+              previous: HealthState | None, start: float) -> list[ProbeResult]:
+    """``results`` with the EXCUSABLE probes run again, holding against the node only
+    what came after a person's resume at ``start``: the history measured since, and
+    the kernel log's records after those the run before this one had read (what the
+    drain they resumed was judged on)."""
+    ctx.history_since = start
+    if previous is not None and previous.kernel_boot_id:
+        ctx.kernel_since = (previous.kernel_boot_id,
+                            max(previous.kernel_seq_passed, previous.kernel_seq_read))
+    again = {r.name: r for r in run_probes(ctx, only=EXCUSABLE)}
+    return [again.get(r.name, r) for r in results]
+
+
+def _kernel_fields(ctx: probes.Context, results: list[ProbeResult],
+                   previous: HealthState | None, dry_run: bool) -> dict[str, object]:
+    """The state file's kernel log fields: the records judged clean (or acknowledged)
+    move up to what this run read when its probe passed; they stay where a record
+    failed or could not be judged; a new boot starts over.  A dry run leaves them as
+    the last real run did."""
+    before = {"kernel_boot_id": previous.kernel_boot_id if previous else "",
+              "kernel_seq_passed": previous.kernel_seq_passed if previous else -1,
+              "kernel_seq_read": previous.kernel_seq_read if previous else -1}
+    if dry_run or ctx.kernel_read is None:
+        return before
+    boot, highest = ctx.kernel_read
+    passed = any(r.name == _kernel_item(ctx) and r.state == PASS for r in results)
+    kept = ctx.kernel_since[1] if boot and ctx.kernel_since[0] == boot else -1
+    return {"kernel_boot_id": boot, "kernel_seq_passed": highest if passed else kept,
+            "kernel_seq_read": highest}
 
 
 def drain_reason(failed: list[ProbeResult]) -> str:
@@ -152,9 +231,12 @@ def _check(options: Options, path: Path) -> Outcome:
                          deadline=began + options.deadline_s,
                          tool_timeout=options.tool_timeout_s, previous=previous,
                          history_db=options.history_db,
-                         history_since=previous.history_since if previous else 0.0)
+                         history_since=previous.history_since if previous else 0.0,
+                         kernel_since=(previous.kernel_boot_id, previous.kernel_seq_passed)
+                         if previous else ("", -1),
+                         acknowledge_kernel_log=options.clear_kernel_log)
     results = run_probes(ctx)
-    lines += [f"{r.name}: {r.state}: {r.evidence}" for r in results]
+    said = len(lines)   # the probes' lines go here, once judged (a resume re-judges)
     failed = [r for r in results if r.state == FAIL]
     unknown = [r for r in results if r.state == UNKNOWN]
 
@@ -170,15 +252,17 @@ def _check(options: Options, path: Path) -> Outcome:
     # to look after (NHC's way: an idle healthy cluster sends slurmctld nothing).
     current = None
     if failed or drained_reason:
+        asked = True
         try:
             current = slurm.node_state(node, SLURM_TIMEOUT_S)
         except slurm.SlurmError as err:
             lines.append(f"cannot ask Slurm about {node}: {err}")
-            code = SLURM
-        if current is None and code != SLURM:
+            asked = False
+        if current is None and asked:
             lines.append(f"Slurm knows no node {node!r}: nothing done "
                          "(--node names it as slurm.conf does)")
-            code = SLURM
+        if current is None:
+            code = FAILED if failed else SLURM   # a failure is 1, told to Slurm or not
     drained = current is not None and current.state.rstrip("*~#!%@^-$") in DRAINED_STATES
     ours = drained and bool(drained_reason) and current is not None \
         and current.reason == drained_reason
@@ -188,8 +272,14 @@ def _check(options: Options, path: Path) -> Outcome:
         lines.append(f"the drain this healthcheck wrote is no longer Slurm's "
                      f"(now: {current.state}, {current.reason or 'no reason'}): forgotten")
         if not drained and not options.dry_run:
-            # a person resumed it: what the history held against it, they have seen
+            # a person resumed it: what the history and the kernel log held against it,
+            # they have seen; judged again without it, so that it is not drained again
+            # for the very records they overrode
             history_since = start
+            results = _rejudged(ctx, results, previous, start)
+            failed = [r for r in results if r.state == FAIL]
+            unknown = [r for r in results if r.state == UNKNOWN]
+            code = FAILED if failed else UNJUDGED if unknown else OK
         drained_reason, drained_probes = "", ()
 
     if failed and current is not None:
@@ -214,12 +304,18 @@ def _check(options: Options, path: Path) -> Outcome:
             action, reason = state.RESUME, drained_reason
             drained_reason, drained_probes = "", ()
 
+    lines[said:said] = [f"{r.name}: {r.state}: {r.evidence}" for r in results]
+    kernel = _kernel_fields(ctx, results, previous, options.dry_run)
+    if any(r.state == FAIL and r.name == _kernel_item(ctx) for r in results):
+        lines.append("the kernel log's record fails every run until the node reboots, or "
+                     "a person acknowledges it once the GPU is reset: `ocibench healthcheck "
+                     "--clear-kernel-log`, or resuming this healthcheck's drain")
     record = HealthState(
         node=node, time=start, duration_s=round(time.monotonic() - began, 4),
         interval_s=options.interval_s, action=action, reason=reason,
         probes=tuple(results), link_downed=counters,
         drained_reason=drained_reason, drained_probes=drained_probes,
-        history_since=history_since)
+        history_since=history_since, **kernel)
     try:
         state.write(record, path)   # before scontrol: see the module's docstring
     except state.StateError as err:

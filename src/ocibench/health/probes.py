@@ -18,6 +18,7 @@ preflight.
 
 from __future__ import annotations
 
+import copy
 import errno
 import os
 import re
@@ -27,10 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ocibench import accelerators, capabilities, metrics, shapes
+from ocibench import accelerators, capabilities, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
-from ocibench.history import drift, store
+from ocibench.history import current
 from ocibench.node import preflight
 from ocibench.shapes.probe import Ran
 
@@ -39,10 +40,15 @@ from ocibench.shapes.probe import Ran
 TOOL_TIMEOUT_S = 2.0
 #: The least time worth giving a tool: below it, a probe says the deadline passed.
 MIN_TOOL_S = 0.2
+#: A tool's time ends this long before the run's deadline: a probe whose tool was
+#: killed then still says so (rather than being cut off by the deadline itself).
+TOOL_MARGIN_S = 0.1
 
-#: /dev/kmsg's record: "<prio>,<seq>,<usec since boot>,<flags>;<text>"
-#: (Documentation/ABI/testing/dev-kmsg).
-_KMSG = re.compile(r"^\d+,\d+,(\d+),[^;]*;(.*)$")
+#: /dev/kmsg's record: "<prio>,<seq>,<usec since boot>,<flags>;<text>", then its
+#: dictionary's lines, each starting with a space (Documentation/ABI/testing/dev-kmsg).
+_KMSG = re.compile(r"^\d+,(\d{1,20}),(\d+),[^;]*;(.*)$")
+#: This boot's id (random, new at every boot: proc(5)), under the probed root.
+BOOT_ID = "proc/sys/kernel/random/boot_id"
 #: The kernel's ring buffer is at most a few MB (CONFIG_LOG_BUF_SHIFT, log_buf_len).
 MAX_KERNEL_LOG = 32 * 2**20
 
@@ -68,7 +74,15 @@ class Context:
     #: Results measured up to then are not held against the node: a person resumed it
     #: after this healthcheck drained it for them (HealthState.history_since).
     history_since: float = 0.0
+    #: (boot id, sequence number): the kernel log's records of that boot up to that
+    #: number were judged clean by an earlier run, or acknowledged by a person, and
+    #: are not judged again (HealthState.kernel_seq_passed)
+    kernel_since: tuple[str, int] = ("", -1)
+    #: ``ocibench healthcheck --clear-kernel-log``: every record read now is acknowledged
+    acknowledge_kernel_log: bool = False
     counters: dict[str, int] = field(default_factory=dict)
+    #: (boot id, highest sequence number) the kernel log probe read, for the state file
+    kernel_read: tuple[str, int] | None = None
     _listing: tuple[list[preflight.Gpu], Ran] | None = None
 
     def __post_init__(self) -> None:
@@ -76,8 +90,25 @@ class Context:
         self.vendor = vendor_of(self.shape)
 
     def timeout(self) -> float:
-        """A tool's time: its own limit, or what is left of the run's, if less."""
-        return max(0.0, min(self.tool_timeout, self.deadline - time.monotonic()))
+        """A tool's time: its own limit, or what is left of the run's, if less (less a
+        margin, so that the probe still reports the tool's own outcome in time)."""
+        return max(0.0, min(self.tool_timeout,
+                            self.deadline - TOOL_MARGIN_S - time.monotonic()))
+
+    def fork(self) -> Context:
+        """A copy for one probe to run on: what it leaves (counters, the kernel log's
+        reading, the GPU listing) reaches this context only through :meth:`merge`, once
+        it ended within the deadline; a probe abandoned past it changes nothing."""
+        mine = copy.copy(self)
+        mine.counters, mine.kernel_read = {}, None
+        return mine
+
+    def merge(self, done: Context) -> None:
+        self.counters.update(done.counters)
+        if done.kernel_read is not None:
+            self.kernel_read = done.kernel_read
+        if done._listing is not None:
+            self._listing = done._listing
 
     def listing(self) -> tuple[list[preflight.Gpu], Ran]:
         """The GPUs the vendor's tool lists, asked once per run."""
@@ -90,6 +121,10 @@ class Context:
         finding for a probe that needs it; None when it answered."""
         _found, ran = self.listing()
         return None if not ran.why else Finding("", UNKNOWN, f"`{ran.command}`: {ran.why}")
+
+
+#: A probe: what it found on the node, one finding per item (an RDMA port each).
+Probe = Callable[[Context], "list[Finding]"]
 
 
 def vendor_of(shape: shapes.Shape) -> accelerators.Accelerator | None:
@@ -164,33 +199,85 @@ def read_kernel_log(path: Path, deadline: float) -> tuple[list[str] | None, str]
     return b"".join(chunks).decode("utf-8", errors="replace").splitlines(), ""
 
 
+def kernel_records(lines: list[str]) -> list[tuple[int | None, str]]:
+    """(sequence number, line) of each line of /dev/kmsg: a record's own, its
+    dictionary lines (" KEY=value") the record's; a line of no record (a log that is
+    not /dev/kmsg's) None."""
+    found: list[tuple[int | None, str]] = []
+    seq: int | None = None
+    for line in lines:
+        if k := _KMSG.match(line):
+            seq = int(k.group(1))
+        elif not line.startswith(" "):
+            seq = None
+        found.append((seq, line))
+    return found
+
+
 def probe_kernel_log(ctx: Context) -> list[Finding]:
-    """The GPU driver's fatal errors in the kernel log since boot (the vendor row's
+    """The GPU driver's fatal errors in the kernel log (the vendor row's
     ``kernel_log``: NVIDIA's Xid 48, 79, 94, 95; amdgpu's uncorrectable hardware
-    error): each takes the GPU out of service until it is reset or the node rebooted
-    (which clears the log)."""
+    error): each takes the GPU out of service until it is reset or the node rebooted.
+
+    /dev/kmsg gives every record still in the ring buffer to each new reader, whatever
+    ``dmesg --clear`` did, so a record is judged by its sequence number: only those
+    newer than what an earlier run of this boot judged clean, or a person acknowledged
+    (Context.kernel_since; ``--clear-kernel-log``).  A fatal error fails every run
+    until it is acknowledged, or the node reboots (a new boot id starts over)."""
     scan = ctx.vendor.kernel_log if ctx.vendor else None
     assert scan is not None         # PROBES runs it only where the row has one
     path = ctx.root / "dev/kmsg"
     lines, why = read_kernel_log(path, ctx.deadline)
     if lines is None:
         return [Finding(scan.name, UNKNOWN, why)]
+    records = kernel_records(lines)
+    if not records:
+        # a running kernel's log is never empty (its boot banner): a reader that gets
+        # nothing (a container's /dev/kmsg, a namespace) has read no log
+        return [Finding(scan.name, UNKNOWN, f"{path} gave no record [read {path}]")]
+    boot = (preflight._read(ctx.root, BOOT_ID).text or "").strip()[:64]
+    numbers = [seq for seq, _line in records if seq is not None]
+    highest = max(numbers, default=-1)
+    ctx.kernel_read = (boot, highest)
+    since_boot, since = ctx.kernel_since
+    excused = since if boot and since_boot == boot else -1
+    if ctx.acknowledge_kernel_log:
+        excused = highest
+    judged = [line for seq, line in records if seq is None or seq > excused]
     seen: dict[tuple[str, str], str] = {}
-    for line in lines:
+    acknowledged: dict[tuple[str, str], str] = {}
+    for seq, line in records:
         found = scan.read(line)
         if found is None:
             continue
         when = ""
         if k := _KMSG.match(line):
-            when = f" at {int(k.group(1)) / 1e6:.0f} s after boot"
+            when = f" at {int(k.group(2)) / 1e6:.0f} s after boot"
         bus, what = found
-        seen.setdefault((what, bus), when)
+        into = seen if seq is None or seq > excused else acknowledged
+        into.setdefault((what, bus), when)
+
+    def listed(found: dict[tuple[str, str], str]) -> str:
+        return "; ".join(f"{what} on {bus}{when}" for (what, bus), when in sorted(found.items()))
+
     if seen:
-        listed = "; ".join(f"{what} on {bus}{when}"
-                           for (what, bus), when in sorted(seen.items()))
-        return [Finding(scan.name, FAIL, f"{listed} [read {path}]")]
-    return [Finding(scan.name, PASS, f"no {scan.looks_for} in {len(lines)} log lines "
-                    f"[read {path}]")]
+        return [Finding(scan.name, FAIL, f"{listed(seen)} [read {path}]")]
+    if ctx.acknowledge_kernel_log:
+        shown = f" ({listed(acknowledged)} among them)" if acknowledged else ""
+        return [Finding(scan.name, PASS, f"{len(records)} log lines acknowledged{shown}, "
+                        f"up to record {highest} of boot {boot or '(no boot id)'} "
+                        f"[read {path}; --clear-kernel-log]")]
+    note = ""
+    if excused >= 0:
+        note = f" (records up to {excused} judged before)"
+        oldest = min(numbers, default=excused + 1)
+        if oldest > excused + 1:
+            note += (f"; records {excused + 1} to {oldest - 1} were overwritten before "
+                     "they were read")
+    elif not boot:
+        note = f" (no boot id at {ctx.root / BOOT_ID}: every record judged)"
+    return [Finding(scan.name, PASS, f"no {scan.looks_for} in {len(judged)} log lines"
+                    f"{note} [read {path}]")]
 
 
 def probe_gpu_memory(ctx: Context) -> list[Finding]:
@@ -316,79 +403,75 @@ def probe_fabric_manager(ctx: Context) -> list[Finding]:
     return [Finding("fabric_manager", UNKNOWN, f"{evidence}: {ran.why or 'not a final state'}")]
 
 
-def _figure(record: store.Record) -> str:
-    size = f" {record.size} B" if record.size is not None else ""
-    variant = f" {record.variant}" if record.variant else ""
-    floor = f" (floor {record.floor:g})" if record.floor is not None else ""
-    return (f"{record.check}{variant}{size} {record.figure} {record.value:g} "
-            f"{record.unit}{floor}")
+def _snapshot(ctx: Context, name: str) -> current.Snapshot | Finding:
+    """The node's snapshot beside the history (ocibench.history.current: what the
+    sweep and ``ocibench history add`` published of it), or the unknown finding that
+    says why there is none to trust.  The history itself is never opened: it may be
+    800 MB on shared storage, and held by a writer."""
+    path = ctx.history_db
+    if path is None:
+        return Finding(name, UNKNOWN, "no history named (--history names it)")
+    try:
+        return current.read(path, ctx.node)
+    except current.NotPublished as err:
+        return Finding(name, UNKNOWN, str(err))
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
 
 
 def probe_history(ctx: Context) -> list[Finding]:
     """This node's latest verdict on each figure in the results history (every sweep
-    and ReFrame run is kept there: ocibench.history.store): a figure that failed there
-    fails here.  No history, or none of this node, is unknown: nothing was measured."""
-    path = ctx.history_db
-    if path is None or not path.is_file():
-        return [Finding("history", UNKNOWN, f"no history at {path} (no run recorded yet; "
-                        "--history names it)")]
-    try:
-        with store.History(path, readonly=True) as history:
-            records = history.latest(ctx.node)
-    except store.HistoryError as err:
-        return [Finding("history", UNKNOWN, str(err))]
-    if not records:
-        return [Finding("history", UNKNOWN, f"no result of {ctx.node} in {path}")]
-    failed = [r for r in records if r.verdict == metrics.Verdict.FAIL.value]
-    held = [r for r in failed if r.time > ctx.history_since]
-    newest = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(max(r.time for r in records)))
+    and ReFrame run is kept there: ocibench.history.store), as its snapshot says: a
+    figure that failed there fails here.  No history, or none of this node, is
+    unknown: nothing was measured."""
+    snap = _snapshot(ctx, "history")
+    if isinstance(snap, Finding):
+        return [snap]
+    if not snap.figures:
+        return [Finding("history", UNKNOWN, f"no result of {ctx.node} [{snap.path}]")]
+    held = [f for f in snap.failed if f.time > ctx.history_since]
     if held:
-        shown = "; ".join(_figure(r) for r in held[:3])
+        shown = "; ".join(f.figure for f in held[:3])
         more = f"; and {len(held) - 3} more" if len(held) > 3 else ""
         return [Finding("history", FAIL, f"failed in its latest run: {shown}{more} "
-                        f"[{path}, session {held[0].session}]")]
-    excused = (f"; {len(failed)} failed before a person resumed the node "
-               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(ctx.history_since))}, "
-               "not held against it" if failed else "")
-    return [Finding("history", PASS, f"{len(records)} figures, none failed in its latest "
-                    f"runs (newest {newest}){excused} [{path}]")]
+                        f"[{snap.path}, session {held[0].session}]")]
+    excused = (f"; {len(snap.failed)} failed before a person resumed the node "
+               f"{_when(ctx.history_since)}, not held against it" if snap.failed else "")
+    return [Finding("history", PASS, f"{snap.figures} figures, none failed in its latest "
+                    f"runs (newest {_when(snap.newest)}){excused} [{snap.path}]")]
 
 
 def probe_drift(ctx: Context) -> list[Finding]:
-    """This node's figures drifting below its own past (ocibench.history.drift: the
-    median of its last sweeps below its baseline, and below the cluster's median).
-    The sweep's action on drift is "rerun, then drain if it persists"; the healthcheck
-    follows it: a drift the sweep flagged at the node's previous sweep too fails here,
-    a first flag is unknown (the next sweep re-measures it)."""
-    path = ctx.history_db
-    if path is None or not path.is_file():
-        return [Finding("drift", UNKNOWN, f"no history at {path}")]
-    try:
-        with store.History(path, readonly=True) as history:
-            found = drift.drifting(history, ctx.node)
-            events = history.events(ctx.node)
-            measured = {r.key: r.time for r in history.latest(ctx.node)} if found else {}
-    except store.HistoryError as err:
-        return [Finding("drift", UNKNOWN, str(err))]
-    if not found:
-        return [Finding("drift", PASS, f"no figure of {ctx.node} drifting [{path}]")]
-    persisting, first = [], []
-    for d in found:
-        latest = measured.get((d.check, d.variant, d.size, d.figure), 0.0)
-        # what the sweep knew when it measured the newest value: its own flag of that
-        # sweep comes after the value's time and does not count
-        before = [e for e in events if e[0] < latest]
-        if latest > ctx.history_since and drift.flagged_since(before, d.previous):
-            persisting.append(d)
-        else:
-            first.append(d)
+    """This node's figures drifting below its own past (ocibench.history.drift), as
+    its snapshot says.  The sweep's action on drift is "rerun, then drain if it
+    persists"; the healthcheck follows it: a drift that persists (the publishing
+    sweep's judgement) fails here, a first flag is unknown (the next sweep re-measures
+    it), and so is a node none of whose figures has the sweeps drift needs."""
+    snap = _snapshot(ctx, "drift")
+    if isinstance(snap, Finding):
+        return [snap]
+    persisting = [d for d in snap.drifting if d.persists and d.time > ctx.history_since]
     if persisting:
         more = f"; and {len(persisting) - 1} more" if len(persisting) > 1 else ""
         return [Finding("drift", FAIL, f"{persisting[0].reason} (flagged at its previous "
-                        f"sweep too){more} [{path}]")]
-    more = f"; and {len(first) - 1} more" if len(first) > 1 else ""
-    return [Finding("drift", UNKNOWN, f"{first[0].reason}{more}: flagged once; the next "
-                    f"sweep re-measures it (rerun, then drain if it persists) [{path}]")]
+                        f"sweep too){more} [{snap.path}]")]
+    if snap.drifting:
+        first = snap.drifting
+        more = f"; and {len(first) - 1} more" if len(first) > 1 else ""
+        return [Finding("drift", UNKNOWN, f"{first[0].reason}{more}: flagged once, or "
+                        "before a person resumed the node; the next sweep re-measures it "
+                        f"(rerun, then drain if it persists) [{snap.path}]")]
+    if not snap.drift_judged:
+        return [Finding("drift", UNKNOWN, f"none of the {snap.drift_figures} figures of "
+                        f"{ctx.node} has the {snap.drift_needed} sweeps drift needs to "
+                        f"judge it [{snap.path}]")]
+    short = snap.drift_figures - snap.drift_judged
+    unjudged = f" ({short} with fewer than {snap.drift_needed} sweeps not judged)" \
+        if short else ""
+    return [Finding("drift", PASS, f"no figure of {ctx.node} drifting: {snap.drift_judged} "
+                    f"judged{unjudged} [{snap.path}]")]
 
 
 def item_name(name: str, ctx: Context) -> str:
@@ -408,8 +491,7 @@ def item_name(name: str, ctx: Context) -> str:
 #: (name, applies to the shape, probe), in the order they run: the GPU listing first,
 #: so that a hung GPU tool costs its timeout once (every later GPU probe reads the
 #: listing's outcome and says unknown at once).
-PROBES: tuple[tuple[str, Callable[[Context], bool], Callable[[Context], list[Finding]]],
-              ...] = (
+PROBES: tuple[tuple[str, Callable[[Context], bool], Probe], ...] = (
     ("gpu_count", lambda c: c.exp.gpu_count > 0, probe_gpus),
     # the vendor row's items: a row without one leaves it out (accelerators)
     ("kernel_log", lambda c: c.exp.gpu_count > 0 and bool(c.vendor and c.vendor.kernel_log),

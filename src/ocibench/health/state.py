@@ -10,7 +10,8 @@ Prometheus export, sees the previous run or this one, never half of one):
                  "evidence": "...", "time": 1790000000.0, "duration_s": 0.05}],
      "link_downed": {"mlx5_0:1": 3},
      "drained_reason": "ocibench: ..." | "", "drained_probes": ["gpu_count"],
-     "history_since": 0.0}
+     "history_since": 0.0,
+     "kernel_boot_id": "0b5f...", "kernel_seq_passed": 358, "kernel_seq_read": 364}
 
 ``link_downed`` keeps each RDMA port's link-down counter as last read, so that the
 next run can tell a port that flapped in between (its counter rose) from one that
@@ -19,6 +20,14 @@ healthcheck wrote and Slurm still holds (``""``: none), with the probes that fai
 the record by which it resumes only its own drains (docs/healthcheck.md).  When a
 person resumes such a drain, ``history_since`` becomes that time: the results history
 measured before it is no longer held against the node (the person has seen it).
+
+The kernel log (/dev/kmsg) keeps its records until the node reboots, whatever
+``dmesg --clear`` does, so its probe judges only the records newer than
+``kernel_seq_passed``, of the boot ``kernel_boot_id``
+(/proc/sys/kernel/random/boot_id): the highest sequence number a run judged and found
+clean, or that a person acknowledged (``ocibench healthcheck --clear-kernel-log``, or
+resuming a drain of this healthcheck: up to ``kernel_seq_read``, the highest the run
+before had read).  A record that fails keeps failing until then; a new boot starts over.
 
 The file is the healthcheck's memory across runs, and the freshness its exporter
 reports (last run, duration, expected interval), as OCI's node-problem detector
@@ -36,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ocibench import atomic, jsonfile, paths
+from ocibench import atomic, hostnames, jsonfile, metrics, paths
 
 #: A probe's three states (the project's verdicts, as a probe says them): it compared
 #: and held; it found the node broken; it could not tell (a missing tool, a timeout,
@@ -83,6 +92,9 @@ class HealthState:
     drained_reason: str = ""
     drained_probes: tuple[str, ...] = ()
     history_since: float = 0.0
+    kernel_boot_id: str = ""        # the boot the two sequence numbers are of
+    kernel_seq_passed: int = -1     # records up to it judged clean or acknowledged
+    kernel_seq_read: int = -1       # the highest record the run read
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -169,6 +181,10 @@ def from_dict(data: Any, where: str) -> HealthState:
         if state not in STATES:
             raise StateError(f"{at}: field 'state' is {state!r:.60}, not one of "
                              f"{', '.join(STATES)}")
+        for key in ("time", "duration_s"):
+            if not metrics.is_number(item.get(key)):
+                raise StateError(f"{at}: field {key!r} is {item.get(key)!r:.60}, not a "
+                                 "finite number")
         probes.append(ProbeResult(
             name=_field(item, "name", (str,), at), state=state,
             evidence=_field(item, "evidence", (str,), at),
@@ -186,8 +202,24 @@ def from_dict(data: Any, where: str) -> HealthState:
     if not isinstance(drained_reason, str):
         raise StateError(f"{where}: field 'drained_reason' is {drained_reason!r:.60}, "
                          "not str")
+    boot = data.get("kernel_boot_id", "")
+    if not isinstance(boot, str) or len(boot) > 64:
+        raise StateError(f"{where}: field 'kernel_boot_id' is {boot!r:.60}, not a boot id")
+    seqs = {key: data.get(key, -1) for key in ("kernel_seq_passed", "kernel_seq_read")}
+    for key, seq in seqs.items():
+        if isinstance(seq, bool) or not isinstance(seq, int) or not -1 <= seq < 2**64:
+            raise StateError(f"{where}: field {key!r} is {seq!r:.60}, not a kernel log "
+                             "sequence number")
+    node = _field(data, "node", (str,), where)
+    if not hostnames.is_host(node):
+        raise StateError(f"{where}: field 'node' is {hostnames.why_not(node)} "
+                         "(not an ocibench healthcheck state file)")
+    for key in ("time", "duration_s", "history_since"):
+        if key in data and not metrics.is_number(data[key]):
+            raise StateError(f"{where}: field {key!r} is {data[key]!r:.60}, not a finite "
+                             "number (not an ocibench healthcheck state file)")
     return HealthState(
-        node=_field(data, "node", (str,), where),
+        node=node,
         time=float(_field(data, "time", number, where)),
         duration_s=float(_field(data, "duration_s", number, where)),
         interval_s=interval, action=action,
@@ -195,4 +227,6 @@ def from_dict(data: Any, where: str) -> HealthState:
         probes=tuple(probes), link_downed=dict(counters),
         drained_reason=drained_reason, drained_probes=tuple(drained),
         history_since=float(_field(data, "history_since", number, where))
-        if "history_since" in data else 0.0)
+        if "history_since" in data else 0.0,
+        kernel_boot_id=boot, kernel_seq_passed=seqs["kernel_seq_passed"],
+        kernel_seq_read=seqs["kernel_seq_read"])
