@@ -205,10 +205,17 @@ def test_healthcheck_export_passes_promtool_with_freshness(tmp_path, capsys):
 
 @needs_promtool
 def test_odd_label_values_are_escaped(tmp_path, capsys):
+    # a state file naming such a node is refused (ocibench.hostnames: no healthcheck
+    # writes one), with the name escaped; the format's escapes are the exporter's own
     state = write_state(tmp_path / "healthcheck.json", node=ODD_NODE,
                         probes=(("gpu_count", "fail"),))
-    code, out, _ = export_cli("--healthcheck", str(state), capsys=capsys)
-    assert code == 0
+    code, out, err = export_cli("--healthcheck", str(state), capsys=capsys)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert "'gpu \"3\" \\\\ x\\ny' is not a host name" in err, err
+    out = export.render(export.health_families(health_state.HealthState(
+        node=ODD_NODE, time=1_790_000_000.0, duration_s=0.75, interval_s=300,
+        action="none", reason="", probes=(health_state.ProbeResult(
+            "gpu_count", "fail", "evidence", 1_790_000_000.0, 0.25),))))
     # the exposition format's three escapes: \\, \" and \n
     assert 'ocibench_healthcheck_duration_seconds{node="gpu \\"3\\" \\\\ x\\ny"} 0.75' in out
     lint = promtool("check", "metrics", stdin=out)
@@ -318,20 +325,26 @@ def test_alerts_on_the_exported_history(history, tmp_path, capsys):
 @needs_promtool
 def test_a_healthcheck_gone_stale_fires(tmp_path, capsys):
     """Freshness: promtool's clock starts at 0, so the states are written near it.  At
-    600 s, gpu-1's last run (at 60 s, every 60 s expected) is 9 intervals old: stale;
-    gpu-2's (at 500 s) is under 2: fresh; gpu-3 gives no interval: never judged stale."""
+    960 s, gpu-1's last run (at 60 s, every 60 s expected) is 15 intervals old: stale;
+    gpu-2's (at 900 s) is 1: fresh.  gpu-3 and gpu-4 could not read their interval
+    (slurm.conf): the export gives the default 300 s, so gpu-3's run at 0 s is stale
+    (960 s > 3 x 300 s) and gpu-4's at 800 s is not; without the default no rule could
+    ever judge them."""
     out = ""
-    for node, time, interval in (("gpu-1", 60.0, 60), ("gpu-2", 500.0, 60),
-                                 ("gpu-3", 0.0, None)):
+    for node, time, interval in (("gpu-1", 60.0, 60), ("gpu-2", 900.0, 60),
+                                 ("gpu-3", 0.0, None), ("gpu-4", 800.0, None)):
         state = write_state(tmp_path / f"{node}.json", node=node, time=time,
                             interval=interval, probes=(("gpu_count", "pass"),))
         code, text, _ = export_cli("--healthcheck", str(state), capsys=capsys)
         assert code == 0
         out += text
     assert samples(out)['ocibench_healthcheck_drained{node="gpu-2"}'] == 0
-    # three nodes' files, as three node_exporters would serve them (samples() reads
-    # the sample lines of the three together)
-    assert_alerts(out, 10, [{"alertname": "OcibenchHealthcheckStale", "node": "gpu-1"}],
+    assert samples(out)['ocibench_healthcheck_interval_seconds{node="gpu-3"}'] == \
+        export.DEFAULT_INTERVAL_S
+    # the nodes' files, as their node_exporters would serve them (samples() reads the
+    # sample lines of them together)
+    assert_alerts(out, 16, [{"alertname": "OcibenchHealthcheckStale", "node": "gpu-1"},
+                            {"alertname": "OcibenchHealthcheckStale", "node": "gpu-3"}],
                   tmp_path)
 
 

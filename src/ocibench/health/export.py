@@ -38,6 +38,11 @@ FIGURE_VERDICTS: tuple[str, ...] = tuple(dict.fromkeys(
     [v.value for v in metrics.RUN_VERDICTS] + [v.value for v in metrics.VERDICTS]))
 
 
+#: The healthcheck's expected interval where its state does not say (slurm.conf not
+#: readable on the node): the HealthCheckInterval docs/healthcheck.md sets (oci-hpc's).
+DEFAULT_INTERVAL_S = 300
+
+
 class ExportError(ValueError):
     """The metrics cannot be written; one line naming the file."""
 
@@ -222,10 +227,10 @@ def health_families(state: health_state.HealthState) -> list[Family]:
                   "healthcheck took.")
     took.add(node, state.duration_s)
     interval = Family(PREFIX + "healthcheck_interval_seconds", "How often the healthcheck "
-                      "is expected to run (Slurm's HealthCheckInterval); absent when the "
-                      "run did not know it.")
-    if state.interval_s:
-        interval.add(node, state.interval_s)
+                      "is expected to run: Slurm's HealthCheckInterval, or "
+                      f"{DEFAULT_INTERVAL_S} s where the run could not read it.")
+    # always there: without it the staleness alert could never fire on the node
+    interval.add(node, state.interval_s or DEFAULT_INTERVAL_S)
     action = Family(PREFIX + "healthcheck_action", "What the last healthcheck did to the "
                     "node in Slurm: 1 for its action, 0 for the others.")
     state_set(action, node, "action", health_state.ACTIONS, state.action)
