@@ -480,6 +480,24 @@ def test_a_snapshot_that_cannot_be_trusted_is_unknown(node: FakeNode, tmp_path: 
         assert got.state == UNKNOWN and says in got.evidence, got
 
 
+def test_a_snapshot_others_may_write_is_not_trusted(node: FakeNode, tmp_path: Path) -> None:
+    """A failure in a snapshot drains the node: one that another user could have
+    written (a directory or file writable by others, or someone else's) is unknown."""
+    db = _history(tmp_path, _record("gpu-1", "fail", 2000.0, 80.0))
+    where = current.directory(db)
+    where.chmod(0o777)
+    got, evidence = history_finding(node, db)
+    assert got == UNKNOWN and "may be written by others (mode 777)" in evidence, evidence
+    where.chmod(0o755)
+    current.snapshot_path(db, "gpu-1").chmod(0o666)
+    assert "may be written by others (mode 666)" in history_finding(node, db)[1]
+    current.snapshot_path(db, "gpu-1").chmod(0o644)
+    if os.geteuid() == 0:
+        os.chown(current.snapshot_path(db, "gpu-1"), 54321, 54321)
+        got, evidence = history_finding(node, db)
+        assert got == UNKNOWN and "belongs to uid 54321" in evidence, evidence
+
+
 # --------------------------------------------------------------------------- the deadline
 
 

@@ -380,10 +380,19 @@ def read(history: Path, node: str) -> Snapshot:
     history: a stat of it, a listing of the writes in flight, one small file.  Raises
     NotPublished, with the reason, where there is none the healthcheck may trust."""
     history = Path(history)
-    if not history.is_file():
+    try:
+        owner = history.stat().st_uid
+    except OSError:
+        owner = None
+    if owner is None or not history.is_file():
         raise NotPublished(f"no history at {history} (no run recorded yet; --history "
                            "names it)")
-    busy = _being_written(directory(history) / "writing", node)
+    where = directory(history)
+    for place in (where, where / "writing"):
+        doubt = _untrusted(place, owner)
+        if doubt:
+            raise NotPublished(doubt)
+    busy = _being_written(where / "writing", node)
     if busy:
         raise NotPublished(busy)
     path = snapshot_path(history, node)
@@ -396,10 +405,31 @@ def read(history: Path, node: str) -> Snapshot:
                 "publishes the nodes it measured; `ocibench history publish` writes every "
                 "node's)") from None
         raise NotPublished(f"{err} (not a node's snapshot)") from None
+    doubt = _untrusted(path, owner)
+    if doubt:
+        raise NotPublished(doubt)
     try:
         return _snapshot(data, node, path)
     except (KeyError, TypeError, ValueError) as err:
         raise NotPublished(f"{path}: not a node's snapshot ({err})") from None
+
+
+def _untrusted(path: Path, owner: int) -> str:
+    """Why what is at ``path`` may have been written by someone other than the
+    history's writer (the healthcheck drains on what a snapshot says): owned by
+    another user than root and the history's owner, or writable by others.  "" when
+    it is not there (said elsewhere) or trusted."""
+    try:
+        found = path.stat()
+    except OSError:
+        return ""
+    if found.st_uid not in (0, owner):
+        return (f"{path} belongs to uid {found.st_uid}, neither root nor the history's "
+                f"owner (uid {owner}): not trusted")
+    if found.st_mode & 0o022:
+        return (f"{path} may be written by others (mode {found.st_mode & 0o777:o}): "
+                "not trusted")
+    return ""
 
 
 def _being_written(where: Path, node: str) -> str:
