@@ -551,11 +551,12 @@ def test_every_tool_hanging_ends_within_the_deadline(node: FakeNode, tmp_path: P
     the GPU listing costs its timeout once, systemctl what is left before the
     deadline; every probe that needed them is unknown, nothing drains."""
     monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    db = _history(tmp_path, _record("gpu-1", "pass", 1000.0))
     node.hang()
     (node.bin / "hang-systemctl").write_text("")
     began = time.monotonic()
     outcome = check.check(check.Options(shape=node.shape, root=node.root, node="gpu-1",
-                                        state_path=tmp_path / "state.json",
+                                        state_path=tmp_path / "state.json", history_db=db,
                                         deadline_s=3.5, tool_timeout_s=2.0))
     took = time.monotonic() - began
     assert took < 3.5 + 2, took          # a bound (scripts/bench-healthcheck.py measures)
@@ -564,6 +565,8 @@ def test_every_tool_hanging_ends_within_the_deadline(node: FakeNode, tmp_path: P
         assert found[name].state == UNKNOWN, found[name]
     assert "]: systemctl ran past 1." in found["fabric_manager"].evidence, \
         found["fabric_manager"]
+    # what was published is read first: the hung tools leave it judged
+    assert found["history"].state == PASS, found["history"]
     assert outcome.code == check.UNJUDGED and outcome.state.action == state.NONE
 
 

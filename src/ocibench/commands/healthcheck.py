@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from ocibench import accelerators, hostnames, paths, shapes
@@ -66,6 +67,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()   # the run's deadline counts from here
     if not args.root.is_dir():
         print(f"ocibench healthcheck: --root {args.root}: not a directory", file=sys.stderr)
         return check.USAGE
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                             tool_timeout_s=args.timeout,
                             interval_s=check.slurm_interval(),
                             history_db=args.history or paths.history_db(),
-                            clear_kernel_log=args.clear_kernel_log)
+                            clear_kernel_log=args.clear_kernel_log, started=started)
     outcome = check.check(options)
     print(f"healthcheck of {outcome.state.node} against {shape.name}")
     print("\n".join(outcome.lines))

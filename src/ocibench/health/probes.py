@@ -488,10 +488,14 @@ def item_name(name: str, ctx: Context) -> str:
     return name
 
 
-#: (name, applies to the shape, probe), in the order they run: the GPU listing first,
-#: so that a hung GPU tool costs its timeout once (every later GPU probe reads the
-#: listing's outcome and says unknown at once).
+#: (name, applies to the shape, probe), in the order they run: the GPU listing before
+#: the other GPU probes, so that a hung GPU tool costs its timeout once (every later GPU
+#: probe reads the listing's outcome and says unknown at once).
 PROBES: tuple[tuple[str, Callable[[Context], bool], Probe], ...] = (
+    # first, what the history's writers published: a file read each, no tool, so that
+    # hung tools, which spend the run's deadline, never leave them unjudged
+    ("history", lambda c: c.history_db is not None, probe_history),
+    ("drift", lambda c: c.history_db is not None, probe_drift),
     ("gpu_count", lambda c: c.exp.gpu_count > 0, probe_gpus),
     # the vendor row's items: a row without one leaves it out (accelerators)
     ("kernel_log", lambda c: c.exp.gpu_count > 0 and bool(c.vendor and c.vendor.kernel_log),
@@ -505,6 +509,4 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Probe], ...] = (
     # a shape declares it only for a vendor that has the service (ocibench.shapes.rules)
     ("fabric_manager", lambda c: capabilities.present(
         c.exp.capabilities.get("fabric_manager")) and bool(c.vendor), probe_fabric_manager),
-    ("history", lambda c: c.history_db is not None, probe_history),
-    ("drift", lambda c: c.history_db is not None, probe_drift),
 )
