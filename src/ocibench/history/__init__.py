@@ -5,6 +5,9 @@ store   the per-node results store: one SQLite file, :class:`store.Record` rows
         driver) and node events (flagged, drained, resumed)
 rows    judged rows (:class:`ocibench.figures.judge.Row`) of one run as Records: the
         one conversion the sweep and ``ocibench history add`` share
+drift   a node's figures drifting below its own past (docs/drift.md)
+current each node's current verdicts, published beside the history for the
+        healthcheck, which reads them in O(1) and never opens the history
 
 It sits above the reframe layer and below the report, the sweep and the healthcheck,
 which all read or write it; it imports nothing above reframe.
