@@ -267,3 +267,48 @@ def test_the_prolog_drains_a_broken_node_before_its_job(cluster, fakes):
     finally:
         cluster.head("scancel", job) if "job" in locals() else None
         shutil.rmtree(broken.where, ignore_errors=True)
+
+
+XID_79 = "NVRM: Xid (PCI:0000:20:00): 79, pid=0, name=python, GPU has fallen off the bus."
+XID_48 = "NVRM: Xid (PCI:0000:30:00): 48, pid=0, name=python, DBE (double-bit error)"
+
+
+def test_an_xid_drain_lasts_until_a_person_resumes_the_node(cluster, fakes):
+    """/dev/kmsg gives an Xid's record to every new reader (`dmesg --clear` changes
+    nothing there: the fake's file is what a fresh reader gets).  The health loop
+    drains the node for it and keeps it drained, round after round; a person's resume
+    acknowledges the records the drain was judged on, and the node stays up (it was
+    drained again at once before); a new Xid drains it again."""
+    if NODES < 7:
+        pytest.skip(f"needs a 7th node ({NODES}: OCIBENCH_CLUSTER_NODES)")
+    node = nodes()[6]
+    fake = fakes[node]
+    base = ((1, "Linux version 6.8.0"), (2, "nvidia: loading"))
+    try:
+        fake.kernel_records(*base, (3, XID_79))
+        states, took = wait_for(cluster, lambda s: s[node][0] == "drain"
+                                and s[node][1].startswith("ocibench: xid (Xid 79"),
+                                2 * INTERVAL_S + RUN_SLACK_S)
+        print(f"{node} drained for its Xid in {took:.0f} s: {states[node][1]!r}")
+        runs_since(fakes, time.time(), [node], 2 * INTERVAL_S + RUN_SLACK_S)
+        assert node_states(cluster)[node][0] == "drain", node_states(cluster)
+        proc = cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        assert proc.returncode == 0, text(proc)
+        resumed = time.time()
+        runs_since(fakes, resumed, [node], 2 * INTERVAL_S + RUN_SLACK_S)
+        runs_since(fakes, time.time(), [node], 2 * INTERVAL_S + RUN_SLACK_S)
+        assert node_states(cluster)[node] == ("idle", ""), node_states(cluster)
+        written = state_of(fake)
+        assert written and written["kernel_seq_passed"] == 3, written
+        log = log_of(fake)
+        assert log.count(f"{node}: drain: ocibench: xid") == 1, log[-3000:]
+        # a new Xid: drained again, for it alone
+        fake.kernel_records(*base, (3, XID_79), (4, XID_48))
+        states, _ = wait_for(cluster, lambda s: s[node][0] == "drain"
+                             and s[node][1].startswith("ocibench: xid (Xid 48"),
+                             2 * INTERVAL_S + RUN_SLACK_S)
+        assert "Xid 79" not in states[node][1], states[node]
+    finally:
+        # acknowledged by the resume; the log as a fresh boot's
+        cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        fake.kernel_log()
