@@ -48,7 +48,7 @@ SWEEP_REASON = ("ocibench: osu_bw %buffers=H-H %nodes=2 9.10 GB/s < 11.20 GB/s "
 WRAPPER = """#!/bin/sh
 # slurmd's {program} on the loopback cluster (tests/test_healthcheck_cluster.py): slurmd
 # runs it with no arguments, so this names the node's own fake hardware (the prolog's
-# own where the test gives it one) and its state file.
+# own where the test gives it one), its state file and its history.
 node=${{SLURMD_NODENAME:-$(hostname)}}
 here={fakes}/$node
 hw={fakes}/{hardware}$node
@@ -56,9 +56,12 @@ hw={fakes}/{hardware}$node
 PATH=$hw/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SLURM_CONF={conf}
 OCIBENCH_HEALTH_STATE=$here/state.json
+# the node's own history (none: the history probe is unknown), never root's default,
+# which another test or the admin's own sweeps may have written
+OCIBENCH_HISTORY_DB=$here/history.sqlite
 # the Python with ocibench's requirements (bin/ocibench runs it)
 OCIBENCH_PYTHON={python}
-export PATH SLURM_CONF OCIBENCH_HEALTH_STATE OCIBENCH_PYTHON
+export PATH SLURM_CONF OCIBENCH_HEALTH_STATE OCIBENCH_HISTORY_DB OCIBENCH_PYTHON
 echo "--- $(date +%s.%N) {program} SLURMD_NODENAME=${{SLURMD_NODENAME:-unset}}" >>"$here/log"
 exec {ocibench} healthcheck {options}--shape {shape} --root "$hw/root" --node "$node" \\
   >>"$here/log" 2>&1
