@@ -44,6 +44,15 @@ def user_installation_untouched(tmp_path_factory):
                     + "\n  ".join(changed), pytrace=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def roots_run_dir(tmp_path_factory):
+    """root's lock directory (ocibench.health.state.run_dir, /run/ocibench) for the
+    session: a healthcheck the tests run as root never makes one on the machine."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OCIBENCH_RUN_DIR", str(tmp_path_factory.mktemp("run") / "ocibench"))
+        yield
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return paths.REPO_ROOT
