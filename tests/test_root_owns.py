@@ -10,7 +10,9 @@ what ocibench does as root, made here by the real user `nobody`, then refused.
 * the atomic replacement behind the state file and the textfile sets modes on its
   descriptor: a temporary file swapped for a link never changes another file's mode;
 * the textfile's directory: one another user owns (Debian's node_exporter directory
-  is `prometheus`'s) is refused.
+  is `prometheus`'s) is refused;
+* the bundle: a .deb swapped after "checksums verified" never reaches apt-get (a
+  bundle another user can change is verified and installed as a copy of the caller's).
 
 nobody's side runs the system's Python with the standard library only, in a directory
 of /tmp that nobody can reach (the checkout may sit in a 0700 home).  Slurm's side of
@@ -35,6 +37,14 @@ import pytest
 from health_fakes import FakeNode
 from ocibench import atomic, paths
 from ocibench.health import check, export, state
+from test_bundle_integrity import (  # noqa: F401  (the fixtures: request.getfixturevalue)
+    _bundle,
+    _setup,
+    _write_sums,
+    machine,
+    pristine_env,
+    python_env,
+)
 from test_healthcheck import no_slurm_path
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -361,3 +371,156 @@ def test_a_textfile_directory_of_another_user_is_refused(nobody, shared, tmp_pat
         timeout=60, env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "src")})
     assert done.returncode == 2 and done.stderr == f"ocibench metrics: {raised}\n", done.stderr
     assert os.listdir(directory) == []
+
+
+# --------------------------------------------------------------------------- the bundle
+
+def _deb(where: Path, description: str) -> Path:
+    """A .deb of one package, ocibench-bundle-test, that says who made it."""
+    pkg = where / f"pkg-{len(description)}"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: ocibench-bundle-test\nVersion: 1.0\nArchitecture: all\n"
+        f"Maintainer: test <test@localhost>\nDescription: {description}\n")
+    out = where / f"{len(description)}.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(pkg), str(out)],
+                   check=True, capture_output=True)
+    shutil.rmtree(pkg)
+    return out
+
+
+#: apt-get as set-up calls it with the bundle's packages: it records each file it was
+#: given and the package's Description, and installs nothing.
+FAKE_APT = """#!/bin/sh
+for file in "$@"; do
+  case $file in *.deb) echo "$file|$(dpkg-deb -f "$file" Description)" >>"{record}";; esac
+done
+"""
+
+#: set-up's Python, which runs nobody's swap at set-up's first use of Python after the
+#: check (ocibench.requirements, before pip and apt-get): the moment the attacker needs.
+HOOK = """#!/bin/sh
+case " $* " in
+  *" ocibench.requirements "*)
+    [ -e "{done}" ] || {{ setpriv --reuid={uid} --regid={gid} --clear-groups \\
+      {python} -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "{evil}" "{deb}" \\
+      && touch "{done}"; }} ;;
+esac
+exec "{venv}/bin/python" "$@"
+"""
+
+
+def test_a_deb_swapped_after_verification_never_reaches_apt(nobody, shared, request,
+                                                            tmp_path) -> None:
+    """A bundle whose os-packages/ nobody owns: after set-up's "checksums verified",
+    nobody renames its own .deb over the verified one.  apt-get (a stand-in on PATH that
+    records what it is given; LMOD_PKG names no Lmod, so set-up installs the bundle's)
+    gets the verified package, from a copy only root can change.  Without the fix it got
+    nobody's, from the bundle in place."""
+    if not shutil.which("dpkg-deb"):
+        pytest.skip("no dpkg-deb to build a .deb (Debian's dpkg)")
+    request.getfixturevalue("machine")   # Lmod and Open MPI here: set-up installs neither
+    venv = request.getfixturevalue("python_env")
+    bundle = _bundle(shared)
+    good = _deb(tmp_path, "the package the admin verified")
+    deb = bundle / "os-packages" / "ocibench-bundle-test_1.0_all.deb"
+    shutil.move(good, deb)
+    _write_sums(bundle)
+    theirs = shared / "nobodys"
+    theirs.mkdir()
+    evil = theirs / deb.name
+    shutil.move(_deb(tmp_path, "nobody's package, installed as root"), evil)
+    owned_by(nobody, theirs, evil, bundle / "os-packages", deb)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    record = tmp_path / "apt-got"
+    (tools / "apt-get").write_text(FAKE_APT.format(record=record))
+    hook = tmp_path / "hook" / "bin" / "python"   # _setup runs <venv>/bin/python
+    hook.parent.mkdir(parents=True)
+    hook.write_text(HOOK.format(done=tmp_path / "swapped", uid=nobody.pw_uid,
+                                gid=nobody.pw_gid, python=SYSTEM_PYTHON, evil=evil, deb=deb,
+                                venv=venv))
+    for script in (tools / "apt-get", hook):
+        script.chmod(0o755)
+    done = _setup(bundle, hook.parents[1], tmp_path, LMOD_PKG=str(tmp_path / "no-lmod"),
+                  PATH=f"{tools}:{os.environ['PATH']}")
+    out = done.stdout + done.stderr
+    assert (tmp_path / "swapped").exists(), f"nobody's swap never ran:\n{out}"
+    assert "checksums verified" in out and "installing lmod from the bundle" in out, out
+    got = record.read_text().splitlines()
+    assert len(got) == 1, out
+    given, description = got[0].split("|")
+    assert description == "the package the admin verified", \
+        f"apt-get installed {given}: {description}"
+    stage = tmp_path / "cache" / "bundle"
+    assert Path(given).parent == stage / "os-packages", given
+    assert f"{bundle}/os-packages: directory owned by nobody" in out, out
+    assert mode(stage) == 0o700 and os.stat(stage).st_uid == 0
+
+
+def _check(bundle: Path, cache: Path, *args: str) -> subprocess.CompletedProcess:
+    """The check as set-up and install run it: `bundle_verify --stage`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OCIBENCH_BUNDLE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "ocibench.spack.bundle_verify", "--stage", *args, str(bundle)],
+        capture_output=True, text=True, timeout=120,
+        env={**env, "OCIBENCH_CACHE": str(cache), "PYTHONPATH": str(paths.REPO_ROOT / "src")})
+
+
+def test_a_bundle_only_its_owner_can_change_is_used_in_place(tmp_path) -> None:
+    bundle = _bundle(tmp_path)
+    done = _check(bundle, tmp_path / "cache", "--print", "shape")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str(bundle), "local"] and done.stderr == ""
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_bundle_another_user_can_change_is_verified_as_a_copy(nobody, shared,
+                                                                tmp_path) -> None:
+    """Another user's directory in the bundle: the check copies it into the cache (0700,
+    the caller's) and verifies the copy, naming why; again with the same list, the copy
+    is verified again, not made again; with a new list, made again (what the new list
+    does not name removed), and the bundle's faults are still its own."""
+    bundle = _bundle(shared)
+    owned_by(nobody, bundle / "wheels")
+    cache = tmp_path / "cache"
+    copy = cache / "bundle"
+    done = _check(bundle, cache)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        str(copy), f"bundle {bundle} (its copy in {copy}): checksums verified: 7 files, all "
+        "as SHA256SUMS lists them, nothing unlisted; NOT authenticated (no "
+        "OCIBENCH_BUNDLE_SHA256 or OCIBENCH_BUNDLE_SIGNER): checked against its own list "
+        "only"], done.stdout
+    assert done.stderr == (
+        f"bundle {bundle}: another user can change it: {bundle}/wheels: directory owned by "
+        f"nobody (uid {nobody.pw_uid}); only root (who runs this audit) may own what set-up "
+        "installs: they can change it; verifying and using a copy that only you can "
+        f"change, in {copy}\n"), done.stderr
+    assert mode(copy) == 0o700 and os.stat(copy).st_uid == 0
+    for path in bundle.rglob("*"):
+        if path.is_file():
+            assert (copy / path.relative_to(bundle)).read_bytes() == path.read_bytes()
+    wheel = next((copy / "wheels").iterdir())
+    inode = wheel.stat().st_ino
+    # the same list: verified again, not copied again
+    assert _check(bundle, cache).returncode == 0 and wheel.stat().st_ino == inode
+    # a new list: copied again, the copy holding what it names and nothing else
+    (bundle / "develop" / "stream-5.10.tar.gz").unlink()
+    (bundle / "develop" / "SOURCES").unlink()
+    _write_sums(bundle)
+    assert _check(bundle, cache).returncode == 0
+    assert not (copy / "develop").exists() and wheel.stat().st_ino != inode
+    # the bundle's own faults, named in the bundle
+    (bundle / "wheels" / "stray.whl").write_text("")
+    done = _check(bundle, cache)
+    assert done.returncode == 1 and done.stdout == ""
+    assert f"bundle refused: {bundle}/wheels/stray.whl: not listed in SHA256SUMS" \
+        in done.stderr, done.stderr
+    (bundle / "wheels" / "stray.whl").unlink()
+    (bundle / "BUNDLE").write_text("shape=local\nshape=other\n")
+    _write_sums(bundle)
+    done = _check(bundle, cache)
+    assert done.returncode == 1
+    assert f"bundle refused: {bundle}/BUNDLE: line 2 gives shape again" in done.stderr, \
+        done.stderr
