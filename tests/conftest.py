@@ -65,6 +65,15 @@ def own_user_files(tmp_path_factory, monkeypatch) -> None:
     pin_user_files(monkeypatch, tmp_path_factory.mktemp("user-files", numbered=True))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def roots_run_dir(tmp_path_factory):
+    """root's lock directory (ocibench.health.state.run_dir, /run/ocibench) for the
+    session: a healthcheck the tests run as root never makes one on the machine."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OCIBENCH_RUN_DIR", str(tmp_path_factory.mktemp("run") / "ocibench"))
+        yield
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return paths.REPO_ROOT

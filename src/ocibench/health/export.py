@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ocibench import atomic, metrics
 from ocibench.health import state as health_state
+from ocibench.node import module_audit
 
 PREFIX = "ocibench_"
 
@@ -264,8 +265,14 @@ def write_textfile(text: str, path: Path) -> None:
     """Replace ``path`` atomically: node_exporter reads every *.prom file in its
     directory at each scrape, so the text goes to a hidden name that does not end in
     .prom in the same directory (the same filesystem: rename is atomic there),
-    synced, then renamed over the target."""
+    synced, then renamed over the target.  Only in a directory nobody but root (or
+    the caller) can change, as the module audit judges one: in another user's (Debian
+    makes node_exporter's directory ``prometheus``'s) that user could swap the names
+    root writes; refused, in one line."""
     path = Path(path)
+    problems = module_audit.audit_directory(path.parent, "the directory of the textfile")
+    if problems:
+        raise ExportError(problems[0])
     try:
         atomic.replace(path, text, mode=0o644)  # node_exporter runs as its own user
     except OSError as err:
