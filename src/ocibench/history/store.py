@@ -550,14 +550,15 @@ class History:
         return found
 
     def _session_rows(self, sessions: list[int], since: float | None) -> list[tuple[Any, ...]]:
-        """Every results row of ``sessions`` (at or after ``since``), as :meth:`_rows`."""
+        """Every results row of ``sessions`` (at or after ``since``), as :meth:`_rows`
+        gives them, session by session (:meth:`_newest` reads one session at a time)."""
         with self._errors("read"):
             rows = self._db.execute(
                 "SELECT r.series, r.value, r.verdict, r.time, n.name, r.documented, "
                 "r.floor, r.software FROM sessions n CROSS JOIN results r "
                 f"ON r.session = n.id WHERE n.id IN ({','.join(str(int(i)) for i in sessions)}) "
-                "AND r.time >= ?", (-math.inf if since is None else since,)).fetchall()
-        rows.sort(key=_by_time)
+                "AND r.time >= ? ORDER BY n.id, r.series",
+                (-math.inf if since is None else since,)).fetchall()
         return rows
 
     def latest(self, node: str) -> list[Record]:
