@@ -694,15 +694,15 @@ class History:
         return found
 
     def event_log(self, node: str | None = None, since: float | None = None) -> list[Event]:
-        """The events (of one node; at or after ``since``), oldest first, with the
-        session that wrote each."""
+        """The events (of one node; at or after ``since``) in the order they were kept,
+        with the session that wrote each."""
         where = " AND ".join(w for w, on in (("node = ?", node is not None),
                                              ("time >= ?", since is not None)) if on)
         args = tuple(a for a in (node, since) if a is not None)
         with self._errors("read"):
             return [Event(*row) for row in self._db.execute(
                 "SELECT node, time, kind, reason, session FROM events"
-                + (f" WHERE {where}" if where else "") + " ORDER BY time, rowid", args)]
+                + (f" WHERE {where}" if where else "") + " ORDER BY rowid", args)]
 
     def nodes(self) -> list[str]:
         with self._errors("read"):

@@ -325,11 +325,14 @@ def cluster_page(history: History, check: str | None, since: float | None,
         mine = by_key.get(key, [])
         reference = Counter((r.documented, r.floor) for r in mine).most_common(1)
         documented, floor = reference[0][0] if reference else (None, None)
+        changes = _software_changes((s.time, s.session, (s.image, s.driver)) for s in fleet)
         marks = [Mark(time, "software", _short(before, after),
                       f"the fleet's most common software: {_change(before, after)} from "
                       f"{session} ({when(time)})")
-                 for time, session, before, after in _software_changes(
-                     (s.time, s.session, (s.image, s.driver)) for s in fleet)]
+                 for time, session, before, after in changes]
+        steps = [f"at {_change(before, after)} ({session}): the fleet's median "
+                 f"{_percent(_moved(*_fleet_split(fleet, session, time)))}"
+                 for time, session, before, after in changes]
         marks += [Mark(e.time, "event", "cluster event", e.text)
                   for e in cluster if _event_key(e) == key]
         higher = drift.higher_is_better(fleet[-1].unit) is not False
@@ -348,7 +351,7 @@ def cluster_page(history: History, check: str | None, since: float | None,
                        "high": _number(last.high), "least": _number(last.least),
                        "most": _number(last.most), "unit": last.unit,
                        "fails": last.fails, "software": last.softwares},
-            "failing": _named(failing),
+            "failing": _named(failing), "steps": steps,
         })
     figures.sort(key=lambda f: f["status"] != "fail")
 

@@ -99,9 +99,8 @@ def nice_ticks(low: float, high: float, count: int = 5) -> tuple[list[float], fl
 
 def number_text(value: float, step: float) -> str:
     """A tick's value with as many decimals as its step needs, thousands separated."""
-    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
-    if decimals and round(step * 10 ** decimals) % 10 == 5 and step < 1:
-        decimals += 1   # 0.25, 0.025: one more
+    decimals = next(d for d in range(12) if abs(step * 10 ** d - round(step * 10 ** d))
+                    < 1e-6 * step * 10 ** d or d == 11)   # 0.25: 2, 2.5: 1, 50: 0
     return f"{value:,.{decimals}f}"
 
 
