@@ -200,15 +200,16 @@ def from_history(path: Path, now: float | None = None) -> tuple[list[Family], li
     # included) imports this module through `ocibench metrics`; only this export needs these
     from ocibench.history import drift, store
 
-    records, drifts = [], []
     try:
         with store.History(path, readonly=True) as history:
-            for node in history.nodes():
-                records += history.latest(node)
-                drifts += drift.drifting(history, node, now=now)
+            # The fleet at once: its newest records read session by session, and its
+            # drift in one pass (never node by node: 1,000 nodes x 50 figures, docs/
+            # monitoring.md, "Size").
+            records = history.newest()
+            found = drift.drifting_nodes(history, history.nodes(), now=now)
     except store.HistoryError as err:  # one line naming the file, already
         raise ExportError(str(err)) from None
-    return figure_families(records, drifts)
+    return figure_families(records, [d for drifts in found.values() for d in drifts])
 
 
 # -- the healthcheck, from its state file ------------------------------------------
