@@ -4,8 +4,9 @@ Used by the live ReFrame checks (sanity and performance) and by ``ocibench evalu
 (hand-run outputs), so both judge an output the same way.  ``parse`` raises
 :class:`SanityError` with a one-line message naming the fault when
 
-* a crash marker appears anywhere (a segfault, a signal, MPI_ABORT, a CUDA or NCCL
-  failure...),
+* a crash marker appears anywhere: the launcher's and the shell's words that a process
+  died (a segfault, a signal, MPI_ABORT...) in any output, and the benchmark's own
+  failure words (a CUDA or NCCL failure...) once its format is recognised,
 * the output is truncated (a header or trailer line the benchmark always prints is
   missing),
 * fewer or more ranks, GPUs or threads took part than the parameters say (where the
@@ -49,6 +50,14 @@ class Unjudged(SanityError):
     UNJUDGED (exit 3), never FAIL; a live check, which runs our own command line,
     fails with "could not judge".  A subclass of SanityError so that any caller that
     does not tell the two apart still refuses the output rather than passing it."""
+
+
+class NotThisOutput(Unjudged):
+    """The output is not this check's: another benchmark's (the message names it, and
+    the line that says so), or a format this parser does not know.  One rule in every
+    parser: UNJUDGED, never FAIL, and only the launcher's and the shell's crash words
+    (:data:`PROCESS_ENDED`) are read in it, never the words of the check's own
+    programs, which another program's output may hold for reasons of its own."""
 
 
 #: The largest output read.  A benchmark prints a few KiB (IMB's whole -msglog 3:28
@@ -107,9 +116,12 @@ class Measurement:
 #: metric -> the unit OMB, IMB, STREAM and nccl-tests print it in.
 UNITS = {name: metrics.default_unit(name) for name in metrics.METRICS}
 
-#: Printed only when a run failed.  Case matters except where (?i) says otherwise:
-#: "Killed" is the shell's word for a killed job, not the verb in a log sentence.
-CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
+#: Printed only when a process of the run ended abnormally, by the shell, the launcher
+#: (mpirun, prterun, srun, Slurm) or MPI, whatever the program: read in any output, since
+#: a run may die before it printed anything of its own.  Case matters except where (?i)
+#: says otherwise: "Killed" is the shell's word for a killed job, not the verb in a log
+#: sentence.
+PROCESS_ENDED = tuple(re.compile(p, re.MULTILINE) for p in (
     r"Segmentation fault",
     r"core dumped",
     r"Bus error",
@@ -127,18 +139,38 @@ CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
     # a run of blank lines is quadratic (10 M blank lines took minutes)
     r"^[ \t]*Abort\(\d+\)",
     r"returned\s+a\s+non-zero\s+exit\s+code",
-    *sorted({f"(?i){re.escape(a.runtime_failure)}" for a in accelerators.VENDORS.values()}),
-    r"(?i)nccl failure",
-    # nvbandwidth: a copy's data checked wrong (kernels.cu "Invalid value when checking
-    # the pattern"), then its ASSERT macro exits (error_handling.h "ASSERT in expression")
-    r"Invalid value when checking the pattern",
-    r"ASSERT in expression",
-    r"NCCL WARN.*\bfail",
-    r"Test failure",
     r"srun: error:",
     r"DUE TO TIME LIMIT",
     r"oom-kill",
 ))
+
+#: The words each parser family's programs print when they failed: read only in an
+#: output recognised as that family's, after its parser has read it.  A library's
+#: warning is no failure of its own: RCCL's "NCCL WARN pfn_hsa_system_get_info failed"
+#: is printed on every healthy ROCm 7 node that runs with NCCL_DEBUG=WARN or INFO (its
+#: DMA-BUF probe, src/misc/rocm_wrap.cc), and a collective that really failed ends
+#: nccl-tests with "Test NCCL failure" or leaves its table unfinished.
+FAILED_BY_FAMILY = {family: tuple(re.compile(p, re.MULTILINE) for p in patterns)
+                    for family, patterns in {
+    # nccl-tests' CUDACHECK / NCCLCHECK (src/common.h: "Test CUDA failure", "Test NCCL
+    # failure"; rccl-tests words HIP's the same) and its "Test failure" exit
+    "nccl-tests": (*sorted({f"(?i){re.escape(a.runtime_failure)}"
+                            for a in accelerators.VENDORS.values()}),
+                   r"(?i)nccl failure", r"Test failure"),
+    # OMB's xccl benchmarks, NCCL_CHECK (c/xccl/util/osu_util_xccl_interface.h:
+    # "Failed: NCCL Error <file>: <line> '<why>'", RCCL's the same)
+    "omb": (r"^Failed: [A-Z]+ Error ",),
+    # nvbandwidth: a copy's data checked wrong (kernels.cu "Invalid value when checking
+    # the pattern"), then its ASSERT macro exits (error_handling.h "ASSERT in expression")
+    "nvbandwidth": (r"Invalid value when checking the pattern", r"ASSERT in expression"),
+    # TransferBench's failures (src/client: printf("[ERROR] ..."))
+    "transferbench-p2p": (r"^\[ERROR\]",),
+    "transferbench-a2a": (r"^\[ERROR\]",),
+}.items()}
+
+#: Every crash and failure word (a failed job's reason, ocibench.figures.joblog).
+CRASH_MARKERS = PROCESS_ENDED + tuple(marker for markers in FAILED_BY_FAMILY.values()
+                                      for marker in markers)
 
 
 #: What launchers put before every line of a rank's output, removed in one place
@@ -199,18 +231,29 @@ def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
     if family == "nccl-tests" and text.lstrip().startswith("{"):
         return _nccl_json(check, text, params)
     lines = output_lines(text)
-    _no_crash("\n".join(lines))
-    return _PARSERS[family](check, lines, params)
+    joined = "\n".join(lines)
+    # The format first: a family's failure words are read only in its own output.
+    try:
+        measured = _PARSERS[family](check, lines, params)
+    except NotThisOutput:
+        _no_crash(joined, PROCESS_ENDED)
+        raise
+    except SanityError:
+        _no_crash(joined, PROCESS_ENDED + FAILED_BY_FAMILY.get(family, ()))
+        raise
+    _no_crash(joined, PROCESS_ENDED + FAILED_BY_FAMILY.get(family, ()))
+    return measured
 
 
-def first_crash(text: str) -> re.Match | None:
-    """The first crash marker in ``text`` (what went wrong first), or None."""
-    found = [m for m in (marker.search(text) for marker in CRASH_MARKERS) if m]
+def first_crash(text: str, markers: tuple[re.Pattern, ...] = CRASH_MARKERS
+                ) -> re.Match | None:
+    """The first of ``markers`` in ``text`` (what went wrong first), or None."""
+    found = [m for m in (marker.search(text) for marker in markers) if m]
     return min(found, key=lambda m: m.start()) if found else None
 
 
-def _no_crash(text: str) -> None:
-    first = first_crash(text)
+def _no_crash(text: str, markers: tuple[re.Pattern, ...]) -> None:
+    first = first_crash(text, markers)
     if first:
         raise SanityError(f"benchmark crashed: {first.group(0).strip()[:80]!r} in output")
 
@@ -306,7 +349,7 @@ def _omb_title(check: str, lines: list[str]) -> str:
     found = [line for line in lines if title.match(line)]
     if not found:
         other = next((line for line in lines if line.startswith("# OSU ")), None)
-        raise Unjudged(f"not {check} output: no '# OSU {' or '.join(apis)} {name}' title "
+        raise NotThisOutput(f"not {check} output: no '# OSU {' or '.join(apis)} {name}' title "
                        f"({'its title is ' + repr(other) if other else 'first line '}"
                        f"{'' if other else _first_line(lines)})")
     if len(found) > 1:
@@ -474,7 +517,7 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     known = headers or oobs or any(map(_NCCL_PREAMBLE.match, lines)) \
         or any(map(NCCL_RANK.match, lines))
     if not known:
-        raise Unjudged(f"not an nccl-tests output: no '# Using devices', no '# size count "
+        raise NotThisOutput(f"not an nccl-tests output: no '# Using devices', no '# size count "
                        f"type redop' header, no '# Out of bounds values' (first line "
                        f"{_first_line(lines)})")
     runs = max(len(headers), len(oobs), sum(1 for line in lines if line.startswith("# nThread")))
@@ -495,7 +538,7 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     if "redop" not in columns:
         # every all_reduce_perf prints its reduction; before 2.13 the other tests
         # (all_gather_perf, broadcast_perf ...) printed no redop column at all
-        raise Unjudged(f"{check}: the header {lines[headers[0]][:120]!r} has no redop "
+        raise NotThisOutput(f"{check}: the header {lines[headers[0]][:120]!r} has no redop "
                        "column: not all_reduce_perf's")
     row_lines = [line for line in lines[headers[0] + 1:] if _NCCL_ROW.match(line)]
     rows = [_nccl_row(check, columns, line) for line in row_lines]
@@ -541,7 +584,7 @@ def _nccl_all_reduce(check: str, test: tuple[str, str] | None,
     AllReduceGetCollByteCount), where reduce_scatter and all_gather print one rank's
     share.  (sendrecv_perf without its banner looks like all_reduce_perf on 2 ranks.)"""
     if test and not test[0].startswith("all_reduce_perf"):
-        raise Unjudged(f"{check}: the output is {test[0]}'s ({test[1]}), not "
+        raise NotThisOutput(f"{check}: the output is {test[0]}'s ({test[1]}), not "
                        "all_reduce_perf's")
     # -d all / -o all run the sizes once per type or reduction (common.cu run()): one
     # busbw per size would otherwise be a median over them, which no figure measured.
@@ -553,7 +596,7 @@ def _nccl_all_reduce(check: str, test: tuple[str, str] | None,
     for where, cells in rows:
         redop, root = cells.get("redop"), str(cells.get("root", "-1")).strip()
         if redop == "none" or root != "-1":
-            raise Unjudged(f"{check}: the {where} is not an all-reduce's (redop {redop}, "
+            raise NotThisOutput(f"{check}: the {where} is not an all-reduce's (redop {redop}, "
                            f"root {root}: all_gather, alltoall, broadcast or reduce print so)")
         width = _NCCL_TYPE_BYTES.get(str(cells.get("type", "")))
         if not width:
@@ -563,7 +606,7 @@ def _nccl_all_reduce(check: str, test: tuple[str, str] | None,
         except (KeyError, TypeError, ValueError):
             raise Unjudged(f"{check}: the {where} has no whole count and size") from None
         if count * width != size:
-            raise Unjudged(f"{check}: the {where} counts {cells['count']} {cells['type']} "
+            raise NotThisOutput(f"{check}: the {where} counts {cells['count']} {cells['type']} "
                            f"elements, not {cells['size']} bytes: one rank's share, as "
                            "reduce_scatter_perf prints it, not all_reduce_perf's whole buffer")
 
@@ -699,11 +742,11 @@ def _nccl_json(check: str, text: str, params: dict[str, Any]) -> Measurement:
             raise SanityError(f"{check}: nccl-tests' JSON output is truncated or damaged "
                               f"({getattr(err, 'msg', err)} at line "
                               f"{getattr(err, 'lineno', '?')})") from None
-        raise Unjudged(f"{check}: not nccl-tests output and not JSON "
+        raise NotThisOutput(f"{check}: not nccl-tests output and not JSON "
                        f"(first line {_first_line(output_lines(text[:4096]))})") from None
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict) or not isinstance(doc.get("results"), list):
-        raise Unjudged(f"{check}: a JSON without nccl-tests' 'config' and 'results': "
+        raise NotThisOutput(f"{check}: a JSON without nccl-tests' 'config' and 'results': "
                        "not its -J output")
     if "out_of_bounds" not in doc or "average_bus_bandwidth" not in doc:
         raise SanityError(f"{check}: nccl-tests' JSON output ends before its "
@@ -757,7 +800,7 @@ def _imb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     finals = sum(1 for line in lines if line.startswith(_IMB_FINALIZE))
     tables = _imb_tables(check, lines, name)
     if not (banners or finals or tables):
-        raise Unjudged(f"not {check} output: no 'Intel(R) MPI Benchmarks' banner and no "
+        raise NotThisOutput(f"not {check} output: no 'Intel(R) MPI Benchmarks' banner and no "
                        f"'# Benchmarking {name}' (first line {_first_line(lines)})")
     if max(banners, finals) > 1:
         raise Unjudged(f"{check}: {max(banners, finals)} runs in one output; give one run")
@@ -840,7 +883,7 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
     headers = [i for i, line in enumerate(lines) if _STREAM_HEADER.match(line)]
     versions = [line for line in lines if _STREAM_VERSION.match(line)]
     if not headers and not versions:
-        raise Unjudged(f"not STREAM output: no 'STREAM version' line and no 'Function ... "
+        raise NotThisOutput(f"not STREAM output: no 'STREAM version' line and no 'Function ... "
                        f"Rate' header (first line {_first_line(lines)})")
     runs = max(len(headers), len(versions))
     if runs > 1:
@@ -922,7 +965,7 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
         if mode:
             raise Unjudged(f"{check}: the title {other!r} is {check} run {mode}; the "
                            f"figures are its plain run ({title!r})")
-        raise Unjudged(f"not {check} output: no {title!r} title "
+        raise NotThisOutput(f"not {check} output: no {title!r} title "
                        + (f"(its title is {other!r})" if other else
                           f"(first line {_first_line(lines)})"))
     _expect_count(check, "runs (attempts)", params["attempts"], len(starts))
@@ -1056,7 +1099,7 @@ def _nvbandwidth(check: str, lines: list[str], params: dict[str, Any]) -> Measur
     where = nvbandwidth_gpus(gpus)
     if not any(line.startswith("Running ") for line in lines) \
             and not any(line.startswith(("nvbandwidth Version", "pageable ")) for line in lines):
-        raise Unjudged(f"not nvbandwidth output: no 'Running <testcase>.' line "
+        raise NotThisOutput(f"not nvbandwidth output: no 'Running <testcase>.' line "
                        f"(first line {_first_line(lines)})")
     # The check's output (nvbandwidth, then the pageable copy) must hold every ceiling.
     # nvbandwidth's own output, run by hand with the testcases its user chose (-t),
@@ -1216,7 +1259,7 @@ def _babelstream(check: str, lines: list[str], params: dict[str, Any]) -> Measur
     headers = [found for found in headers if found]
     if not headers:
         if not any(_BABEL_BANNER.match(line) for line in lines):
-            raise Unjudged(f"not BabelStream output: no 'BabelStream' banner and no "
+            raise NotThisOutput(f"not BabelStream output: no 'BabelStream' banner and no "
                            f"'Function MBytes/sec' table (first line {_first_line(lines)})")
         raise SanityError("output truncated: BabelStream printed no 'Function MBytes/sec' "
                           "table")
@@ -1282,7 +1325,7 @@ _TB_COLUMNS = re.compile(r"^SRC\S*DST\s+(.*)$")
 def _transferbench(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     starts = [i for i, line in enumerate(lines) if _TB_TITLE.match(line)]
     if not starts:
-        raise Unjudged(f"not TransferBench p2p output: no 'Unidirectional copy peak "
+        raise NotThisOutput(f"not TransferBench p2p output: no 'Unidirectional copy peak "
                        f"bandwidth' or 'Bidirectional ...' title (first line "
                        f"{_first_line(lines)})")
     values: Values = {}
@@ -1365,7 +1408,7 @@ _A2A_ROW = re.compile(r"^GPU\s+(\d+)\s+(.*)$")
 def _transferbench_a2a(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     starts = [i for i, line in enumerate(lines) if _A2A_SUMMARY.match(line)]
     if not starts:
-        raise Unjudged(f"not TransferBench a2a output: no 'Summary:' line (first line "
+        raise NotThisOutput(f"not TransferBench a2a output: no 'Summary:' line (first line "
                        f"{_first_line(lines)})")
     if len(starts) > 1:
         raise Unjudged(f"{check}: {len(starts)} a2a summaries in one output; give one run")

@@ -1,0 +1,82 @@
+"""Healthy outputs that were FAILed for their format, their method or a neighbour's noise
+(issue 31): each pattern, fixed as a pattern, on published outputs of tests/data/corpus
+(its index.yaml names their sources) and the lines their programs print.
+
+The corpus entries are judged on ``local`` (tests/test_corpus.py); here the same outputs
+meet the shapes whose figures they were wrongly failed against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ocibench.figures import outputs
+from ocibench.figures.evaluate import evaluate
+from ocibench.metrics import RunVerdict
+
+CORPUS = Path(__file__).parent / "data" / "corpus"
+INDEX = {entry["file"]: entry for entry in
+         yaml.safe_load((CORPUS / "index.yaml").read_text())["entries"]}
+
+
+def _entry(name: str) -> tuple[dict[str, Any], str]:
+    entry = INDEX[name]
+    return entry, (CORPUS / name).read_bytes().decode()
+
+
+def _evaluate(name: str, text: str | None = None, shape: str = "local", **params: Any):
+    entry, published = _entry(name)
+    return evaluate(entry["check"], published if text is None else text, shape,
+                    {**(entry.get("params") or {}), **params})
+
+
+# --- crash words are the recognised benchmark's ---------------------------------------
+
+#: RCCL's probe of ROCr's DMA-BUF support (src/misc/rocm_wrap.cc, "pfn_hsa_system_get_info
+#: failed with %d"), printed with NCCL_DEBUG=WARN or INFO on healthy ROCm 7 nodes, where
+#: RCCL then goes on without DMA-BUF.
+RCCL_PROBE = ("mi300x-node:2908511:2908511 [0] /opt/rocm/rccl/src/misc/rocm_wrap.cc:187 "
+              "NCCL WARN pfn_hsa_system_get_info failed with 4107\n")
+
+#: Published healthy outputs of GPU benchmarks of every family that runs on AMD GPUs.
+ROCM_OUTPUTS = ["babelstream/sad-mi300x-8gpu-5.0-elided.txt",
+                "transferbench/sad-mi300x-p2p-collapsed.txt",
+                "transferbench/sad-mi300x-a2a-collapsed.txt",
+                "osu/llnl-tioga-osu_bw-DD-rocm-5.9.txt",
+                "rccl-tests/aac8-mi300x-1n-ob1.txt"]
+
+
+@pytest.mark.parametrize("name", ROCM_OUTPUTS)
+def test_a_library_warning_is_no_crash(name):
+    ev = _evaluate(name, RCCL_PROBE + _entry(name)[1])
+    assert ev.verdict is RunVerdict.RECORDED, ev.reason
+
+
+@pytest.mark.parametrize("name", ["babelstream/sad-mi300x-8gpu-5.0-elided.txt",
+                                  "osu/llnl-tioga-osu_bw-DD-rocm-5.9.txt"])
+def test_another_benchmark_s_failure_words_are_not_this_one_s(name):
+    # nccl-tests' own words for a failed collective, in a BabelStream or OMB output
+    # (a job script that ran both): they say nothing of this benchmark's run.
+    text = _entry(name)[1] + "node1: Test NCCL failure common.cu:1027 'unhandled system error'\n"
+    assert _evaluate(name, text).verdict is RunVerdict.RECORDED
+
+
+def test_the_benchmark_s_own_failure_words_still_fail_it():
+    name = "rccl-tests/aac8-mi300x-1n-ob1.txt"
+    text = _entry(name)[1] + "mi300x: Test NCCL failure common.cu:1027 'unhandled system error'\n"
+    ev = _evaluate(name, text)
+    assert ev.verdict is RunVerdict.FAIL and "benchmark crashed" in ev.reason
+
+
+@pytest.mark.parametrize("crash", ["Segmentation fault (core dumped)",
+                                   "srun: error: node1: task 0: Killed"])
+def test_a_process_that_died_before_printing_its_format_is_still_a_crash(crash):
+    # The launcher's and the shell's words need no format: a run may die in MPI_Init.
+    ev = evaluate("osu_bw", f"$ mpirun -n 2 osu_bw\n{crash}\n", "local", {})
+    assert ev.verdict is RunVerdict.FAIL and "benchmark crashed" in ev.reason
+    with pytest.raises(outputs.SanityError, match="benchmark crashed"):
+        outputs.parse("babelstream", f"{crash}\n", {})
