@@ -80,3 +80,37 @@ def test_a_process_that_died_before_printing_its_format_is_still_a_crash(crash):
     assert ev.verdict is RunVerdict.FAIL and "benchmark crashed" in ev.reason
     with pytest.raises(outputs.SanityError, match="benchmark crashed"):
         outputs.parse("babelstream", f"{crash}\n", {})
+
+
+# --- another benchmark's output is UNJUDGED in every parser ---------------------------
+
+@pytest.mark.parametrize("check, name", [
+    ("osu_latency", "osu/cscs-osu_bw-2n-6.2.txt"),
+    ("osu_bw", "osu/cscs-osu_latency-2n-mpich-7.5.txt"),
+    ("osu_bibw", "osu/cscs-osu_bw-2n-6.2.txt"),
+    ("osu_alltoall", "osu/excalibur-alaska-osu_allreduce-5.6.2-2x32.txt"),
+    ("osu_allreduce", "osu/excalibur-csd3-osu_allgather-5.6.3.txt"),
+    ("osu_xccl_allreduce", "osu/excalibur-alaska-osu_allreduce-5.6.2-2x32.txt"),
+    ("nccl_all_reduce_perf", "nccl-tests/xxrjun-h100-1n4-all_gather-2.17.8.txt"),
+    ("imb_pingpong", "imb/excalibur-alaska-imb2019u5-uniband-2.txt"),
+    ("imb_pingpong", "imb/excalibur-alaska-imb2019u5-biband-2-impi.txt"),
+    ("imb_allreduce", "imb/excalibur-alaska-imb2019u5-pingpong-ompi4-ucx.txt"),
+    ("ib_write_bw", "perftest/daizhiyuan-ib_read_bw-a-MBs-client.txt"),
+    ("ib_write_lat", "perftest/daizhiyuan-ib_read_lat-a-client.txt"),
+    ("transferbench_p2p", "transferbench/sad-mi300x-a2a-collapsed.txt"),
+    ("transferbench_a2a", "transferbench/sad-mi300x-p2p-collapsed.txt"),
+    ("stream", "babelstream/uob-titanxp-cuda-3.3.txt"),
+    ("babelstream", "stream/ocitutorials-optimized3-nps2-5.10.txt"),
+    ("nvbandwidth", "transferbench/sad-mi300x-p2p-collapsed.txt"),
+])
+def test_another_benchmark_s_output_is_unjudged_in_every_parser(check, name):
+    text = _entry(name)[1]
+    ev = evaluate(check, text, "local", {})
+    assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
+    with pytest.raises(outputs.NotThisOutput):
+        outputs.parse(check, text, {})
+
+
+def test_imb_names_the_benchmark_it_ran():
+    ev = _evaluate("imb/excalibur-alaska-imb2019u5-uniband-2.txt")
+    assert "the output is IMB's Uniband ('# Benchmarking Uniband'), not PingPong" in ev.reason

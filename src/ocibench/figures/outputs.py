@@ -517,9 +517,24 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     known = headers or oobs or any(map(_NCCL_PREAMBLE.match, lines)) \
         or any(map(NCCL_RANK.match, lines))
     if not known:
-        raise NotThisOutput(f"not an nccl-tests output: no '# Using devices', no '# size count "
-                       f"type redop' header, no '# Out of bounds values' (first line "
-                       f"{_first_line(lines)})")
+        raise NotThisOutput(f"not an nccl-tests output: no '# Using devices', no '# size "
+                            f"count type redop' header, no '# Out of bounds values' (first "
+                            f"line {_first_line(lines)})")
+    # Which test ran, before anything is counted: another test's output is never failed
+    # for its ranks or its end.
+    test = next(((m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m),
+                None)
+    _nccl_all_reduce(check, test, [])
+    columns = lines[headers[0]].lstrip("#").split() if headers else []
+    if headers and "redop" not in columns:
+        # every all_reduce_perf prints its reduction; before 2.13 the other tests
+        # (all_gather_perf, broadcast_perf ...) printed no redop column at all
+        raise NotThisOutput(f"{check}: the header {lines[headers[0]][:120]!r} has no redop "
+                            "column: not all_reduce_perf's")
+    row_lines = [line for line in lines[headers[0] + 1:] if _NCCL_ROW.match(line)] \
+        if headers else []
+    _nccl_all_reduce(check, test, [(f"line {line[:120]!r}", dict(zip(columns, line.split())))
+                                   for line in row_lines])
     runs = max(len(headers), len(oobs), sum(1 for line in lines if line.startswith("# nThread")))
     if runs > 1:
         raise Unjudged(f"{check}: {runs} runs in one output; give one run")
@@ -534,18 +549,7 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
             for m in map(NCCL_RANK.match, lines) if m]
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
-    columns = lines[headers[0]].lstrip("#").split()
-    if "redop" not in columns:
-        # every all_reduce_perf prints its reduction; before 2.13 the other tests
-        # (all_gather_perf, broadcast_perf ...) printed no redop column at all
-        raise NotThisOutput(f"{check}: the header {lines[headers[0]][:120]!r} has no redop "
-                       "column: not all_reduce_perf's")
-    row_lines = [line for line in lines[headers[0] + 1:] if _NCCL_ROW.match(line)]
     rows = [_nccl_row(check, columns, line) for line in row_lines]
-    test = next(((m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m),
-                None)
-    _nccl_all_reduce(check, test, [(f"line {line[:120]!r}", dict(zip(columns, line.split())))
-                                   for line in row_lines])
     _nccl_cap(check, lines, rows, params)
     oob = oobs[0]
     measured = _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
@@ -802,6 +806,8 @@ def _imb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     if not (banners or finals or tables):
         raise NotThisOutput(f"not {check} output: no 'Intel(R) MPI Benchmarks' banner and no "
                        f"'# Benchmarking {name}' (first line {_first_line(lines)})")
+    if not tables:
+        _imb_other_benchmark(check, lines, name)
     if max(banners, finals) > 1:
         raise Unjudged(f"{check}: {max(banners, finals)} runs in one output; give one run")
     if banners and not finals:
@@ -825,6 +831,35 @@ def _imb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         bandwidth = _size_table(check, rows, _column(check, header, "Mbytes/sec"), sizes)
         extra["bandwidth"] = {s: v for s, v in bandwidth.items() if s > 0}
     return Measurement(check, "latency", UNITS["latency"], latency, extra)
+
+
+#: "# Benchmarking Uniband" (IMB_output.c), and the run's list: "# List of Benchmarks to
+#: run:" with one "# <name>" line each.
+_IMB_BENCHMARKING = re.compile(r"^#\s*Benchmarking\s+(\S+)")
+_IMB_LIST = re.compile(r"^#\s*List of Benchmarks to run:")
+
+
+def _imb_other_benchmark(check: str, lines: list[str], name: str) -> None:
+    """An IMB output that has no table of ``name`` but is another benchmark's (its
+    '# Benchmarking Uniband' tables, or a list of benchmarks to run without ``name``):
+    NotThisOutput naming it; an IMB run of ``name`` cut short is left to the caller."""
+    others = list(dict.fromkeys(m.group(1) for m in map(_IMB_BENCHMARKING.match, lines) if m))
+    start = next((i for i, line in enumerate(lines) if _IMB_LIST.match(line)), None)
+    listed = []
+    for line in lines[start + 1:] if start is not None else []:
+        found = re.fullmatch(r"#\s*(\w+)", line)
+        if not found:
+            break
+        listed.append(found.group(1))
+    if any(other.lower() == name.lower() for other in listed):
+        return
+    if others:
+        shown = ", ".join(others[:4])
+        raise NotThisOutput(f"{check}: the output is IMB's {shown} ('# Benchmarking "
+                            f"{others[0]}'), not {name}")
+    if listed:
+        raise NotThisOutput(f"{check}: the output is IMB's {', '.join(listed[:4])} ('# List "
+                            f"of Benchmarks to run: {listed[0]}'), not {name}")
 
 
 def _imb_tables(check: str, lines: list[str],
