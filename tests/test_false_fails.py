@@ -114,3 +114,27 @@ def test_another_benchmark_s_output_is_unjudged_in_every_parser(check, name):
 def test_imb_names_the_benchmark_it_ran():
     ev = _evaluate("imb/excalibur-alaska-imb2019u5-uniband-2.txt")
     assert "the output is IMB's Uniband ('# Benchmarking Uniband'), not PingPong" in ev.reason
+
+
+# --- a table's rows are the lines that fit its columns ---------------------------------
+
+#: What a job script's "sysctl net.ipv4.tcp_wmem | cut -f2" or "cat
+#: /proc/sys/net/ipv4/tcp_wmem" prints after the benchmark: numbers only, tab-separated.
+SYSCTL_ECHO = "4096\t16384\t4194304\n"
+
+
+@pytest.mark.parametrize("name", [
+    "osu/cscs-osu_latency-2n-mpich-7.5.txt",            # 3 columns: --validation's Pass
+    "osu/cscs-osu_bw-2n-6.2.txt",                       # 2 columns
+    "osu/cscs-osu_alltoall-2x4-validation-7.5.txt",
+])
+def test_numbers_after_an_omb_table_are_not_its_rows(name):
+    ev = _evaluate(name, _entry(name)[1] + SYSCTL_ECHO)
+    assert ev.verdict is RunVerdict.RECORDED, ev.reason
+
+
+def test_a_row_that_fits_the_columns_twice_is_still_refused():
+    # The rule does not hide a broken table: a size printed twice in its own columns.
+    name = "osu/cscs-osu_latency-2n-mpich-7.5.txt"
+    ev = _evaluate(name, _entry(name)[1] + "4096                   5.48              Pass\n")
+    assert ev.verdict is RunVerdict.FAIL and "message size 4096 appears twice" in ev.reason

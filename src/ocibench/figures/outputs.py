@@ -326,6 +326,25 @@ def _omb_api_name(check: str) -> tuple[str | None, str]:
     return (None if spec.collective else found.group(1)), found.group(2)
 
 _ROW = re.compile(r"^\d+\s+\S+")
+#: The words of a column that is not a number: OMB's --validation (Pass / Fail).
+_WORD_COLUMNS = ("Pass", "Fail")
+
+
+def table_rows(lines: list[str]) -> list[list[str]]:
+    """The rows of the table that starts with ``lines``: the lines that fit its columns,
+    split.  Its first row (a size, then its values) gives the columns: as many, with
+    --validation's Pass/Fail column where it has one.  A line of numbers that does not
+    fit (a job script's sysctl echo "4096 16384 4194304" after the table) is no row,
+    however it begins; other noise (warnings, prompts) never starts with a size."""
+    candidates = [line.split() for line in lines if _ROW.match(line)]
+    if not candidates:
+        return []
+
+    def shape(cells: list[str]) -> tuple[bool, ...]:
+        return tuple(cell in _WORD_COLUMNS for cell in cells)
+
+    columns = shape(candidates[0])
+    return [cells for cells in candidates if shape(cells) == columns]
 #: OMB 7.4 and older print the buffers of a -d run under the title (7.5 does not):
 #: "# Send Buffer on DEVICE (D) and Receive Buffer on HOST (H)".
 _OMB_BUFFERS = re.compile(r"^# Send Buffer on .*\((\w+)\) and Receive Buffer on .*\((\w+)\)")
@@ -441,7 +460,7 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         # title (c/xccl/util/osu_util_xccl_interface.c omb_xccl_interface_inject).
         ranks = sum(1 for line in lines if line == f"#Using {api}")
         _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
-    rows = [line.split() for line in body[header + 1:] if _ROW.match(line)]
+    rows = table_rows(body[header + 1:])
     # --validation (-c) adds a column of "Pass" or "Fail" (c/util/osu_util_mpi.h
     # VALIDATION_STATUS): a "Fail" is data the MPI delivered wrong, a broken run.
     failed = next((row for row in rows if "Fail" in row[1:]), None)
@@ -1050,13 +1069,10 @@ def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> float
     if header is None:
         raise SanityError(f"output truncated: missing the '#bytes #iterations' header of {check}")
     match = _PERFTEST_HEADER.match(lines[header])
-    rows, closed = [], False
-    for line in lines[header + 1:]:
-        if _PERFTEST_RULE.match(line):
-            closed = True
-            break
-        if _ROW.match(line):
-            rows.append(line.split())
+    end = next((i for i, line in enumerate(lines) if i > header and _PERFTEST_RULE.match(line)),
+               None)
+    closed = end is not None
+    rows = table_rows(lines[header + 1:end])
     if not closed:
         raise SanityError(f"output truncated: no closing line after the {check} results")
     if check == "ib_write_bw":
