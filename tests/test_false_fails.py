@@ -138,3 +138,32 @@ def test_a_row_that_fits_the_columns_twice_is_still_refused():
     name = "osu/cscs-osu_latency-2n-mpich-7.5.txt"
     ev = _evaluate(name, _entry(name)[1] + "4096                   5.48              Pass\n")
     assert ev.verdict is RunVerdict.FAIL and "message size 4096 appears twice" in ev.reason
+
+
+# --- a paste that elides rank lines ----------------------------------------------------
+
+def test_an_elided_rank_list_with_a_whole_table_is_read_on_its_shape():
+    # OCI's own 2-node MI300X run lists ranks 0, 7, 8 and 15 of 16: rank 15 says 16 ran.
+    ev = _evaluate("rccl-tests/oci-mi300x-2n-elided-avg.txt", shape="BM.GPU.MI300X.8")
+    assert ev.verdict is not RunVerdict.FAIL, ev.reason
+    assert "ranks" not in (ev.reason or "")
+
+
+@pytest.mark.parametrize("keep, verdict, words", [
+    # ranks 0..3 and 6 listed, 4 and 5 left out, 7 absent: cannot tell whether 8 ran
+    ((0, 1, 2, 3, 6), RunVerdict.UNJUDGED, "leaves out the '#  Rank' lines of ranks 4-5"),
+    # a rank beyond the claimed count is proof, elided or not
+    ((0, 15), None, None),
+])
+def test_an_elided_rank_list_is_never_failed_for_what_it_leaves_out(keep, verdict, words):
+    entry, text = _entry("nccl-tests/oci-oke-b4-2n-elided-1G-10G.txt")
+    rank = "#  Rank {r:2d} Group  0 Pid   {p} on host-{h} device  {d} [0000:0f:00] NVIDIA A100\n"
+    lines = [line for line in text.splitlines(keepends=True) if "#  Rank" not in line]
+    at = next(i for i, line in enumerate(lines) if line.startswith("# Using devices")) + 1
+    listed = [rank.format(r=r, p=2000 + r, h=r // 4, d=r % 4) for r in keep]
+    params = {**entry["params"], "nodes": 2, "gpus_per_node": 4}
+    ev = evaluate(entry["check"], "".join(lines[:at] + listed + lines[at:]), "local", params)
+    if verdict is None:
+        assert ev.verdict is RunVerdict.FAIL and "expected 8 ranks" in ev.reason
+    else:
+        assert ev.verdict is verdict and words in ev.reason, ev.reason
