@@ -433,8 +433,9 @@ def test_a_failure_without_slurm_is_said_and_nothing_recorded_as_drained(
     written = state.read(tmp_path / "state.json")
     assert written is not None and written.action == state.NONE
     assert written.drained_reason == ""
-    # as a prolog, the failure still stops the job
-    assert check.exit_code(outcome, prolog=True) == check.FAILED
+    # as a prolog, no answer is no drain: the job runs (an exit 1 would make Slurm
+    # drain the node itself, "Prolog error", outside ocibench's drain budget)
+    assert check.exit_code(outcome, prolog=True) == check.OK
 
 
 def test_a_bad_state_file_is_one_warning_and_the_run_goes_on(node: FakeNode,

@@ -4,11 +4,13 @@ Cheap passive probes (GPU count and model, Xid errors, row remaps, PCIe links, t
 between the GPUs (NVLink, xGMI), RDMA ports and their flapping, this node's latest
 verdicts and drift in the results history), each pass, fail or unknown with its
 evidence.  A
-failure drains the node with an ``ocibench:`` reason; an unknown never does; only a
+failure drains the node with an ``ocibench:`` reason, within ocibench's drain budget
+(--drain-budget, $OCIBENCH_DRAIN_BUDGET); an unknown never does; only a
 drain this command wrote is resumed, once the node is clean.  Exit status: 0 every
 probe passed; 1 a probe failed (the node drained, or already drained); 3 none failed
 but one could not be judged; 4 Slurm could not be asked or told; 2 a usage error.
-With --prolog: 1 when a probe failed (Slurm then requeues the job), else 0.  See
+With --prolog: 1 when a probe failed and Slurm holds the node drained (Slurm then
+requeues the job), else 0 (the budget spent included: the job runs).  See
 docs/healthcheck.md.
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from ocibench import accelerators, paths, shapes
 from ocibench.health import check, probes, state
+from ocibench.sweep import budget
 
 
 def _seconds(text: str) -> float:
@@ -55,6 +58,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deadline", type=_seconds, default=check.DEADLINE_S,
                         metavar="S", help="seconds by which every probe has answered "
                         f"(default {check.DEADLINE_S:g})")
+    parser.add_argument("--drain-budget", metavar="N|P%", default=None,
+                        help="the most nodes of a partition ocibench may hold drained at "
+                             f"once, shared with the sweep (default ${budget.ENV}, else "
+                             f"{budget.DEFAULT}, at least 1; docs/healthcheck.md)")
     parser.add_argument("--timeout", type=_seconds, default=probes.TOOL_TIMEOUT_S,
                         metavar="S", help="seconds one tool may take "
                         f"(default {probes.TOOL_TIMEOUT_S:g})")
@@ -67,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         shape = shapes.load(args.shape or shapes.detect())
         probes.vendor_of(shape)
-    except (shapes.ShapeError, accelerators.VendorError) as err:
+        drain_budget = budget.configured(args.drain_budget)
+    except (shapes.ShapeError, accelerators.VendorError, budget.BudgetError) as err:
         print(f"ocibench healthcheck: {err}", file=sys.stderr)
         return check.USAGE
     options = check.Options(shape=shape, root=args.root, node=args.node,
@@ -75,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
                             prolog=args.prolog, deadline_s=args.deadline,
                             tool_timeout_s=args.timeout,
                             interval_s=check.slurm_interval(),
-                            history_db=args.history or paths.history_db())
+                            history_db=args.history or paths.history_db(),
+                            budget=drain_budget)
     outcome = check.check(options)
     print(f"healthcheck of {outcome.state.node} against {shape.name}")
     print("\n".join(outcome.lines))

@@ -4,7 +4,8 @@ One JSON file per node, replaced atomically by every run (a reader, such as the
 Prometheus export, sees the previous run or this one, never half of one):
 
     {"node": "gpu-3", "time": 1790000000.0, "duration_s": 0.8, "interval_s": 300,
-     "action": "none" | "drain" | "resume" | "would drain" | "would resume",
+     "action": "none" | "drain" | "resume" | "would drain" | "would resume"
+               | "would drain (budget spent)",
      "reason": "ocibench: ..." | "",
      "probes": [{"name": "gpu_count", "state": "pass" | "fail" | "unknown",
                  "evidence": "...", "time": 1790000000.0, "duration_s": 0.05}],
@@ -49,10 +50,13 @@ from ocibench.node import module_audit
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 STATES = (PASS, FAIL, UNKNOWN)
 
-#: What a run did to its node in Slurm (the "would" forms: ``--dry-run``).
+#: What a run did to its node in Slurm (the "would" forms: ``--dry-run``; "would drain
+#: (budget spent)": a failure it did not drain, ocibench's drain budget being spent,
+#: ocibench.sweep.budget).
 NONE, DRAIN, RESUME, WOULD_DRAIN, WOULD_RESUME = (
     "none", "drain", "resume", "would drain", "would resume")
-ACTIONS = (NONE, DRAIN, RESUME, WOULD_DRAIN, WOULD_RESUME)
+BUDGET_SPENT = "would drain (budget spent)"
+ACTIONS = (NONE, DRAIN, RESUME, WOULD_DRAIN, WOULD_RESUME, BUDGET_SPENT)
 
 #: Where the state lives on a node that runs the healthcheck as root (slurmd does):
 #: node-local, as NHC's /var/run/nhc, so that nodes sharing a filesystem never share it.

@@ -7,6 +7,8 @@ Slurm actions are all or nothing, or recorded (docs/sweep.md, "Drain and undrain
   re-tested and resumed by --undrain;
 * a ``scontrol`` that fails stops the drains there: the JSON says which nodes were
   drained and which were not, and why;
+* a new drain fits ocibench's drain budget (:mod:`ocibench.sweep.budget`), shared with
+  the healthcheck and counted from Slurm: the nodes beyond it are "budget spent";
 * the nodes resumed for a re-test are drained again with their old reasons whatever
   stops the sweep (an error, Ctrl-C, SIGTERM, SIGHUP: :mod:`ocibench.sweep.signals`),
   and the reservation that kept other users' jobs off them is deleted only when every
@@ -30,7 +32,7 @@ from typing import Any
 from ocibench.history import drift
 from ocibench.history.store import History, HistoryError
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
-from ocibench.sweep import actions, keep, plan, rfm, signals, slurm, state, verdicts
+from ocibench.sweep import actions, budget, keep, plan, rfm, signals, slurm, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
 from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 
@@ -56,6 +58,10 @@ class Options:
     undrain: bool = False
     max_drain_fraction: float = actions.MAX_DRAIN_FRACTION
     force: bool = False
+    #: how many nodes ocibench may hold drained, the healthcheck's drains included
+    #: (ocibench.sweep.budget); --force does not lift it
+    drain_budget: budget.Budget = field(
+        default_factory=lambda: budget.parse(budget.DEFAULT, "the default"))
     outlier_k: float = verdicts.OUTLIER_K
     start_timeout: int = START_TIMEOUT_S
     prefix: Path = Path("sweep")
@@ -79,6 +85,10 @@ class Sweep:
     #: node -> why the drain decided for it did not happen (scontrol failed, or an
     #: earlier drain did and the sweep stopped draining)
     not_drained: dict[str, str] = field(default_factory=dict)
+    #: node -> why the drain decided for it would exceed the drain budget
+    budget_spent: dict[str, str] = field(default_factory=dict)
+    #: the drain budget it was held to (Budget.describe), when --drain
+    budget: str | None = None
     retests: list[Group] = field(default_factory=list)
     partition: str | None = None
     outlier_k: float = verdicts.OUTLIER_K
@@ -132,7 +142,8 @@ class Sweep:
                       "refused": decision.refused if decision else None,
                       "nodes": dict(decision.nodes) if decision else {},
                       "drained": list(self.drained), "undrained": list(self.undrained),
-                      "not_drained": dict(self.not_drained)},
+                      "not_drained": dict(self.not_drained), "budget": self.budget,
+                      "budget_spent": dict(self.budget_spent)},
             "summary": self.summary(),
         }
 
@@ -435,7 +446,39 @@ def _decide_drains(result: Sweep, options: Options, states: dict[str, slurm.Node
             resumed.remove(node)
     if not options.drain:
         return
-    todo = list(decision.nodes.items())
+    # The re-tested nodes it drains again were drained before the sweep: they count
+    # against the budget, and are drained whatever it says.
+    again = [node for node in decision.nodes if node in resumed]
+    room = budget.count([node for node in decision.nodes if node not in resumed],
+                        options.drain_budget, also_held=again)
+    result.budget = options.drain_budget.describe()
+    result.budget_spent.update(room.spent)
+    result.not_drained.update(room.unknown)
+    if room.unknown:
+        result.errors.append(next(iter(room.unknown.values())) + ": nothing drained")
+    todo = [(n, r) for n, r in decision.nodes.items() if n in again or n in room.admitted]
+    _drain_all(result, todo, resumed, record, options)
+    fresh = {node: decision.nodes[node] for node in result.drained if node not in again}
+    undo, said = budget.recount(fresh, options.drain_budget)
+    if said:
+        result.errors.append(said)
+    for node, why in undo.items():   # others drained into the same room meanwhile
+        try:
+            slurm.resume(node)
+        except slurm.SlurmError as err:
+            result.errors.append(f"{err} (undoing a drain beyond the budget)")
+            continue
+        result.drained.remove(node)
+        result.budget_spent[node] = f"drained, then resumed: {why}"
+        try:
+            record.remove(node)
+        except state.StateError as err:
+            result.errors.append(str(err))
+
+
+def _drain_all(result: Sweep, todo: list[tuple[str, str]], resumed: list[str],
+               record: state.DrainRecord, options: Options) -> None:
+    """Drain ``todo`` (node, reason) in order; the first that fails stops the rest."""
     for index, (node, reason) in enumerate(todo):
         try:
             _drain(node, reason, record, options)
