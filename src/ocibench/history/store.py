@@ -37,6 +37,16 @@ cluster's page and the cluster's median per session read those (18,000 rows for 
 of 50 figures) instead of every node's values (18 M): a writer recomputes the rows of
 the sessions it adds, from the results of those sessions only.
 
+**Time.**  "Newest" is the order of arrival, never the largest timestamp: a session's
+id is given when its first record is added (SQLite's rowid: one more than the largest),
+so the rows of a series are read in the order their sessions arrived, and a node's
+events in the order they were kept.  A record or event stamped ahead of this machine's
+clock by more than :data:`MAX_SKEW_S` (a node or a login node with a bad clock: year
+3000) is refused with one line naming it; one that a history written before that rule
+still holds reads with the newest trusted time before its session arrived
+(:meth:`History._trusted`), so that no clock can make a record "newer" than the ones
+that came after it, or newer than a person's resume forever (docs/history.md, "Time").
+
 **Version.**  ``PRAGMA application_id`` marks the file as ours, ``PRAGMA user_version``
 is the schema's version (:data:`SCHEMA_VERSION`).  Schema 2 added the summaries: a
 writer that opens a schema 1 file adds them, for every session already kept, in one
@@ -52,6 +62,7 @@ import contextlib
 import math
 import sqlite3
 import statistics
+import time as clock
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +75,11 @@ from ocibench import metrics
 APPLICATION_ID = 0x6F636268
 #: ``PRAGMA user_version``: the schema this module writes and reads.
 SCHEMA_VERSION = 2
+#: Seconds a record's or an event's time may be ahead of the clock of the machine that
+#: adds it: Kerberos' default clock skew (MIT krb5.conf ``clockskew``, 300 s), the
+#: tolerance of a protocol that also refuses a stamp from a clock that is not kept; an
+#: NTP-kept cluster is within milliseconds, and a run cannot have ended in the future.
+MAX_SKEW_S = 300.0
 #: Seconds a writer waits for another writer's lock before it gives up.
 BUSY_TIMEOUT_S = 60.0
 #: Page cache of a connection, KiB (SQLite's default is 2,000).
@@ -257,6 +273,32 @@ def _check(record: Any, index: int) -> None:
             raise HistoryError(f"record {index}.{name}: {value!r} is not a string")
 
 
+def _not_ahead(records: list[Record], now: float) -> None:
+    """Refuse the records when one is stamped more than MAX_SKEW_S ahead of ``now``:
+    one line naming the first, and how many more."""
+    limit = now + MAX_SKEW_S
+    ahead = [i for i, r in enumerate(records) if r.time > limit]
+    if ahead:
+        first = records[ahead[0]]
+        more = f" (and {len(ahead) - 1} more)" if len(ahead) > 1 else ""
+        raise HistoryError(
+            f"record {ahead[0]}.time: {first.time!r} ({_utc(first.time)}) of {first.node} "
+            f"{first.check} {first.figure}, session {first.session}{more}: "
+            f"{_ahead(first.time, now)}; nothing added")
+
+
+def _ahead(stamp: float, now: float) -> str:
+    return (f"{stamp - now:.0f} s ahead of this machine's clock ({_utc(now)}), more than "
+            f"the {MAX_SKEW_S:g} s allowed (a bad clock where it ran?)")
+
+
+def _utc(stamp: float) -> str:
+    try:
+        return clock.strftime("%Y-%m-%d %H:%M:%S UTC", clock.gmtime(stamp))
+    except (OverflowError, OSError, ValueError):   # beyond what gmtime can show
+        return "beyond the calendar"
+
+
 _TEXT_FIELDS = ("node", "check", "figure", "unit", "verdict", "session")
 _NUMBER_FIELDS = ("value", "time", "documented", "floor")
 _OPTIONAL = frozenset({"documented", "floor"})
@@ -370,13 +412,15 @@ class History:
 
     # ------------------------------------------------------------------ writing
 
-    def add(self, records: Iterable[Record]) -> int:
+    def add(self, records: Iterable[Record], *, now: float | None = None) -> int:
         """Add ``records`` in one transaction; returns how many were new.  A record of
         a (node, figure, session) already kept is left out (a session added twice adds
-        nothing); all or nothing: a malformed record adds none."""
+        nothing); all or nothing: a malformed record, or one stamped more than
+        :data:`MAX_SKEW_S` ahead of ``now`` (this machine's clock), adds none."""
         records = list(records)
         for index, record in enumerate(records):
             _check(record, index)
+        _not_ahead(records, clock.time() if now is None else now)
         if not records:
             return 0
         if self.readonly:
@@ -464,6 +508,9 @@ class History:
             raise HistoryError(f"event node {node!r}: not a node name")
         if not metrics.is_number(time):
             raise HistoryError(f"event time {time!r}: not a finite number")
+        if time > clock.time() + MAX_SKEW_S:
+            raise HistoryError(f"event time {time!r} ({_utc(time)}) of {node}: "
+                               f"{_ahead(time, clock.time())}; not kept")
         if self.readonly:
             raise HistoryError(f"{self.path}: opened read-only")
         with self._errors("write"), self._transaction():
@@ -483,10 +530,12 @@ class History:
     def _rows(self, series: dict[int, tuple[Any, ...]], since: float | None,
               sessions: Iterable[int] | None = None) -> list[tuple[Any, ...]]:
         """The results rows of ``series`` (at or after ``since``; of ``sessions``, else
-        of every session), oldest first.  Sessions are the outer loop (CROSS JOIN keeps
-        SQLite to that order, which it cannot know is the fast one without statistics)
-        and each is one range of the key (session, series): a node's series are one
-        run of ids, read as ``BETWEEN``, else probed one by one (``IN``)."""
+        of every session), in the order their sessions arrived (see "Time").  Sessions
+        are the outer loop (CROSS JOIN keeps SQLite to that order, which it cannot know
+        is the fast one without statistics) and each is one range of the key (session,
+        series): a node's series are one run of ids, read as ``BETWEEN``, else probed
+        one by one (``IN``).  That loop is already in the order asked for, so ORDER BY
+        costs no sort (EXPLAIN QUERY PLAN: no temporary B-tree)."""
         if not series:
             return []
         ids = sorted(int(i) for i in series)   # integers from this file
@@ -498,13 +547,14 @@ class History:
             rows = self._db.execute(
                 "SELECT r.series, r.value, r.verdict, r.time, n.name, r.documented, "
                 "r.floor, r.software FROM sessions n CROSS JOIN results r "
-                f"ON r.session = n.id AND r.series {within} WHERE r.time >= ? {only}",
+                f"ON r.session = n.id AND r.series {within} WHERE r.time >= ? {only}"
+                "ORDER BY n.id, r.series",
                 (-math.inf if since is None else since,)).fetchall()
-        rows.sort(key=_by_time)   # in Python: SQLite would sort through a temporary B-tree
         return rows
 
     def _records(self, series: dict[int, tuple[Any, ...]],
                  rows: list[tuple[Any, ...]]) -> list[Record]:
+        rows = self._trusted(rows)
         with self._errors("read"):
             software = {i: (image or None, driver or None) for i, image, driver in
                         self._db.execute("SELECT id, image, driver FROM software")}
@@ -522,14 +572,35 @@ class History:
             found.append(record)
         return found
 
+    def _trusted(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """``rows`` where a time ahead of this machine's clock by more than MAX_SKEW_S
+        (kept before add() refused such times) is read as the newest trusted time of
+        the sessions that arrived before its own: when it was measured is unknown, and
+        that is the latest time known to have come before it.  Where no session came
+        before, the clock's time (a finding is never made older than it may be)."""
+        now = clock.time()
+        limit = now + MAX_SKEW_S
+        if not any(row[3] > limit for row in rows):
+            return rows
+        trusted: dict[str, float] = {}
+        with self._errors("read"):
+            for name in {row[4] for row in rows if row[3] > limit}:
+                (before,) = self._db.execute(
+                    "SELECT max(time) FROM sessions WHERE time <= ? AND id < "
+                    "(SELECT id FROM sessions WHERE name = ?)", (limit, name)).fetchone()
+                trusted[name] = now if before is None else before
+        return [row if row[3] <= limit else (*row[:3], trusted[row[4]], *row[4:])
+                for row in rows]
+
     def _newest(self, series: dict[int, tuple[Any, ...]],
                 since: float | None) -> list[tuple[Any, ...]]:
         """The newest row of each of ``series`` (at or after ``since``): sessions are
-        probed newest first until every series has its row (usually the first)."""
+        probed in the reverse order of their arrival until every series has its row
+        (usually the first)."""
         wanted, found = dict(series), []
         with self._errors("read"):
             sessions = [i for (i,) in self._db.execute(
-                "SELECT id FROM sessions WHERE time >= ? ORDER BY time DESC, id DESC",
+                "SELECT id FROM sessions WHERE time >= ? ORDER BY id DESC",
                 (-math.inf if since is None else since,))]
         start = 0
         while wanted and start < len(sessions):
@@ -540,7 +611,7 @@ class History:
             start += len(batch)
             rows = self._session_rows(batch, since) if scan else \
                 self._rows(wanted, since, batch)
-            newest: dict[int, tuple[Any, ...]] = {}   # rows are by time: the last wins
+            newest: dict[int, tuple[Any, ...]] = {}   # rows are by arrival: the last wins
             for row in rows:
                 if row[0] in wanted:
                     newest[row[0]] = row
@@ -562,7 +633,8 @@ class History:
         return rows
 
     def latest(self, node: str) -> list[Record]:
-        """The newest record of each figure of ``node`` (check, variant, size, figure)."""
+        """The newest record of each figure of ``node`` (check, variant, size, figure):
+        of the session that arrived last, whatever the records' times say."""
         series = self._series("WHERE node = ?", (node,))
         found = self._records(series, self._newest(series, None))
         return sorted(found, key=lambda r: (r.check, r.variant, r.size or -1, r.figure))
@@ -704,16 +776,49 @@ class History:
                 "SELECT node, time, kind, reason, session FROM events"
                 + (f" WHERE {where}" if where else "") + " ORDER BY rowid", args)]
 
+    # ------------------------------------------------------------------ the fleet, by session
+
+    def series_index(self) -> dict[int, tuple[str, str, str, int | None, str, str]]:
+        """Every series: id -> (node, check, variant, size, figure, unit)."""
+        return {sid: (node, check, variant_, None if size == _NO_SIZE else size, figure, unit)
+                for sid, (node, check, variant_, size, figure, unit)
+                in self._series("", ()).items()}
+
+    def software_index(self) -> dict[int, tuple[str | None, str | None]]:
+        """Every software id of the results: id -> (image, driver), None where unknown."""
+        with self._errors("read"):
+            return {i: (image or None, driver or None) for i, image, driver in
+                    self._db.execute("SELECT id, image, driver FROM software")}
+
+    def arrivals(self) -> list[tuple[int, str]]:
+        """(id, name) of every session, newest arrival first."""
+        with self._errors("read"):
+            return [tuple(row) for row in self._db.execute(
+                "SELECT id, name FROM sessions ORDER BY id DESC")]
+
+    def session_rows(self, sessions: Iterable[int]) -> list[tuple[Any, ...]]:
+        """Every value of ``sessions`` (ids from :meth:`arrivals`) as (session, series,
+        value, verdict, time, software), by session and series: one range of the key
+        per session, the whole fleet's figures at once (what drift reads)."""
+        ids = ",".join(str(int(i)) for i in sessions)
+        if not ids:
+            return []
+        with self._errors("read"):
+            return self._db.execute(
+                "SELECT session, series, value, verdict, time, software FROM results "
+                f"WHERE session IN ({ids}) ORDER BY session, series").fetchall()
+
     def nodes(self) -> list[str]:
         with self._errors("read"):
             return [n for (n,) in self._db.execute(
                 "SELECT DISTINCT node FROM series ORDER BY node")]
 
     def events(self, node: str) -> list[tuple[float, str, str]]:
-        """(time, kind, reason) of ``node``'s events, oldest first."""
+        """(time, kind, reason) of ``node``'s events in the order they were kept (the
+        newest last, whatever its time says: see "Time")."""
         with self._errors("read"):
             return [tuple(row) for row in self._db.execute(
-                "SELECT time, kind, reason FROM events WHERE node = ? ORDER BY time, rowid",
+                "SELECT time, kind, reason FROM events WHERE node = ? ORDER BY rowid",
                 (node,))]
 
 
@@ -752,10 +857,6 @@ def quantile(ordered: list[float], q: float) -> float:
     below = int(position)
     above = min(below + 1, len(ordered) - 1)
     return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
-
-
-def _by_time(row: tuple[Any, ...]) -> tuple[float, int]:
-    return (row[3], row[0])
 
 
 def _stored_key(key: tuple[str, str, int | None, str]) -> tuple[str, str, int, str]:
