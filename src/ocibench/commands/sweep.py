@@ -197,6 +197,8 @@ def _report(args: argparse.Namespace, result) -> int:
         print(f"{node}: would drain, {why}")
     if result.undrained:
         print(f"returned to service: {', '.join(result.undrained)}")
+    for line in result.cluster_events:   # the fleet's own moves: once, no node's drift
+        print(f"cluster event: {line}")
     counts = ", ".join(f"{n} {v}" for v, n in result.summary().items())
     print(f"{len(result.nodes)} node(s): {counts}")
     for line in result.errors + failed:

@@ -172,15 +172,16 @@ def figure_families(records: Iterable, drifts: Iterable = ()) -> tuple[list[Fami
                "latest value ran, in seconds since the epoch.").add(names, record.time)
         drift = flagged.pop((record.node, record.check, record.variant, record.size,
                              record.figure), None)
-        family("figure_drifting", "1 when the node's recent median of the figure is worse "
-               "than its own baseline and the cluster's median (history.drift), else 0."
+        family("figure_drifting", "1 when the node's recent median of the figure has fallen "
+               "behind its peers of the same sweeps, beyond where it usually sits among them "
+               "(history.drift), else 0."
                ).add(names, 1 if drift else 0)
         if drift is not None:
             family("figure_drift_drop_ratio", "How much worse the recent median is than "
-                   "the node's baseline (lower for a rate, higher for a latency), as a "
-                   "fraction of the baseline.").add(names, drift.drop)
+                   "the node's usual place among its peers (lower for a rate, higher for a "
+                   "latency), as a fraction of the peers' median.").add(names, drift.drop)
             family("figure_drift_threshold_ratio", "The drop beyond which the figure is "
-                   "flagged (history.drift), as a fraction of the baseline."
+                   "flagged (history.drift), as a fraction of the peers' median."
                    ).add(names, drift.threshold)
         offender = drift is not None and drift.repeat_offender
         repeat[record.node] = repeat.get(record.node, False) or offender

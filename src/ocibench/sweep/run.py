@@ -105,6 +105,9 @@ class Sweep:
     jobs: list[JobResult] = field(default_factory=list)
     #: (records added, nodes) where the sweep kept its figures itself (Options.history)
     kept: tuple[int, int] | None = None
+    #: the moves the fleet made together (history.drift.cluster_events), one line each:
+    #: shown once, never a node's drift
+    cluster_events: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -134,6 +137,7 @@ class Sweep:
             "version": 1, "partition": self.partition, "session": self.session,
             "outlier_k": self.outlier_k, "setvars": list(self.setvars),
             "stopped": self.stopped, "errors": list(self.errors),
+            "cluster_events": list(self.cluster_events),
             "plan": self.plan.to_dict(), "skipped": dict(self.skipped),
             "retests": [list(p) for p in self.retests],
             "nodes": {name: node.to_dict() for name, node in self.nodes.items()},
@@ -361,19 +365,17 @@ def judge_nodes(the_plan: Plan, jobs: Sequence[JobResult], k: float,
 
 
 def mark_drift(nodes: dict[str, NodeResult], history: History, session: str,
-               now: float) -> dict[str, NodeResult]:
+               now: float, fleet: drift.Fleet | None = None) -> dict[str, NodeResult]:
     """``nodes`` with the passing ones that drift (:mod:`ocibench.history.drift`, on
-    the history that already holds this sweep's figures, ``session``) drifting, and a
-    "flagged" event kept for each: the drift persists where the node's newest event
-    since its previous sweep is such a flag (verdicts.mark_drifting)."""
+    the history that already holds this sweep's figures, ``session``; ``fleet``: that
+    history read already) drifting, and a "flagged" event kept for each (what repeat
+    offenders are told from): drained where the drift persists (``Drift.persists``:
+    low in two separate sweeps), rerun otherwise (verdicts.mark_drifting)."""
     passing = [node for node, result in nodes.items() if result.verdict is NodeVerdict.PASS]
-    found = {node: drifts for node, drifts in drift.drifting_nodes(
-        history, passing, now=now, session=session).items() if drifts}
-    persisting = set()
-    for node, drifts in found.items():
-        events = history.events(node)
-        if any(drift.flagged_since(events, d.previous) for d in drifts):
-            persisting.add(node)
+    fleet = fleet if fleet is not None else drift.read(history, now=now)
+    found = {node: drifts for node, drifts in fleet.drifting(passing, session).items()
+             if drifts}
+    persisting = {node for node, drifts in found.items() if any(d.persists for d in drifts)}
     marked = verdicts.mark_drifting(nodes, found, persisting)
     for node in found:
         history.add_event(node, "flagged", now, marked[node].reason, session)
@@ -387,7 +389,10 @@ def _drift(result: Sweep, path: Path) -> None:
     try:
         result.kept = result.keep(path)
         with History(path) as history:
-            result.nodes = mark_drift(result.nodes, history, result.session, time.time())
+            now = time.time()
+            fleet = drift.read(history, now=now)
+            result.nodes = mark_drift(result.nodes, history, result.session, now, fleet)
+            result.cluster_events = [event.text for event in fleet.events()]
     except HistoryError as err:
         result.errors.append(f"history: {err} (drift not judged)")
 
