@@ -372,9 +372,9 @@ class Fleet:
                 self.units.append(unit)
                 self.higher.append(higher)
             self.meta[sid] = (node, figure_of[key])
+        #: series id -> figure index (the reading loop's one lookup)
+        self.figure_of = {sid: figure for sid, (_node, figure) in self.meta.items()}
         self.series: dict[int, array] = {}
-        #: series id -> the session of its newest record, whatever its verdict
-        self.newest: dict[int, int] = {}
         self.fleet: list[list[_FleetPoint]] = [[] for _ in self.keys]
         self.names: dict[int, str] = {}
         self._read()
@@ -388,23 +388,24 @@ class Fleet:
             if swept >= HORIZON:
                 break
             self.names[session] = name
-            if self._session(session, self.history.session_rows([session])):
+            if self._session(session, self.history.session_values(session, SANE)):
                 swept += 1
 
     def _session(self, session: int, rows: list[tuple[Any, ...]]) -> bool:
-        """Take one session's rows; True when it was a sweep (a figure of it measured
-        by MIN_PEERS + 1 nodes or more)."""
-        meta, now, newest, store = self.meta, self.now, self.newest, self.series
+        """Take one session's sane values; True when it was a sweep (a figure of it
+        measured by MIN_PEERS + 1 nodes or more)."""
+        figure_of, now, store = self.figure_of, self.now, self.series
+        if now is not None:
+            rows = [row for row in rows if row[2] <= now]
+        # (figure, software) as one int: one dict lookup a value (2.4 M of them)
+        grouped: dict[int, list[tuple[float, int, float]]] = {}
+        for sid, value, time, software in rows:
+            figure = figure_of.get(sid)
+            if figure is not None:
+                grouped.setdefault(figure << 32 | software, []).append((value, sid, time))
         groups: dict[int, dict[int, list[tuple[float, int, float]]]] = {}
-        for _session, sid, value, verdict, time, software in rows:
-            where = meta.get(sid)
-            if where is None or (now is not None and time > now):
-                continue
-            if sid not in newest:
-                newest[sid] = session
-            if verdict in SANE:
-                groups.setdefault(where[1], {}).setdefault(software, []).append(
-                    (value, sid, time))
+        for key, members in grouped.items():
+            groups.setdefault(key >> 32, {})[key & 0xFFFFFFFF] = members
         swept = False
         for figure, by_software in groups.items():
             everyone = [v for members in by_software.values() for v, _sid, _t in members]
@@ -416,14 +417,12 @@ class Fleet:
             self.fleet[figure].append(_FleetPoint(session, statistics.median(everyone),
                                                   len(everyone), majority,
                                                   statistics.median(times)))
-            higher = self.higher[figure]
+            sign = 1.0 if self.higher[figure] else -1.0   # residual: (peers - value) x sign
             for software, members in by_software.items():
                 tag = 2 * software + (software == majority)
-                for value, sid, time, peers in _with_peers(members):
-                    if peers != peers or peers == 0:     # NaN: too few peers
-                        residual = math.nan
-                    else:
-                        residual = ((peers - value) if higher else (value - peers)) / abs(peers)
+                for (value, sid, time), peers in zip(members, _peers(members)):
+                    # NaN peers (too few) give NaN; a median of 0 gives no fraction
+                    residual = math.nan if not peers else sign * (peers - value) / abs(peers)
                     series = store.get(sid)
                     if series is None:
                         series = store[sid] = array("d")
@@ -436,7 +435,10 @@ class Fleet:
     def since_change(series: array) -> int:
         """How many of the newest values of ``series`` are since its baseline began: the
         newest change of software that was the node's own (see the module's text)."""
-        tags = [int(t) for t in series[_SOFTWARE::_STRIDE]]   # newest first
+        tags = series[_SOFTWARE::_STRIDE]   # newest first
+        if tags.count(tags[0]) == len(tags):   # one software throughout: the usual case
+            return len(tags)
+        tags = [int(t) for t in tags]
         for i in range(len(tags) - 1):
             newer, older = tags[i], tags[i + 1]
             if newer >> 1 != older >> 1 and not (newer & 1 and older & 1):
@@ -448,10 +450,13 @@ class Fleet:
         positions (newest first) they came from."""
         if sid not in self._residuals:
             series = self.series[sid]
-            values = series[_RESIDUAL::_STRIDE]
-            positions = [i for i in range(self.since_change(series) - 1, -1, -1)
-                         if not math.isnan(values[i])]
-            self._residuals[sid] = ([values[i] for i in positions], positions[::-1])
+            kept = self.since_change(series)
+            values = series[_RESIDUAL::_STRIDE][:kept]
+            if not math.isnan(math.fsum(values)):    # every value had peers: the usual case
+                self._residuals[sid] = (values[::-1].tolist(), list(range(kept)))
+            else:
+                positions = [i for i in range(kept - 1, -1, -1) if not math.isnan(values[i])]
+                self._residuals[sid] = ([values[i] for i in positions], positions[::-1])
         return self._residuals[sid]
 
     def mads(self) -> list[float | None]:
@@ -467,11 +472,10 @@ class Fleet:
         wanted = set(nodes)
         found: dict[str, list[Drift]] = {node: [] for node in nodes}
         mads = self.mads()
-        by_name = {name: sid for sid, name in self.names.items()}
-        only = by_name.get(session, -1) if session is not None else None
+        only = None if session is None else self._newest_in(session)
         for sid, series in self.series.items():
             node, figure = self.meta[sid]
-            if node not in wanted or (only is not None and self.newest.get(sid) != only):
+            if node not in wanted or (only is not None and sid not in only):
                 continue
             mad = mads[figure]
             residuals, positions = self.residuals(sid)
@@ -484,6 +488,16 @@ class Fleet:
         return {node: [self._named(d, repeats.get(node, 0)) for d in sorted(
             drifts, key=lambda d: (d.check, d.variant, d.size or -1, d.figure))]
             for node, drifts in found.items()}
+
+    def _newest_in(self, session: str) -> set[int]:
+        """The series whose newest record (any verdict) is of ``session``: those it
+        holds, less those of a session that arrived after it (a sweep judges its own
+        figures, and a later one may have arrived meanwhile)."""
+        ids = [sid for sid, name in self.names.items() if name == session]
+        if not ids:
+            return set()
+        later = [sid for sid in self.names if sid > ids[0]]
+        return self.history.series_of(ids) - self.history.series_of(later)
 
     def _drift(self, node: str, figure: int, series: array, judged: Assessment,
                positions: list[int]) -> Drift:
@@ -585,30 +599,25 @@ class Fleet:
         return " and ".join(parts) or None
 
 
-def _with_peers(members: list[tuple[float, int, float]]
-                ) -> Iterable[tuple[float, int, float, float]]:
-    """(value, series, time, the median of the others' values) of one session's members
-    of a figure and software; NaN for the median where fewer than MIN_PEERS others.
+def _peers(members: list[tuple[float, int, float]]) -> list[float]:
+    """The median of the others' values for each of one session's members of a figure
+    and software (value, series, time); NaN where fewer than MIN_PEERS others.
     :func:`median_without` for each, without its call: without one element, the median
     of a sorted list is one of three (the element is below, at or above the middle)."""
     ordered = sorted(v for v, _sid, _t in members)
     n = len(ordered)
     if n - 1 < MIN_PEERS:
-        for value, sid, time in members:
-            yield value, sid, time, math.nan
-        return
+        return [math.nan] * n
     h = (n - 1) // 2
+    pivot = ordered[h]
     if n % 2 == 0:        # n - 1 others, odd: one middle element
-        below, above = ordered[h + 1], ordered[h]
-        for value, sid, time in members:
-            yield value, sid, time, (above if value > ordered[h] else below)
-    else:                 # n - 1 others, even: the mean of two middle elements
-        high = (ordered[h - 1] + ordered[h]) / 2          # it is above the middle
-        low = (ordered[h] + ordered[h + 1]) / 2           # it is below
-        middle = (ordered[h - 1] + ordered[h + 1]) / 2    # it is the middle
-        for value, sid, time in members:
-            yield value, sid, time, (high if value > ordered[h] else
-                                     low if value <= ordered[h - 1] else middle)
+        below = ordered[h + 1]
+        return [pivot if v > pivot else below for v, _sid, _t in members]
+    high = (ordered[h - 1] + pivot) / 2                 # it is above the middle
+    low = (pivot + ordered[h + 1]) / 2                  # it is below
+    middle = (ordered[h - 1] + ordered[h + 1]) / 2      # it is the middle
+    under = ordered[h - 1]
+    return [high if v > pivot else low if v <= under else middle for v, _sid, _t in members]
 
 
 def _beyond(median: float, shift: Shift, up: bool) -> bool:

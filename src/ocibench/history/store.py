@@ -796,17 +796,25 @@ class History:
             return [tuple(row) for row in self._db.execute(
                 "SELECT id, name FROM sessions ORDER BY id DESC")]
 
-    def session_rows(self, sessions: Iterable[int]) -> list[tuple[Any, ...]]:
-        """Every value of ``sessions`` (ids from :meth:`arrivals`) as (session, series,
-        value, verdict, time, software), by session and series: one range of the key
-        per session, the whole fleet's figures at once (what drift reads)."""
-        ids = ",".join(str(int(i)) for i in sessions)
-        if not ids:
-            return []
+    def session_values(self, session: int, verdicts: Iterable[str]) -> list[tuple[Any, ...]]:
+        """The values of ``session`` (an id from :meth:`arrivals`) whose verdict is one of
+        ``verdicts``, as (series, value, time, software): one range of the key, the
+        whole fleet's figures of a sweep at once (what drift reads)."""
+        verdicts = list(verdicts)
         with self._errors("read"):
             return self._db.execute(
-                "SELECT session, series, value, verdict, time, software FROM results "
-                f"WHERE session IN ({ids}) ORDER BY session, series").fetchall()
+                "SELECT series, value, time, software FROM results WHERE session = ? AND "
+                f"verdict IN ({','.join('?' * len(verdicts))})",
+                (int(session), *verdicts)).fetchall()
+
+    def series_of(self, sessions: Iterable[int]) -> set[int]:
+        """The ids of the series ``sessions`` hold a value of, whatever its verdict."""
+        ids = ",".join(str(int(i)) for i in sessions)
+        if not ids:
+            return set()
+        with self._errors("read"):
+            return {sid for (sid,) in self._db.execute(
+                f"SELECT series FROM results WHERE session IN ({ids})")}
 
     def nodes(self) -> list[str]:
         with self._errors("read"):
