@@ -482,8 +482,12 @@ def test_a_state_that_cannot_be_locked_drains_nothing(node: FakeNode, tmp_path: 
     node.gpus(7)
     outcome = check.check(check.Options(shape=node.shape, root=node.root, node="gpu-1",
                                         state_path=tmp_path / "file" / "state.json"))
-    assert outcome.lines[0].startswith(f"warning: cannot lock {tmp_path / 'file'}")
-    assert outcome.state.action == state.NONE and outcome.code != check.OK
+    # one line: without the lock, nothing is judged, written or drained
+    assert outcome.lines == [f"cannot lock {tmp_path / 'file' / 'state.json'}: "
+                             f"{tmp_path / 'file'}: not a directory, on the way to "
+                             f"{tmp_path / 'file' / 'run'}: this run judged nothing"], \
+        outcome.lines
+    assert outcome.state.action == state.NONE and outcome.code == check.UNJUDGED
 
 # --------------------------------------------------------------------------- the command
 

@@ -8,7 +8,8 @@ failure drains the node with an ``ocibench:`` reason, within ocibench's drain bu
 (--drain-budget, $OCIBENCH_DRAIN_BUDGET); an unknown never does; only a
 drain this command wrote is resumed, once the node is clean.  Exit status: 0 every
 probe passed; 1 a probe failed (the node drained, or already drained); 3 none failed
-but one could not be judged; 4 Slurm could not be asked or told; 2 a usage error.
+but one could not be judged (or nothing was: another run held the node's lock, one
+line); 4 Slurm could not be asked or told; 2 a usage error.
 With --prolog: 1 when a probe failed and Slurm holds the node drained (Slurm then
 requeues the job), else 0 (the budget spent included: the job runs).  See
 docs/healthcheck.md.
