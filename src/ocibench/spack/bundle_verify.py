@@ -428,8 +428,8 @@ def stage(source: Path, dest: Path, sha256: str = "", signer: str = "") -> Resul
     result = Result(dest, shown=source)
     problems = module_audit.own_directory(dest, 0o700, "a bundle's copy")
     if problems:
-        result.refusals += [f"{line} (where the bundle is copied: give --stage-dir another "
-                            "directory)" for line in problems]
+        result.refusals += [f"{line} (the bundle's copy goes there: OCIBENCH_CACHE or "
+                            "--stage-dir moves it)" for line in problems]
         return result
     try:
         top = os.open(source, os.O_RDONLY | os.O_DIRECTORY)
