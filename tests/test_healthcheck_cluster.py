@@ -309,6 +309,6 @@ def test_a_state_file_another_user_wrote_never_resumes_a_persons_drain(cluster, 
         out = text(proc)
         assert node_states(cluster)[node] == ("drain", PERSON_REASON), out
         assert f"{state_dir}: directory writable by group and others" in proc.stdout, out
-        assert "resume" not in proc.stdout, out
+        assert f"{node}: resume" not in proc.stdout, out
     finally:
         cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
