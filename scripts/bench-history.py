@@ -14,8 +14,9 @@ each ROUNDS times, and prints the median, the spread and the file's size.
 The build is a bulk load, not DAYS calls of ``History.add``: the series and sessions are
 created through ``History.add`` (one day), then the remaining days are written straight
 into the results table in its key order (session, series) with executemany in large
-transactions, which takes minutes instead of hours.  The file is the same as the one
-the daily sweeps would have left.
+transactions, and their summaries computed (``History.summarise``), which takes minutes
+instead of hours.  The file is the same as the one the daily sweeps would have left.
+scripts/bench-pages.py measures the pages and the export on it.
 
     PYTHONPATH=$PWD/src python3 scripts/bench-history.py --db /tmp/h.sqlite
 """
@@ -88,6 +89,7 @@ def build(path: Path, nodes: int, figs: list, days: int, rng: random.Random) -> 
                 _write(db, rows)
                 rows = []
                 print(f"  day {d}/{days}", file=sys.stderr, flush=True)
+        history.summarise()   # the summaries History.add keeps, of the bulk-loaded days
     return time.perf_counter() - started
 
 

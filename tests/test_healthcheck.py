@@ -458,12 +458,12 @@ def test_a_dry_run_keeps_the_counters_of_the_last_real_run(node: FakeNode,
 
 def test_one_run_at_a_time_on_a_node(node: FakeNode, tmp_path: Path) -> None:
     """The health check and the prolog may start together: the second waits for the
-    first, so that neither writes the state over a drain the other recorded."""
-    import fcntl
+    first (up to state.LOCK_WAIT_S: tests/test_root_owns.py), so that neither writes the
+    state over a drain the other recorded."""
     import threading
 
-    with open(tmp_path / "state.json.lock", "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)     # another run holds the node's state
+    assert state.LOCK_WAIT_S > 3
+    with state.locked(tmp_path / "state.json"):     # another run holds the node's state
         done: list[check.Outcome] = []
         runner = threading.Thread(target=lambda: done.append(check.check(
             _options(node, tmp_path))))
@@ -478,6 +478,7 @@ def test_a_state_that_cannot_be_locked_drains_nothing(node: FakeNode, tmp_path: 
                                                       monkeypatch) -> None:
     monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
     (tmp_path / "file").write_text("")
+    monkeypatch.setenv("OCIBENCH_RUN_DIR", str(tmp_path / "file" / "run"))   # root's lock
     node.gpus(7)
     outcome = check.check(check.Options(shape=node.shape, root=node.root, node="gpu-1",
                                         state_path=tmp_path / "file" / "state.json"))

@@ -30,6 +30,12 @@ import pytest
 from cluster_support import CLUSTER_DIR, NODES, results_dir, started_cluster, text
 from health_fakes import SHAPE, FakeNode
 from ocibench import paths
+from test_root_owns import (  # noqa: F401  (the fixtures: request.getfixturevalue)
+    _state_text,
+    as_nobody,
+    nobody,
+    shared,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -54,7 +60,7 @@ SWEEP_REASON = ("ocibench: osu_bw %buffers=H-H %nodes=2 9.10 GB/s < 11.20 GB/s "
 WRAPPER = """#!/bin/sh
 # slurmd's {program} on the loopback cluster (tests/test_healthcheck_cluster.py): slurmd
 # runs it with no arguments, so this names the node's own fake hardware (the prolog's
-# own where the test gives it one) and its state file.
+# own where the test gives it one), its state file and its history.
 node=${{SLURMD_NODENAME:-$(hostname)}}
 here={fakes}/$node
 hw={fakes}/{hardware}$node
@@ -62,11 +68,18 @@ hw={fakes}/{hardware}$node
 PATH=$hw/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SLURM_CONF={conf}
 OCIBENCH_HEALTH_STATE=$here/state.json
+# the node's own history (none: the history probe is unknown), never root's default,
+# which another test or the admin's own sweeps may have written
+OCIBENCH_HISTORY_DB=$here/history.sqlite
+# root's lock directory (/run/ocibench on a node): one for the nodes sharing this
+# machine, each node's lock named after its state file
+OCIBENCH_RUN_DIR={fakes}/run
 # the Python with ocibench's requirements (bin/ocibench runs it)
 OCIBENCH_PYTHON={python}
 # ocibench's drain budget, as a site sets it for every node (the test changes it)
 OCIBENCH_DRAIN_BUDGET=$(cat {fakes}/drain-budget)
-export PATH SLURM_CONF OCIBENCH_HEALTH_STATE OCIBENCH_PYTHON OCIBENCH_DRAIN_BUDGET
+export PATH SLURM_CONF OCIBENCH_HEALTH_STATE OCIBENCH_HISTORY_DB OCIBENCH_RUN_DIR OCIBENCH_PYTHON \\
+  OCIBENCH_DRAIN_BUDGET
 echo "--- $(date +%s.%N) {program} SLURMD_NODENAME=${{SLURMD_NODENAME:-unset}}" >>"$here/log"
 exec {ocibench} healthcheck {options}--shape {shape} --root "$hw/root" --node "$node" \\
   >>"$here/log" 2>&1
@@ -276,6 +289,39 @@ def test_the_prolog_drains_a_broken_node_before_its_job(cluster, fakes):
     finally:
         cluster.head("scancel", job) if "job" in locals() else None
         shutil.rmtree(broken.where, ignore_errors=True)
+
+
+def test_a_state_file_another_user_wrote_never_resumes_a_persons_drain(cluster, fakes,
+                                                                      request):
+    """A person drains a healthy node.  In a state directory anyone can write, the user
+    `nobody` writes a state file that records that drain as the healthcheck's own (its
+    exact reason: the record by which a run resumes its drains).  root's healthcheck on
+    the node refuses the directory, takes nothing from it, and the person's drain stays.
+    Without the fix it resumed the node (tests/test_root_owns.py has the rest)."""
+    user, top = request.getfixturevalue("nobody"), request.getfixturevalue("shared")
+    node = nodes()[-1]
+    state_dir = top / "state"
+    state_dir.mkdir()
+    state_dir.chmod(0o777)
+    path = state_dir / "healthcheck.json"
+    as_nobody(user, "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", str(path),
+              _state_text(node, PERSON_REASON))
+    proc = cluster.head("scontrol", "update", f"NodeName={node}", "State=DRAIN",
+                        f"Reason={PERSON_REASON}")
+    assert proc.returncode == 0, text(proc)
+    try:
+        proc = cluster.head(
+            "env", f"PATH={fakes[node].bin}:/usr/sbin:/usr/bin:/sbin:/bin",
+            f"OCIBENCH_PYTHON={sys.executable}", f"OCIBENCH_HEALTH_STATE={path}",
+            f"OCIBENCH_RUN_DIR={top / 'run'}",
+            paths.REPO_ROOT / "bin" / "ocibench", "healthcheck", "--shape", SHAPE,
+            "--root", fakes[node].root, "--node", node)
+        out = text(proc)
+        assert node_states(cluster)[node] == ("drain", PERSON_REASON), out
+        assert f"{state_dir}: directory writable by group and others" in proc.stdout, out
+        assert "resume" not in proc.stdout, out
+    finally:
+        cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
 
 
 # ------------------------------------------------------------------ the drain budget

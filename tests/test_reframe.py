@@ -159,15 +159,21 @@ def expected_skips(system: str, gpus: int) -> dict[str, str]:
 
 # --------------------------------------------------------------------------- helpers
 
-def reframe_env(tmp: Path, **extra: str) -> dict[str, str]:
+def reframe_env(tmp: Path, **extra: str | None) -> dict[str, str]:
+    """The test's environment for ReFrame; a variable given as None is left out."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("RFM_") and k not in ("OCIBENCH_SHAPE", "OCIBENCH_HOSTFILE")}
     env.update(OCIBENCH_PERFLOG_DIR=str(tmp / "perflogs"),
-               OCIBENCH_REPORT_DIR=str(tmp / "reports"), **extra)
+               OCIBENCH_REPORT_DIR=str(tmp / "reports"))
+    for name, value in extra.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
 
 
-def reframe(args: list[str], tmp: Path, timeout: int = 600, **env: str):
+def reframe(args: list[str], tmp: Path, timeout: int = 600, **env: str | None):
     exe = shutil.which("reframe")
     if not exe:
         pytest.skip("reframe is not on PATH (pip install -e '.[test]')")
@@ -566,7 +572,7 @@ def test_the_partitions_carry_the_shapes_hardware(monkeypatch):
 
 # --------------------------------------------------------------------------- real runs
 
-def _run_local(tmp: Path, names: list[str], *options: str, **env: str):
+def _run_local(tmp: Path, names: list[str], *options: str, **env: str | None):
     args = ["-r", "--system", "local", *options]
     for name in names:
         args += ["-n", name]
@@ -705,12 +711,16 @@ def test_host_checks_run_and_pass_on_local(local_tree, tmp_path):
 def test_preflight_runs_and_passes_on_local(tmp_path, lmod_init):
     """checks/preflight.py for real: `ocibench preflight --json` in the omb environment
     (here a tree of empty openmpi and omb modules: the machine's own tools), its JSON
-    kept; local requires nothing, so it passes whatever this machine lacks."""
+    kept; local requires nothing, so it passes whatever this machine lacks.  ReFrame
+    runs as docs/checks.md writes it, outside `spack env activate .`: no PYTHONPATH
+    (site/reframe_config.py finds this checkout's ocibench, and so does the job)."""
     core = tmp_path / "modules" / "local" / "linux-test-x86_64" / "Core"
     for name in ("openmpi", "omb"):
         (core / name).mkdir(parents=True)
         (core / name / "1.0.lua").write_text("")
-    result, cases = _run_local(tmp_path, ["preflight"],
+    listed = reframe(["-l"], tmp_path / "list", PYTHONPATH=None)
+    assert listed.returncode == 0 and "Found " in listed.stdout, listed.stderr[-3000:]
+    result, cases = _run_local(tmp_path, ["preflight"], PYTHONPATH=None,
                                OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
     case = cases["preflight"]
     assert case["result"] == "pass", case["fail_reason"] or result.stdout[-3000:]

@@ -4,8 +4,9 @@ Used by the live ReFrame checks (sanity and performance) and by ``ocibench evalu
 (hand-run outputs), so both judge an output the same way.  ``parse`` raises
 :class:`SanityError` with a one-line message naming the fault when
 
-* a crash marker appears anywhere (a segfault, a signal, MPI_ABORT, a CUDA or NCCL
-  failure...),
+* a crash marker appears anywhere: the launcher's and the shell's words that a process
+  died (a segfault, a signal, MPI_ABORT...) in any output, and the benchmark's own
+  failure words (a CUDA or NCCL failure...) once its format is recognised,
 * the output is truncated (a header or trailer line the benchmark always prints is
   missing),
 * fewer or more ranks, GPUs or threads took part than the parameters say (where the
@@ -49,6 +50,14 @@ class Unjudged(SanityError):
     UNJUDGED (exit 3), never FAIL; a live check, which runs our own command line,
     fails with "could not judge".  A subclass of SanityError so that any caller that
     does not tell the two apart still refuses the output rather than passing it."""
+
+
+class NotThisOutput(Unjudged):
+    """The output is not this check's: another benchmark's (the message names it, and
+    the line that says so), or a format this parser does not know.  One rule in every
+    parser: UNJUDGED, never FAIL, and only the launcher's and the shell's crash words
+    (:data:`PROCESS_ENDED`) are read in it, never the words of the check's own
+    programs, which another program's output may hold for reasons of its own."""
 
 
 #: The largest output read.  A benchmark prints a few KiB (IMB's whole -msglog 3:28
@@ -107,9 +116,12 @@ class Measurement:
 #: metric -> the unit OMB, IMB, STREAM and nccl-tests print it in.
 UNITS = {name: metrics.default_unit(name) for name in metrics.METRICS}
 
-#: Printed only when a run failed.  Case matters except where (?i) says otherwise:
-#: "Killed" is the shell's word for a killed job, not the verb in a log sentence.
-CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
+#: Printed only when a process of the run ended abnormally, by the shell, the launcher
+#: (mpirun, prterun, srun, Slurm) or MPI, whatever the program: read in any output, since
+#: a run may die before it printed anything of its own.  Case matters except where (?i)
+#: says otherwise: "Killed" is the shell's word for a killed job, not the verb in a log
+#: sentence.
+PROCESS_ENDED = tuple(re.compile(p, re.MULTILINE) for p in (
     r"Segmentation fault",
     r"core dumped",
     r"Bus error",
@@ -127,18 +139,38 @@ CRASH_MARKERS = tuple(re.compile(p, re.MULTILINE) for p in (
     # a run of blank lines is quadratic (10 M blank lines took minutes)
     r"^[ \t]*Abort\(\d+\)",
     r"returned\s+a\s+non-zero\s+exit\s+code",
-    *sorted({f"(?i){re.escape(a.runtime_failure)}" for a in accelerators.VENDORS.values()}),
-    r"(?i)nccl failure",
-    # nvbandwidth: a copy's data checked wrong (kernels.cu "Invalid value when checking
-    # the pattern"), then its ASSERT macro exits (error_handling.h "ASSERT in expression")
-    r"Invalid value when checking the pattern",
-    r"ASSERT in expression",
-    r"NCCL WARN.*\bfail",
-    r"Test failure",
     r"srun: error:",
     r"DUE TO TIME LIMIT",
     r"oom-kill",
 ))
+
+#: The words each parser family's programs print when they failed: read only in an
+#: output recognised as that family's, after its parser has read it.  A library's
+#: warning is no failure of its own: RCCL's "NCCL WARN pfn_hsa_system_get_info failed"
+#: is printed on every healthy ROCm 7 node that runs with NCCL_DEBUG=WARN or INFO (its
+#: DMA-BUF probe, src/misc/rocm_wrap.cc), and a collective that really failed ends
+#: nccl-tests with "Test NCCL failure" or leaves its table unfinished.
+FAILED_BY_FAMILY = {family: tuple(re.compile(p, re.MULTILINE) for p in patterns)
+                    for family, patterns in {
+    # nccl-tests' CUDACHECK / NCCLCHECK (src/common.h: "Test CUDA failure", "Test NCCL
+    # failure"; rccl-tests words HIP's the same) and its "Test failure" exit
+    "nccl-tests": (*sorted({f"(?i){re.escape(a.runtime_failure)}"
+                            for a in accelerators.VENDORS.values()}),
+                   r"(?i)nccl failure", r"Test failure"),
+    # OMB's xccl benchmarks, NCCL_CHECK (c/xccl/util/osu_util_xccl_interface.h:
+    # "Failed: NCCL Error <file>: <line> '<why>'", RCCL's the same)
+    "omb": (r"^Failed: [A-Z]+ Error ",),
+    # nvbandwidth: a copy's data checked wrong (kernels.cu "Invalid value when checking
+    # the pattern"), then its ASSERT macro exits (error_handling.h "ASSERT in expression")
+    "nvbandwidth": (r"Invalid value when checking the pattern", r"ASSERT in expression"),
+    # TransferBench's failures (src/client: printf("[ERROR] ..."))
+    "transferbench-p2p": (r"^\[ERROR\]",),
+    "transferbench-a2a": (r"^\[ERROR\]",),
+}.items()}
+
+#: Every crash and failure word (a failed job's reason, ocibench.figures.joblog).
+CRASH_MARKERS = PROCESS_ENDED + tuple(marker for markers in FAILED_BY_FAMILY.values()
+                                      for marker in markers)
 
 
 #: What launchers put before every line of a rank's output, removed in one place
@@ -199,18 +231,29 @@ def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
     if family == "nccl-tests" and text.lstrip().startswith("{"):
         return _nccl_json(check, text, params)
     lines = output_lines(text)
-    _no_crash("\n".join(lines))
-    return _PARSERS[family](check, lines, params)
+    joined = "\n".join(lines)
+    # The format first: a family's failure words are read only in its own output.
+    try:
+        measured = _PARSERS[family](check, lines, params)
+    except NotThisOutput:
+        _no_crash(joined, PROCESS_ENDED)
+        raise
+    except SanityError:
+        _no_crash(joined, PROCESS_ENDED + FAILED_BY_FAMILY.get(family, ()))
+        raise
+    _no_crash(joined, PROCESS_ENDED + FAILED_BY_FAMILY.get(family, ()))
+    return measured
 
 
-def first_crash(text: str) -> re.Match | None:
-    """The first crash marker in ``text`` (what went wrong first), or None."""
-    found = [m for m in (marker.search(text) for marker in CRASH_MARKERS) if m]
+def first_crash(text: str, markers: tuple[re.Pattern, ...] = CRASH_MARKERS
+                ) -> re.Match | None:
+    """The first of ``markers`` in ``text`` (what went wrong first), or None."""
+    found = [m for m in (marker.search(text) for marker in markers) if m]
     return min(found, key=lambda m: m.start()) if found else None
 
 
-def _no_crash(text: str) -> None:
-    first = first_crash(text)
+def _no_crash(text: str, markers: tuple[re.Pattern, ...]) -> None:
+    first = first_crash(text, markers)
     if first:
         raise SanityError(f"benchmark crashed: {first.group(0).strip()[:80]!r} in output")
 
@@ -283,6 +326,25 @@ def _omb_api_name(check: str) -> tuple[str | None, str]:
     return (None if spec.collective else found.group(1)), found.group(2)
 
 _ROW = re.compile(r"^\d+\s+\S+")
+#: The words of a column that is not a number: OMB's --validation (Pass / Fail).
+_WORD_COLUMNS = ("Pass", "Fail")
+
+
+def table_rows(lines: list[str]) -> list[list[str]]:
+    """The rows of the table that starts with ``lines``: the lines that fit its columns,
+    split.  Its first row (a size, then its values) gives the columns: as many, with
+    --validation's Pass/Fail column where it has one.  A line of numbers that does not
+    fit (a job script's sysctl echo "4096 16384 4194304" after the table) is no row,
+    however it begins; other noise (warnings, prompts) never starts with a size."""
+    candidates = [line.split() for line in lines if _ROW.match(line)]
+    if not candidates:
+        return []
+
+    def shape(cells: list[str]) -> tuple[bool, ...]:
+        return tuple(cell in _WORD_COLUMNS for cell in cells)
+
+    columns = shape(candidates[0])
+    return [cells for cells in candidates if shape(cells) == columns]
 #: OMB 7.4 and older print the buffers of a -d run under the title (7.5 does not):
 #: "# Send Buffer on DEVICE (D) and Receive Buffer on HOST (H)".
 _OMB_BUFFERS = re.compile(r"^# Send Buffer on .*\((\w+)\) and Receive Buffer on .*\((\w+)\)")
@@ -306,7 +368,7 @@ def _omb_title(check: str, lines: list[str]) -> str:
     found = [line for line in lines if title.match(line)]
     if not found:
         other = next((line for line in lines if line.startswith("# OSU ")), None)
-        raise Unjudged(f"not {check} output: no '# OSU {' or '.join(apis)} {name}' title "
+        raise NotThisOutput(f"not {check} output: no '# OSU {' or '.join(apis)} {name}' title "
                        f"({'its title is ' + repr(other) if other else 'first line '}"
                        f"{'' if other else _first_line(lines)})")
     if len(found) > 1:
@@ -398,7 +460,7 @@ def _omb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         # title (c/xccl/util/osu_util_xccl_interface.c omb_xccl_interface_inject).
         ranks = sum(1 for line in lines if line == f"#Using {api}")
         _expect_count(check, "ranks", params["nodes"] * params["gpus_per_node"], ranks)
-    rows = [line.split() for line in body[header + 1:] if _ROW.match(line)]
+    rows = table_rows(body[header + 1:])
     # --validation (-c) adds a column of "Pass" or "Fail" (c/util/osu_util_mpi.h
     # VALIDATION_STATUS): a "Fail" is data the MPI delivered wrong, a broken run.
     failed = next((row for row in rows if "Fail" in row[1:]), None)
@@ -474,9 +536,24 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     known = headers or oobs or any(map(_NCCL_PREAMBLE.match, lines)) \
         or any(map(NCCL_RANK.match, lines))
     if not known:
-        raise Unjudged(f"not an nccl-tests output: no '# Using devices', no '# size count "
-                       f"type redop' header, no '# Out of bounds values' (first line "
-                       f"{_first_line(lines)})")
+        raise NotThisOutput(f"not an nccl-tests output: no '# Using devices', no '# size "
+                            f"count type redop' header, no '# Out of bounds values' (first "
+                            f"line {_first_line(lines)})")
+    # Which test ran, before anything is counted: another test's output is never failed
+    # for its ranks or its end.
+    test = next(((m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m),
+                None)
+    _nccl_all_reduce(check, test, [])
+    columns = lines[headers[0]].lstrip("#").split() if headers else []
+    if headers and "redop" not in columns:
+        # every all_reduce_perf prints its reduction; before 2.13 the other tests
+        # (all_gather_perf, broadcast_perf ...) printed no redop column at all
+        raise NotThisOutput(f"{check}: the header {lines[headers[0]][:120]!r} has no redop "
+                            "column: not all_reduce_perf's")
+    row_lines = [line for line in lines[headers[0] + 1:] if _NCCL_ROW.match(line)] \
+        if headers else []
+    _nccl_all_reduce(check, test, [(f"line {line[:120]!r}", dict(zip(columns, line.split())))
+                                   for line in row_lines])
     runs = max(len(headers), len(oobs), sum(1 for line in lines if line.startswith("# nThread")))
     if runs > 1:
         raise Unjudged(f"{check}: {runs} runs in one output; give one run")
@@ -491,18 +568,7 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
             for m in map(NCCL_RANK.match, lines) if m]
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
-    columns = lines[headers[0]].lstrip("#").split()
-    if "redop" not in columns:
-        # every all_reduce_perf prints its reduction; before 2.13 the other tests
-        # (all_gather_perf, broadcast_perf ...) printed no redop column at all
-        raise Unjudged(f"{check}: the header {lines[headers[0]][:120]!r} has no redop "
-                       "column: not all_reduce_perf's")
-    row_lines = [line for line in lines[headers[0] + 1:] if _NCCL_ROW.match(line)]
     rows = [_nccl_row(check, columns, line) for line in row_lines]
-    test = next(((m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m),
-                None)
-    _nccl_all_reduce(check, test, [(f"line {line[:120]!r}", dict(zip(columns, line.split())))
-                                   for line in row_lines])
     _nccl_cap(check, lines, rows, params)
     oob = oobs[0]
     measured = _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
@@ -541,7 +607,7 @@ def _nccl_all_reduce(check: str, test: tuple[str, str] | None,
     AllReduceGetCollByteCount), where reduce_scatter and all_gather print one rank's
     share.  (sendrecv_perf without its banner looks like all_reduce_perf on 2 ranks.)"""
     if test and not test[0].startswith("all_reduce_perf"):
-        raise Unjudged(f"{check}: the output is {test[0]}'s ({test[1]}), not "
+        raise NotThisOutput(f"{check}: the output is {test[0]}'s ({test[1]}), not "
                        "all_reduce_perf's")
     # -d all / -o all run the sizes once per type or reduction (common.cu run()): one
     # busbw per size would otherwise be a median over them, which no figure measured.
@@ -553,7 +619,7 @@ def _nccl_all_reduce(check: str, test: tuple[str, str] | None,
     for where, cells in rows:
         redop, root = cells.get("redop"), str(cells.get("root", "-1")).strip()
         if redop == "none" or root != "-1":
-            raise Unjudged(f"{check}: the {where} is not an all-reduce's (redop {redop}, "
+            raise NotThisOutput(f"{check}: the {where} is not an all-reduce's (redop {redop}, "
                            f"root {root}: all_gather, alltoall, broadcast or reduce print so)")
         width = _NCCL_TYPE_BYTES.get(str(cells.get("type", "")))
         if not width:
@@ -563,7 +629,7 @@ def _nccl_all_reduce(check: str, test: tuple[str, str] | None,
         except (KeyError, TypeError, ValueError):
             raise Unjudged(f"{check}: the {where} has no whole count and size") from None
         if count * width != size:
-            raise Unjudged(f"{check}: the {where} counts {cells['count']} {cells['type']} "
+            raise NotThisOutput(f"{check}: the {where} counts {cells['count']} {cells['type']} "
                            f"elements, not {cells['size']} bytes: one rank's share, as "
                            "reduce_scatter_perf prints it, not all_reduce_perf's whole buffer")
 
@@ -662,7 +728,10 @@ def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
                            f"{nodes * per_node} ranks ran")
         _expect_count(check, "ranks", nodes * per_node, max(gpu.rank for gpu in gpus) + 1)
         return None
-    _expect_count(check, "ranks", nodes * per_node, len({gpu.rank for gpu in gpus}))
+    ranks = sorted({gpu.rank for gpu in gpus})
+    if ranks and len(ranks) != ranks[-1] + 1:
+        return _nccl_elided_ranks(check, ranks, gpus, params)
+    _expect_count(check, "ranks", nodes * per_node, len(ranks))
     hosts: dict[str, int] = {}
     for gpu in gpus:
         hosts[gpu.host] = hosts.get(gpu.host, 0) + 1
@@ -685,6 +754,37 @@ def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
             f"one MPI rank per GPU; to compare, run {command}")
 
 
+def _nccl_elided_ranks(check: str, ranks: list[int], gpus: list[_NcclGpu],
+                       params: dict[str, Any]) -> str | None:
+    """A rank list with gaps: a paste that left lines out (OCI's own published runs list
+    ranks 0, 7, 8 and 15 of 16), since nccl-tests prints every rank's line in order.
+    The highest rank still says how many ran: the claimed count is read; one above it
+    is proof of more ranks; one below cannot tell (the last lines may be left out too)."""
+    total = params["nodes"] * params["gpus_per_node"]
+    if ranks[-1] + 1 > total:
+        _expect_count(check, "ranks", total, ranks[-1] + 1)
+    if ranks[-1] + 1 < total:
+        raise Unjudged(f"{check}: the paste leaves out the '#  Rank' lines of ranks "
+                       f"{_spans(sorted(set(range(ranks[-1] + 1)) - set(ranks)))} and lists "
+                       f"none above rank {ranks[-1]}: cannot tell whether {total} ranks ran")
+    hosts = {gpu.host for gpu in gpus}
+    if len(hosts) > params["nodes"]:
+        raise SanityError(f"{check}: expected {params['nodes']} node(s), the rank lines name "
+                          f"{len(hosts)}: {', '.join(sorted(hosts))}")
+    return None
+
+
+def _spans(numbers: list[int]) -> str:
+    """[1, 2, 3, 5, 9, 10] -> '1-3, 5, 9-10'."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
+
+
 def _nccl_json(check: str, text: str, params: dict[str, Any]) -> Measurement:
     """nccl-tests' -J file (since 2.17.3; src/util.cu): {"version", "config": {...,
     "nthreads", "ngpus", "devices": [one per process]}, "results": [{"size",
@@ -699,11 +799,11 @@ def _nccl_json(check: str, text: str, params: dict[str, Any]) -> Measurement:
             raise SanityError(f"{check}: nccl-tests' JSON output is truncated or damaged "
                               f"({getattr(err, 'msg', err)} at line "
                               f"{getattr(err, 'lineno', '?')})") from None
-        raise Unjudged(f"{check}: not nccl-tests output and not JSON "
+        raise NotThisOutput(f"{check}: not nccl-tests output and not JSON "
                        f"(first line {_first_line(output_lines(text[:4096]))})") from None
     config = doc.get("config") if isinstance(doc, dict) else None
     if not isinstance(config, dict) or not isinstance(doc.get("results"), list):
-        raise Unjudged(f"{check}: a JSON without nccl-tests' 'config' and 'results': "
+        raise NotThisOutput(f"{check}: a JSON without nccl-tests' 'config' and 'results': "
                        "not its -J output")
     if "out_of_bounds" not in doc or "average_bus_bandwidth" not in doc:
         raise SanityError(f"{check}: nccl-tests' JSON output ends before its "
@@ -757,8 +857,10 @@ def _imb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     finals = sum(1 for line in lines if line.startswith(_IMB_FINALIZE))
     tables = _imb_tables(check, lines, name)
     if not (banners or finals or tables):
-        raise Unjudged(f"not {check} output: no 'Intel(R) MPI Benchmarks' banner and no "
+        raise NotThisOutput(f"not {check} output: no 'Intel(R) MPI Benchmarks' banner and no "
                        f"'# Benchmarking {name}' (first line {_first_line(lines)})")
+    if not tables:
+        _imb_other_benchmark(check, lines, name)
     if max(banners, finals) > 1:
         raise Unjudged(f"{check}: {max(banners, finals)} runs in one output; give one run")
     if banners and not finals:
@@ -782,6 +884,35 @@ def _imb(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         bandwidth = _size_table(check, rows, _column(check, header, "Mbytes/sec"), sizes)
         extra["bandwidth"] = {s: v for s, v in bandwidth.items() if s > 0}
     return Measurement(check, "latency", UNITS["latency"], latency, extra)
+
+
+#: "# Benchmarking Uniband" (IMB_output.c), and the run's list: "# List of Benchmarks to
+#: run:" with one "# <name>" line each.
+_IMB_BENCHMARKING = re.compile(r"^#\s*Benchmarking\s+(\S+)")
+_IMB_LIST = re.compile(r"^#\s*List of Benchmarks to run:")
+
+
+def _imb_other_benchmark(check: str, lines: list[str], name: str) -> None:
+    """An IMB output that has no table of ``name`` but is another benchmark's (its
+    '# Benchmarking Uniband' tables, or a list of benchmarks to run without ``name``):
+    NotThisOutput naming it; an IMB run of ``name`` cut short is left to the caller."""
+    others = list(dict.fromkeys(m.group(1) for m in map(_IMB_BENCHMARKING.match, lines) if m))
+    start = next((i for i, line in enumerate(lines) if _IMB_LIST.match(line)), None)
+    listed = []
+    for line in lines[start + 1:] if start is not None else []:
+        found = re.fullmatch(r"#\s*(\w+)", line)
+        if not found:
+            break
+        listed.append(found.group(1))
+    if any(other.lower() == name.lower() for other in listed):
+        return
+    if others:
+        shown = ", ".join(others[:4])
+        raise NotThisOutput(f"{check}: the output is IMB's {shown} ('# Benchmarking "
+                            f"{others[0]}'), not {name}")
+    if listed:
+        raise NotThisOutput(f"{check}: the output is IMB's {', '.join(listed[:4])} ('# List "
+                            f"of Benchmarks to run: {listed[0]}'), not {name}")
 
 
 def _imb_tables(check: str, lines: list[str],
@@ -840,7 +971,7 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
     headers = [i for i, line in enumerate(lines) if _STREAM_HEADER.match(line)]
     versions = [line for line in lines if _STREAM_VERSION.match(line)]
     if not headers and not versions:
-        raise Unjudged(f"not STREAM output: no 'STREAM version' line and no 'Function ... "
+        raise NotThisOutput(f"not STREAM output: no 'STREAM version' line and no 'Function ... "
                        f"Rate' header (first line {_first_line(lines)})")
     runs = max(len(headers), len(versions))
     if runs > 1:
@@ -922,7 +1053,7 @@ def _perftest(check: str, lines: list[str], params: dict[str, Any]) -> Measureme
         if mode:
             raise Unjudged(f"{check}: the title {other!r} is {check} run {mode}; the "
                            f"figures are its plain run ({title!r})")
-        raise Unjudged(f"not {check} output: no {title!r} title "
+        raise NotThisOutput(f"not {check} output: no {title!r} title "
                        + (f"(its title is {other!r})" if other else
                           f"(first line {_first_line(lines)})"))
     _expect_count(check, "runs (attempts)", params["attempts"], len(starts))
@@ -972,13 +1103,10 @@ def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> float
     if header is None:
         raise SanityError(f"output truncated: missing the '#bytes #iterations' header of {check}")
     match = _PERFTEST_HEADER.match(lines[header])
-    rows, closed = [], False
-    for line in lines[header + 1:]:
-        if _PERFTEST_RULE.match(line):
-            closed = True
-            break
-        if _ROW.match(line):
-            rows.append(line.split())
+    end = next((i for i, line in enumerate(lines) if i > header and _PERFTEST_RULE.match(line)),
+               None)
+    closed = end is not None
+    rows = table_rows(lines[header + 1:end])
     if not closed:
         raise SanityError(f"output truncated: no closing line after the {check} results")
     if check == "ib_write_bw":
@@ -1056,7 +1184,7 @@ def _nvbandwidth(check: str, lines: list[str], params: dict[str, Any]) -> Measur
     where = nvbandwidth_gpus(gpus)
     if not any(line.startswith("Running ") for line in lines) \
             and not any(line.startswith(("nvbandwidth Version", "pageable ")) for line in lines):
-        raise Unjudged(f"not nvbandwidth output: no 'Running <testcase>.' line "
+        raise NotThisOutput(f"not nvbandwidth output: no 'Running <testcase>.' line "
                        f"(first line {_first_line(lines)})")
     # The check's output (nvbandwidth, then the pageable copy) must hold every ceiling.
     # nvbandwidth's own output, run by hand with the testcases its user chose (-t),
@@ -1216,7 +1344,7 @@ def _babelstream(check: str, lines: list[str], params: dict[str, Any]) -> Measur
     headers = [found for found in headers if found]
     if not headers:
         if not any(_BABEL_BANNER.match(line) for line in lines):
-            raise Unjudged(f"not BabelStream output: no 'BabelStream' banner and no "
+            raise NotThisOutput(f"not BabelStream output: no 'BabelStream' banner and no "
                            f"'Function MBytes/sec' table (first line {_first_line(lines)})")
         raise SanityError("output truncated: BabelStream printed no 'Function MBytes/sec' "
                           "table")
@@ -1282,7 +1410,7 @@ _TB_COLUMNS = re.compile(r"^SRC\S*DST\s+(.*)$")
 def _transferbench(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     starts = [i for i, line in enumerate(lines) if _TB_TITLE.match(line)]
     if not starts:
-        raise Unjudged(f"not TransferBench p2p output: no 'Unidirectional copy peak "
+        raise NotThisOutput(f"not TransferBench p2p output: no 'Unidirectional copy peak "
                        f"bandwidth' or 'Bidirectional ...' title (first line "
                        f"{_first_line(lines)})")
     values: Values = {}
@@ -1365,7 +1493,7 @@ _A2A_ROW = re.compile(r"^GPU\s+(\d+)\s+(.*)$")
 def _transferbench_a2a(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     starts = [i for i, line in enumerate(lines) if _A2A_SUMMARY.match(line)]
     if not starts:
-        raise Unjudged(f"not TransferBench a2a output: no 'Summary:' line (first line "
+        raise NotThisOutput(f"not TransferBench a2a output: no 'Summary:' line (first line "
                        f"{_first_line(lines)})")
     if len(starts) > 1:
         raise Unjudged(f"{check}: {len(starts)} a2a summaries in one output; give one run")

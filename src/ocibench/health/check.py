@@ -135,6 +135,13 @@ def check(options: Options) -> Outcome:
     try:
         with state.locked(path):
             return _check(options, path)
+    except state.LockBusy as err:
+        # another run of this node is under way and judges it: this one says so and
+        # stops (exit 3; as the prolog 0, the job runs), never waits past its budget
+        record = HealthState(node=options.node or node_name(), time=time.time(),
+                             duration_s=0.0, interval_s=options.interval_s,
+                             action=state.NONE, reason="")
+        return Outcome(record, [f"{err}: this run judged nothing"], UNJUDGED)
     except state.StateError as err:    # only the lock raises it: _check says its own
         # no lock, no state file either (the same directory): the run still probes and
         # says what it found, and drains nothing (state.write refuses below)
