@@ -170,6 +170,8 @@ def test_a_drain_no_longer_ours_is_never_undone():
     one = budget.parse("1", "x")
     # node2 was drained by us, then a person drained it again with their reason
     assert budget.overdrawn(nodes, {"node2": "ocibench: gpu_count"}, one) == {}
+    # a reason without ocibench's prefix is no drain of the budget's: nothing to rank
+    assert budget.overdrawn(nodes, {"node2": PERSON}, one) == {}
     # a person resumed it: nothing to undo
     assert budget.overdrawn(cluster(10), {"node3": "ocibench: gpu_count"}, one) == {}
 
