@@ -170,6 +170,8 @@ def test_a_drain_no_longer_ours_is_never_undone():
     one = budget.parse("1", "x")
     # node2 was drained by us, then a person drained it again with their reason
     assert budget.overdrawn(nodes, {"node2": "ocibench: gpu_count"}, one) == {}
+    # a reason without ocibench's prefix is no drain of the budget's: nothing to rank
+    assert budget.overdrawn(nodes, {"node2": PERSON}, one) == {}
     # a person resumed it: nothing to undo
     assert budget.overdrawn(cluster(10), {"node3": "ocibench: gpu_count"}, one) == {}
 
@@ -277,3 +279,28 @@ def test_the_prolog_stops_a_job_only_on_a_node_slurm_holds_drained():
     assert check.exit_code(outcome(held=False), prolog=True) == check.OK
     assert check.exit_code(outcome(held=True, probe=PASS), prolog=True) == check.OK
     assert check.exit_code(outcome(held=False), prolog=False) == check.FAILED
+
+
+# ------------------------------------------------------------------ the commands
+
+@pytest.mark.parametrize("argv, env, says", [
+    (["healthcheck", "--shape", "BM.GPU4.8", "--drain-budget", "lots"], None,
+     "ocibench healthcheck: --drain-budget 'lots': not a drain budget"),
+    (["healthcheck", "--shape", "BM.GPU4.8"], "1O%",
+     "ocibench healthcheck: $OCIBENCH_DRAIN_BUDGET '1O%': not a drain budget"),
+    (["sweep", "--nodes", "node1", "--drain", "--drain-budget", "200%"], None,
+     "ocibench sweep: --drain-budget '200%': more than 100 % of a partition"),
+])
+def test_a_bad_budget_is_one_line_and_exit_2_before_anything_runs(
+        argv, env, says, capsys, monkeypatch, tmp_path):
+    from ocibench import cli
+
+    monkeypatch.setenv("OCIBENCH_HEALTH_STATE", str(tmp_path / "state.json"))
+    if env is None:
+        monkeypatch.delenv(budget.ENV, raising=False)
+    else:
+        monkeypatch.setenv(budget.ENV, env)
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(says) and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "state.json").exists()   # no probe ran, nothing written

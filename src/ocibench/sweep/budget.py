@@ -199,7 +199,7 @@ def overdrawn(listing: Mapping[str, slurm.ListedNode], own: Mapping[str, str],
     undo: dict[str, str] = {}
     for name, reason in own.items():
         node = listing.get(name)
-        if node is None or not node.held_drained or node.reason != reason:
+        if node is None or not holds(node) or node.reason != reason:
             continue
         for partition in node.partitions:
             ranked = sorted((listing[n] for n in members[partition] if holds(listing[n])),
