@@ -167,3 +167,62 @@ def test_an_elided_rank_list_is_never_failed_for_what_it_leaves_out(keep, verdic
         assert ev.verdict is RunVerdict.FAIL and "expected 8 ranks" in ev.reason
     else:
         assert ev.verdict is verdict and words in ev.reason, ev.reason
+
+
+# --- a ceiling tool's method fields against the figure's command ----------------------
+
+def test_transferbench_s_copy_size_is_compared_with_the_figure_s():
+    # AMD's example ran 'TransferBench p2p 4M'; the acceptance floor is of 'TransferBench
+    # p2p' (64 MiB copies): smaller copies are slower, not a slower node.
+    ev = _evaluate("transferbench/rocm-gcn-p2p-4M-1.50-snip.txt", shape="BM.GPU.MI300X.8")
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "'Bytes Per Direction 4194304'" in ev.reason and "67108864" in ev.reason
+    # the acceptance run itself is compared
+    same = _evaluate("transferbench/sad-mi300x-p2p-collapsed.txt", shape="BM.GPU.MI300X.8")
+    assert same.verdict is RunVerdict.PASS, same.reason
+
+
+def test_transferbench_a2a_s_copy_size_is_compared_with_the_figure_s():
+    name = "transferbench/sad-mi300x-a2a-collapsed.txt"
+    text = _entry(name)[1].replace("Summary:", "Summary: [4194304 bytes per Transfer]", 1)
+    ev = _evaluate(name, text, shape="BM.GPU.MI300X.8")
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "4194304 bytes per Transfer" in ev.reason
+
+
+@pytest.mark.parametrize("name, shape, fields", [
+    # BabelStream 2.0 on a Radeon Fury: its default array, another version, another GPU
+    ("babelstream/uob-fury-nano-hip-2.0.txt", "BM.GPU.MI300X.8",
+     ["'Array size: 268.4 MB", "'Version: 2.0'", "'Using HIP device Fiji'"]),
+    # BabelStream 5.0 on an MI300A in CPX mode: twice the figure's array, another GPU
+    ("babelstream/kkaytekin-mi300a-cpx-5.0.txt", "BM.GPU.MI300X.8",
+     ["'Array size: 4295.0 MB", "'Using HIP device AMD Instinct MI300A'"]),
+])
+def test_babelstream_s_array_version_and_device_are_compared(name, shape, fields):
+    ev = _evaluate(name, shape=shape)
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    for field in fields:
+        assert field in ev.reason, ev.reason
+
+
+def test_babelstream_as_amd_runs_it_is_compared():
+    ev = _evaluate("babelstream/sad-mi300x-8gpu-5.0-elided.txt", shape="BM.GPU.MI300X.8")
+    assert ev.verdict is RunVerdict.PASS, ev.reason
+
+
+@pytest.mark.parametrize("name", ["stream/llnl-pascal-stream-mpi-1.8-2x9.txt",
+                                  "stream/llnl-pascal-stream-mpi-1.8-2x18.txt"])
+def test_stream_s_mpi_version_is_recorded_never_failed_for_its_threads(name):
+    # docs/evaluate.md: STREAM's MPI version is read and recorded, never compared: its
+    # thread count is its own (ranks x threads), not a fault of the node.
+    ev = _evaluate(name, shape="BM.Standard.E5.192", threads=96)
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "MPI version" in ev.reason
+
+
+def test_stream_s_thread_count_is_a_method_field():
+    name = "stream/ocitutorials-optimized3-nps2-5.10.txt"
+    entry, text = _entry(name)
+    ev = _evaluate(name, shape="BM.Standard.E5.192", threads=96, nps=1)
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "Number of Threads counted = 72" in ev.reason and "threads=72" in ev.reason

@@ -103,6 +103,10 @@ class Measurement:
     #: metric -> key -> every sample of a run that repeated itself (nccl-tests -N):
     #: ``values`` then holds each key's median, and these show the spread.
     samples: dict[str, dict[int | str, tuple[float, ...]]] = field(default_factory=dict)
+    #: The GPU the output says it ran on, and the line that says so ("Using HIP device
+    #: AMD Instinct MI300X"): compared with the shape's GPU (ocibench.figures.evaluate).
+    device: str | None = None
+    device_line: str | None = None
 
     def series(self) -> dict[str, Values]:
         """metric -> values, the primary metric first."""
@@ -296,6 +300,16 @@ def _size_table(check: str, rows: list[list[str]], column: int, sizes: list[int]
         if size not in values:
             raise SanityError(f"{check}: no line for message size {size}")
     return values
+
+
+def _method_differs(check: str, fields: list[str]) -> str | None:
+    """The sentence that a run's method fields (``fields``: one clause each, quoting
+    the line it printed) differ from the figures' command, or None when none do."""
+    if not fields:
+        return None
+    command = " ".join(benchmarks.CHECKS[check].command)
+    return (f"{check} was run another way than the figures' command ({command}): "
+            f"{'; '.join(fields)}")
 
 
 def _expect_count(check: str, what: str, expected: int, seen: int) -> None:
@@ -993,6 +1007,7 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
         # node ran ranks x threads-per-rank threads (1 each without OpenMP).
         per_rank = next((m for m in map(_STREAM_MPI_THREADS.match, lines) if m), None)
         count = int(ranks.group(1)) * (int(per_rank.group(1)) if per_rank else 1)
+        # Its thread count is its own (ranks x threads a rank): recorded, never compared.
         method = (f"STREAM's MPI version ({ranks.group(0)!r}, "
                   f"{per_rank.group(0) if per_rank else 'no OpenMP'!r}): the rates are "
                   f"summed over the ranks, where the figures are one OpenMP process "
@@ -1004,7 +1019,16 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
             raise SanityError("stream: no 'Number of Threads counted' line "
                               "(not an OpenMP build, or output truncated)")
         count = int(threads.group(1))
-    _expect_count(check, "threads", params["threads"], count)
+        requested = next((m for m in map(_STREAM_REQUESTED.match, lines) if m), threads)
+        if int(requested.group(1)) != params["threads"]:
+            # How many threads the run asked for is its method (OMP_NUM_THREADS), not the
+            # node's fault: the figure of threads=N is another run.
+            method = (f"STREAM ran {count} threads ({threads.group(0)!r}), where "
+                      f"threads={params['threads']}: give --set threads={count} for the "
+                      f"figure of its own thread count")
+        else:
+            # it asked for the figure's threads and fewer (or more) ran
+            _expect_count(check, "threads", params["threads"], count)
     if not any(line.startswith("Solution Validates") for line in lines):
         raise SanityError("STREAM did not print 'Solution Validates'")
     return Measurement(check, "bandwidth", UNITS["bandwidth"], values, method=method)
@@ -1383,11 +1407,55 @@ def _babelstream(check: str, lines: list[str], params: dict[str, Any]) -> Measur
     vendor = next((a.vendor for a in accelerators.VENDORS.values()
                    if {a.babelstream_model} == implementation), None)
     method = None
-    if "Precision: float" in lines:
+    single = "Precision: float" in lines
+    if single:
         method = ("BabelStream ran in single precision ('Precision: float', --float); the "
                   "figures are double precision, its default")
+    devices = [m for m in map(_BABEL_DEVICE.match, lines) if m]
+    device = devices[0] if len({m.group(1) for m in devices}) == 1 else None
     return Measurement(check, "bandwidth", UNITS["bandwidth"], values, vendor=vendor,
-                       method=method)
+                       method=method or _babelstream_method(check, lines, 4 if single else 8),
+                       device=device.group(1) if device else None,
+                       device_line=device.group(0) if device else None)
+
+
+_BABEL_VERSION = re.compile(r"^Version:\s*(\d+)(?:\.\S*)?$")
+#: "Array size: 2147.5 MB (=2.1 GB)": the bytes of one array, one decimal, in the unit
+#: of the run (MB, or MiB with --mibibytes; src/Unit.h after 5.0 adds GB, TB ...); 6.0
+#: also prints "Number of elements: N".  --csv prints n_elements in every row.
+_BABEL_ARRAY = re.compile(r"^Array size:\s*([0-9.]+)\s*(KB|KiB|MB|MiB|GB|GiB|TB|TiB)\b")
+_BABEL_ELEMENTS = re.compile(r"^Number of elements:\s*(\d+)$")
+_BABEL_CSV_ELEMENTS = re.compile(r"^(?:" + "|".join(BABELSTREAM_KERNELS) + r"),\d+,(\d+),")
+_BYTES_PER_UNIT = {"KB": 1e3, "KiB": 2**10, "MB": 1e6, "MiB": 2**20, "GB": 1e9,
+                   "GiB": 2**30, "TB": 1e12, "TiB": 2**40}
+#: "Using HIP device AMD Instinct MI300X" (each model's constructor).
+_BABEL_DEVICE = re.compile(r"^Using \S+ device (.+?)\s*$")
+
+
+def _babelstream_method(check: str, lines: list[str], width: int) -> str | None:
+    """How the run's array size and version differ from the figures' command (-s, and
+    the registry's version), each quoting its line; None where they agree or where
+    the output does not print them."""
+    elements = int(benchmarks.command_option(check, "-s") or 0)
+    version = benchmarks.CHECKS[check].method["version"]
+    fields = []
+    counted = next((m for m in map(_BABEL_ELEMENTS.match, lines) if m), None) \
+        or next((m for m in map(_BABEL_CSV_ELEMENTS.match, lines) if m), None)
+    array = next((m for m in map(_BABEL_ARRAY.match, lines) if m), None)
+    if counted and int(counted.group(1)) != elements:
+        fields.append(f"arrays of {counted.group(1)} elements ({counted.group(0)!r}), the "
+                      f"figures' -s {elements}")
+    elif array and not counted:
+        expected = elements * width / _BYTES_PER_UNIT[array.group(2)]
+        # printed with one decimal: within half of its last digit
+        if abs(float(array.group(1)) - expected) > 0.05 + 1e-9:
+            fields.append(f"arrays of {array.group(1)} {array.group(2)} ({array.group(0)!r}), "
+                          f"the figures' -s {elements} is {expected:.1f} {array.group(2)}")
+    found = next((m for m in map(_BABEL_VERSION.match, lines) if m), None)
+    if found and found.group(1) != version:
+        fields.append(f"version {found.group(0)[len('Version:'):].strip()} "
+                      f"({found.group(0)!r}), the figures' BabelStream {version}")
+    return _method_differs(check, fields)
 
 
 # --- TransferBench p2p: copies between the GPUs of a node ---------------------------
@@ -1423,7 +1491,30 @@ def _transferbench(check: str, lines: list[str], params: dict[str, Any]) -> Meas
         values[f"{kind}dir_avg"] = _tb_average(check, kind, section)
     return Measurement(check, "bandwidth", UNITS["bandwidth"],
                        {k: metrics.convert(values[k], "GB/s", UNITS["bandwidth"])
-                        for k in TRANSFERBENCH_KEYS if k in values})
+                        for k in TRANSFERBENCH_KEYS if k in values},
+                       method=_transferbench_method(check, lines))
+
+
+#: The size of each copy, as the presets print it: p2p's "Bytes Per Direction 67108864"
+#: (",67108864" with OUTPUT_TO_CSV), a2a's "- Copying 67108864 bytes between ..." and
+#: "Summary: [67108864 bytes per Transfer]" (src/client/Presets/AllToAll.hpp).
+_TB_BYTES = re.compile(r"^(?:Bytes Per Direction[ ,](\d+)|- Copying (\d+) bytes between"
+                       r"|Summary: \[(\d+) bytes per Transfer\])")
+
+
+def _transferbench_method(check: str, lines: list[str]) -> str | None:
+    """How the run's copy size differs from the figures' command (its default size),
+    quoting the line; None where it agrees or where the output does not print it."""
+    expected = benchmarks.CHECKS[check].method["bytes"]
+    found = next((m for m in map(_TB_BYTES.match, lines) if m), None)
+    if found is None:
+        return None
+    size = int(next(group for group in found.groups() if group))
+    if size == expected:
+        return None
+    return _method_differs(check, [f"copies of {size} bytes ({found.group(0)!r}), the "
+                                   f"figures' {expected} (its default: run it without a "
+                                   "size)"])
 
 
 def _tb_slowest_pair(check: str, kind: str, section: list[str]) -> float:
@@ -1528,7 +1619,8 @@ def _transferbench_a2a(check: str, lines: list[str], params: dict[str, Any]) -> 
     values = {"avg": _number(average.group(1), "a2a average"), "min": slowest}
     return Measurement(check, "bandwidth", UNITS["bandwidth"],
                        {k: metrics.convert(v, "GB/s", UNITS["bandwidth"])
-                        for k, v in values.items()})
+                        for k, v in values.items()},
+                       method=_transferbench_method(check, lines))
 
 
 #: The parser of each family (benchmarks.PARSERS); a check's entry names its family.
