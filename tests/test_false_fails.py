@@ -226,3 +226,28 @@ def test_stream_s_thread_count_is_a_method_field():
     ev = _evaluate(name, shape="BM.Standard.E5.192", threads=96, nps=1)
     assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
     assert "Number of Threads counted = 72" in ev.reason and "threads=72" in ev.reason
+
+
+# --- causes match the evidence ---------------------------------------------------------
+
+def _non_mpi_twice(name: str = "nccl-tests/cscs-sarus-gh200-2n-2.18.2.txt") -> str:
+    """The published 2-rank run as a build without MPI prints it under 'mpirun -np 2':
+    each process is rank 0 of a world of one, and prints its own banner and table."""
+    text = _entry(name)[1]
+    lines = text.splitlines(keepends=True)
+    ranks = [line for line in lines if line.startswith("#  Rank")]
+    outputs_ = []
+    for rank in ranks:
+        own = rank.replace("Rank  1", "Rank  0")
+        outputs_.append("".join(own if line in ranks else line for line in lines
+                                if line not in ranks or line == rank))
+    return "".join(outputs_)
+
+
+def test_a_build_without_mpi_under_mpirun_is_named_as_one():
+    ev = evaluate("nccl_all_reduce_perf", _non_mpi_twice(), "local",
+                  {"nodes": 2, "gpus_per_node": 1, "begin": "1M", "end": "128M", "factor": 2})
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "each ran alone as rank 0" in ev.reason and "without MPI" in ev.reason
+    assert "MPI=1" in ev.reason
+    assert "2 runs in one output" not in ev.reason

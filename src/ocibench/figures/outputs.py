@@ -569,8 +569,11 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     _nccl_all_reduce(check, test, [(f"line {line[:120]!r}", dict(zip(columns, line.split())))
                                    for line in row_lines])
     runs = max(len(headers), len(oobs), sum(1 for line in lines if line.startswith("# nThread")))
+    gpus = [_NcclGpu(int(m.group(1)), m.group(2), m.group(3), m.group(4))
+            for m in map(NCCL_RANK.match, lines) if m]
     if runs > 1:
-        raise Unjudged(f"{check}: {runs} runs in one output; give one run")
+        raise Unjudged(_nccl_alone(check, gpus, runs)
+                       or f"{check}: {runs} runs in one output; give one run")
     if not oobs:
         raise SanityError("output truncated: missing '# Out of bounds values'")
     avg = next((m for m in map(_NCCL_AVG.match, lines) if m), None)
@@ -578,8 +581,6 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         raise SanityError("output truncated: missing '# Avg bus bandwidth'")
     if not headers:
         raise SanityError("output truncated: missing the '# size count type redop' header")
-    gpus = [_NcclGpu(int(m.group(1)), m.group(2), m.group(3), m.group(4))
-            for m in map(NCCL_RANK.match, lines) if m]
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
     rows = [_nccl_row(check, columns, line) for line in row_lines]
@@ -588,6 +589,20 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     measured = _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
                                  params, method)
     return replace(measured, vendor=collective_vendor(lines))
+
+
+def _nccl_alone(check: str, gpus: list[_NcclGpu], runs: int) -> str | None:
+    """Why several runs are in one output when each process ran alone: nccl-tests built
+    without MPI (no MPI=1) and started by mpirun -np N runs N worlds of one process, each
+    printing 'Rank 0' and its own table.  None where the rank lines do not show it."""
+    alone = list(dict.fromkeys((gpu.host, gpu.pid) for gpu in gpus if gpu.rank == 0))
+    if len(alone) < 2:
+        return None
+    shown = ", ".join(f"Pid {pid} on {host}" for host, pid in alone[:4])
+    return (f"{check}: {len(alone)} processes each ran alone as rank 0 ({shown}), with "
+            f"{runs} tables: an nccl-tests build without MPI, started by mpirun -np "
+            f"{len(alone)}; build it with MPI=1 (make MPI=1 MPI_HOME=...) so that the "
+            "processes make one run, or run one process driving the GPUs with -g N")
 
 
 def collective_vendor(lines: list[str]) -> str | None:
