@@ -251,3 +251,37 @@ def test_a_build_without_mpi_under_mpirun_is_named_as_one():
     assert "each ran alone as rank 0" in ev.reason and "without MPI" in ev.reason
     assert "MPI=1" in ev.reason
     assert "2 runs in one output" not in ev.reason
+
+
+# --- one rank: busbw is zero by definition ---------------------------------------------
+
+def _one_rank() -> str:
+    """The published 2-node GH200 run as one rank prints it: one device line, busbw 0.00
+    (nccl-tests' all-reduce busbw is algbw x 2(n-1)/n, 0 for n = 1), algbw as measured."""
+    text = _entry("nccl-tests/cscs-sarus-gh200-2n-2.18.2.txt")[1]
+    out = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("#  Rank  1"):
+            continue
+        cells = line.split()
+        if len(cells) == 13 and cells[0].isdigit():
+            cells[7] = cells[11] = "0.00"
+            line = "  ".join(cells) + "\n"
+        out.append(line.replace("Avg bus bandwidth    : 14.9966", "Avg bus bandwidth    : 0"))
+    return "".join(out)
+
+
+ONE_RANK = {"nodes": 1, "gpus_per_node": 1, "begin": "1M", "end": "128M", "factor": 2}
+
+
+@pytest.mark.parametrize("shape", ["local", "BM.GPU.H200.8"])
+def test_a_one_rank_run_records_algbw_and_is_never_failed(shape):
+    ev = evaluate("nccl_all_reduce_perf", _one_rank(), shape, ONE_RANK)
+    assert ev.verdict is not RunVerdict.FAIL, ev.reason
+    rows = {(row.metric, row.key): row for row in ev.rows}
+    # algbw at the last size, 22.86 / 22.88 GB/s, recorded as a bandwidth
+    assert rows[("bandwidth", "out_of_place")].measured == pytest.approx(22860.0)
+    assert rows[("bandwidth", "in_place")].measured == pytest.approx(22880.0)
+    if shape != "local":
+        assert ev.verdict is RunVerdict.UNJUDGED
+        assert "one rank" in ev.reason and "2(n-1)/n" in ev.reason

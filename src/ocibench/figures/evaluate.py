@@ -157,10 +157,11 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
         unjudged = _named_values_missing(shape, check, figures, measurement)
     method = "; ".join(why for why in (measurement.method, _other_device(shape, measurement))
                        if why)
-    if method and figures:
+    if method and (figures or documented and not measurement.values):
         # The values are sane but were measured another way than the figure's (or on
         # another GPU): they are shown, never compared (a healthy -g 2 run must not fail
-        # for its method).
+        # for its method).  Where the method leaves no value of the check's own metric
+        # (a one-rank nccl-tests: no busbw), the method is why, whatever variant ran.
         unjudged = "; ".join(why for why in (method, unjudged) if why)
         rows = [judge.judge(shape, [], row.metric, row.key, row.measured, row.unit)
                 for row in rows]

@@ -534,6 +534,8 @@ class _NcclRow:
     wrong: tuple[str | None, str | None]
     check: str | None
     where: str
+    #: algbw, out of place and in place: the value of a one-rank run, whose busbw is 0
+    algbw: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)
@@ -697,8 +699,10 @@ def _nccl_row(check: str, columns: list[str], line: str) -> _NcclRow:
                        f"{' '.join(columns)!r}")
     wrong = tuple(None if tokens[i] == "N/A" else tokens[i] for i in checks)
     kind = columns[checks[0]] if any(w is not None for w in wrong) else None
+    algbw = [i for i, name in enumerate(columns) if name == "algbw"]
     return _NcclRow(int(tokens[0]), (tokens[busbw[0]], tokens[busbw[1]]), wrong, kind,
-                    line[:120])
+                    line[:120], tuple(tokens[i] for i in algbw) if len(algbw) == 2
+                    else ("", ""))
 
 
 def _nccl_measurement(check: str, rows: list[_NcclRow], oob: tuple[str, str], avg: Any,
@@ -718,6 +722,8 @@ def _nccl_measurement(check: str, rows: list[_NcclRow], oob: tuple[str, str], av
     if oob != ("0", "OK"):
         raise SanityError(f"nccl-tests: out of bounds values: {oob[0]} {oob[1]}")
     sizes = benchmarks.expected_sizes(check, params)
+    if params["nodes"] * params["gpus_per_node"] == 1:
+        return _nccl_one_rank(check, rows, sizes)
     cycles: list[list[_NcclRow]] = []
     for row in rows:
         if not cycles or row.size <= cycles[-1][-1].size:
@@ -737,6 +743,34 @@ def _nccl_measurement(check: str, rows: list[_NcclRow], oob: tuple[str, str], av
         if len(cycles) > 1 else {}
     return Measurement(check, "busbw", UNITS["busbw"], values, size=last, method=method,
                        samples=spread)
+
+
+#: Why a one-rank run is recorded and never compared with a busbw figure.
+NCCL_ONE_RANK = ("one rank: nccl-tests' all-reduce busbw is algbw x 2(n-1)/n, 0 by "
+                 "definition for n = 1 (no data crosses a link); its algbw is recorded as "
+                 "a bandwidth, and busbw figures need 2 ranks or more")
+
+
+def _nccl_one_rank(check: str, rows: list[_NcclRow], sizes: list[int]) -> Measurement:
+    """A one-rank run: its algbw at the last size (the median over -N cycles), recorded
+    as a bandwidth in MB/s; its busbw, 0 by definition, is neither read nor judged."""
+    last = sizes[-1]
+    samples: dict[str, list[float]] = {name: [] for name in NCCL_COLUMNS}
+    cycles: list[list[_NcclRow]] = []
+    for row in rows:
+        if not cycles or row.size <= cycles[-1][-1].size:
+            cycles.append([])
+        cycles[-1].append(row)
+    for cycle in cycles or [[]]:
+        table = [[str(row.size), *row.algbw] for row in cycle]
+        if any(not cell for cells in table for cell in cells):
+            raise Unjudged(f"{check}: {NCCL_ONE_RANK}; but the rows have no algbw columns")
+        for column, name in enumerate(NCCL_COLUMNS, start=1):
+            samples[name].append(_size_table(check, table, column, sizes)[last])
+    algbw = {name: metrics.convert(statistics.median(found), "GB/s", UNITS["bandwidth"])
+             for name, found in samples.items()}
+    return Measurement(check, "busbw", UNITS["busbw"], {}, extra={"bandwidth": algbw},
+                       size=last, method=NCCL_ONE_RANK)
 
 
 def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
@@ -868,7 +902,8 @@ def _nccl_json_row(check: str, record: dict[str, Any]) -> _NcclRow:
     wrong = tuple(None if half["nwrong"] is None else f"{half['nwrong']:g}"
                   for half in halves)
     return _NcclRow(int(record["size"]), tuple(str(half["bus_bw"]) for half in halves),
-                    wrong, "#wrong" if any(w is not None for w in wrong) else None, where)
+                    wrong, "#wrong" if any(w is not None for w in wrong) else None, where,
+                    tuple(str(half.get("alg_bw", "")) for half in halves))
 
 
 # --- Intel MPI Benchmarks ---------------------------------------------------------
