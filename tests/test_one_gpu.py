@@ -93,3 +93,35 @@ def test_the_ceilings_and_memory_bandwidth_of_the_one_gpu(one_gpu):
     assert "--h2d-gpu 0 --d2h-gpu 0" in nvb  # the pageable copy on the GPU there is
     babel = one_gpu["by_name"]["babelstream"]
     assert babel["result"] == "pass" and "--device" in _job(babel)
+
+
+@pytest.mark.parametrize("count, gpus", [(1, (0, 0)), (2, (1, 0)), (8, (1, 0))])
+def test_the_pageable_copy_takes_the_gpus_omb_takes(count, gpus):
+    # scripts/device/pipeline.sh runs it without --h2d-gpu: on one GPU it asked for GPU 1
+    from ocibench.node import pageable_copy
+    assert pageable_copy.default_gpus(count) == gpus
+
+
+@pytest.mark.parametrize("gpus, pair, two", [(1, "H D", False), (2, "D D", True),
+                                             (8, "D D", True)])
+def test_the_device_pipeline_picks_gpus_the_node_has(tmp_path, gpus, pair, two):
+    """scripts/device/pipeline.sh on a node of ``gpus`` GPUs (a fake nvidia-smi -L):
+    its PML, binary and CMA comparisons run D D only where there are two GPUs (one GPU
+    measured twice is no D-D), and the D-D and one-node collective runs skip, saying
+    why, where there are not."""
+    (tmp_path / "nvidia-smi").write_text(
+        "#!/bin/sh\n" + "".join(f"echo 'GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})'\n"
+                                for i in range(gpus)))
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    lib = paths.REPO_ROOT / "scripts" / "device" / "lib.sh"
+    done = subprocess.run(
+        ["bash", "-c", f'source "{lib}"; g=$(node_gpus); echo "$g|$(pair_buffers "$g")";'
+                       ' two_gpus "$g" "osu_bw D-D" && echo two'],
+        capture_output=True, text=True, env={**__import__("os").environ,
+                                             "PATH": f"{tmp_path}:/usr/bin:/bin"})
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{gpus}|{pair}", done.stdout + done.stderr
+    if two:
+        assert lines[1] == "two"
+    else:
+        assert lines[1] == "skipped on this node of 1 GPU(s): osu_bw D-D needs two"
