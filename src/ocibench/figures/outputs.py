@@ -747,13 +747,16 @@ def _nccl_measurement(check: str, rows: list[_NcclRow], oob: tuple[str, str], av
 
 #: Why a one-rank run is recorded and never compared with a busbw figure.
 NCCL_ONE_RANK = ("one rank: nccl-tests' all-reduce busbw is algbw x 2(n-1)/n, 0 by "
-                 "definition for n = 1 (no data crosses a link); its algbw is recorded as "
-                 "a bandwidth, and busbw figures need 2 ranks or more")
+                 "definition for n = 1 (no data crosses a link); its out-of-place algbw "
+                 "(a copy within the GPU) is recorded as a bandwidth, and busbw figures "
+                 "need 2 ranks or more")
 
 
 def _nccl_one_rank(check: str, rows: list[_NcclRow], sizes: list[int]) -> Measurement:
-    """A one-rank run: its algbw at the last size (the median over -N cycles), recorded
-    as a bandwidth in MB/s; its busbw, 0 by definition, is neither read nor judged."""
+    """A one-rank run: its out-of-place algbw at the last size (the median over -N
+    cycles), recorded as a bandwidth in MB/s.  Its busbw, 0 by definition, is neither
+    read nor judged; nor is its in-place algbw, of an all-reduce that moves nothing
+    (0.10 us at any size: "1e+06" GB/s, seen in published runs on an RTX 5090)."""
     last = sizes[-1]
     samples: dict[str, list[float]] = {name: [] for name in NCCL_COLUMNS}
     cycles: list[list[_NcclRow]] = []
@@ -768,7 +771,7 @@ def _nccl_one_rank(check: str, rows: list[_NcclRow], sizes: list[int]) -> Measur
         for column, name in enumerate(NCCL_COLUMNS, start=1):
             samples[name].append(_size_table(check, table, column, sizes)[last])
     algbw = {name: metrics.convert(statistics.median(found), "GB/s", UNITS["bandwidth"])
-             for name, found in samples.items()}
+             for name, found in samples.items() if name == "out_of_place"}
     return Measurement(check, "busbw", UNITS["busbw"], {}, extra={"bandwidth": algbw},
                        size=last, method=NCCL_ONE_RANK)
 
