@@ -167,3 +167,125 @@ def test_an_elided_rank_list_is_never_failed_for_what_it_leaves_out(keep, verdic
         assert ev.verdict is RunVerdict.FAIL and "expected 8 ranks" in ev.reason
     else:
         assert ev.verdict is verdict and words in ev.reason, ev.reason
+
+
+# --- a ceiling tool's method fields against the figure's command ----------------------
+
+def test_transferbench_s_copy_size_is_compared_with_the_figure_s():
+    # AMD's example ran 'TransferBench p2p 4M'; the acceptance floor is of 'TransferBench
+    # p2p' (64 MiB copies): smaller copies are slower, not a slower node.
+    ev = _evaluate("transferbench/rocm-gcn-p2p-4M-1.50-snip.txt", shape="BM.GPU.MI300X.8")
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "'Bytes Per Direction 4194304'" in ev.reason and "67108864" in ev.reason
+    # the acceptance run itself is compared
+    same = _evaluate("transferbench/sad-mi300x-p2p-collapsed.txt", shape="BM.GPU.MI300X.8")
+    assert same.verdict is RunVerdict.PASS, same.reason
+
+
+def test_transferbench_a2a_s_copy_size_is_compared_with_the_figure_s():
+    name = "transferbench/sad-mi300x-a2a-collapsed.txt"
+    text = _entry(name)[1].replace("Summary:", "Summary: [4194304 bytes per Transfer]", 1)
+    ev = _evaluate(name, text, shape="BM.GPU.MI300X.8")
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "4194304 bytes per Transfer" in ev.reason
+
+
+@pytest.mark.parametrize("name, shape, fields", [
+    # BabelStream 2.0 on a Radeon Fury: its default array, another version, another GPU
+    ("babelstream/uob-fury-nano-hip-2.0.txt", "BM.GPU.MI300X.8",
+     ["'Array size: 268.4 MB", "'Version: 2.0'", "'Using HIP device Fiji'"]),
+    # BabelStream 5.0 on an MI300A in CPX mode: twice the figure's array, another GPU
+    ("babelstream/kkaytekin-mi300a-cpx-5.0.txt", "BM.GPU.MI300X.8",
+     ["'Array size: 4295.0 MB", "'Using HIP device AMD Instinct MI300A'"]),
+])
+def test_babelstream_s_array_version_and_device_are_compared(name, shape, fields):
+    ev = _evaluate(name, shape=shape)
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    for field in fields:
+        assert field in ev.reason, ev.reason
+
+
+def test_babelstream_as_amd_runs_it_is_compared():
+    ev = _evaluate("babelstream/sad-mi300x-8gpu-5.0-elided.txt", shape="BM.GPU.MI300X.8")
+    assert ev.verdict is RunVerdict.PASS, ev.reason
+
+
+@pytest.mark.parametrize("name", ["stream/llnl-pascal-stream-mpi-1.8-2x9.txt",
+                                  "stream/llnl-pascal-stream-mpi-1.8-2x18.txt"])
+def test_stream_s_mpi_version_is_recorded_never_failed_for_its_threads(name):
+    # docs/evaluate.md: STREAM's MPI version is read and recorded, never compared: its
+    # thread count is its own (ranks x threads), not a fault of the node.
+    ev = _evaluate(name, shape="BM.Standard.E5.192", threads=96)
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "MPI version" in ev.reason
+
+
+def test_stream_s_thread_count_is_a_method_field():
+    name = "stream/ocitutorials-optimized3-nps2-5.10.txt"
+    entry, text = _entry(name)
+    ev = _evaluate(name, shape="BM.Standard.E5.192", threads=96, nps=1)
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "Number of Threads counted = 72" in ev.reason and "threads=72" in ev.reason
+
+
+# --- causes match the evidence ---------------------------------------------------------
+
+def _non_mpi_twice(name: str = "nccl-tests/cscs-sarus-gh200-2n-2.18.2.txt") -> str:
+    """The published 2-rank run as a build without MPI prints it under 'mpirun -np 2':
+    each process is rank 0 of a world of one, and prints its own banner and table."""
+    text = _entry(name)[1]
+    lines = text.splitlines(keepends=True)
+    ranks = [line for line in lines if line.startswith("#  Rank")]
+    outputs_ = []
+    for rank in ranks:
+        own = rank.replace("Rank  1", "Rank  0")
+        outputs_.append("".join(own if line in ranks else line for line in lines
+                                if line not in ranks or line == rank))
+    return "".join(outputs_)
+
+
+def test_a_build_without_mpi_under_mpirun_is_named_as_one():
+    ev = evaluate("nccl_all_reduce_perf", _non_mpi_twice(), "local",
+                  {"nodes": 2, "gpus_per_node": 1, "begin": "1M", "end": "128M", "factor": 2})
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "each ran alone as rank 0" in ev.reason and "without MPI" in ev.reason
+    assert "MPI=1" in ev.reason
+    assert "2 runs in one output" not in ev.reason
+
+
+# --- one rank: busbw is zero by definition ---------------------------------------------
+
+def _one_rank() -> str:
+    """The published 2-node GH200 run as one rank prints it: one device line, busbw 0.00
+    (nccl-tests' all-reduce busbw is algbw x 2(n-1)/n, 0 for n = 1), algbw as measured."""
+    text = _entry("nccl-tests/cscs-sarus-gh200-2n-2.18.2.txt")[1]
+    out = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("#  Rank  1"):
+            continue
+        cells = line.split()
+        if len(cells) == 13 and cells[0].isdigit():
+            # busbw 0.00; in place nothing moves: 0.10 us and an absurd algbw, as
+            # one-rank runs print it ("1e+06" GB/s on an RTX 5090)
+            cells[7] = cells[11] = "0.00"
+            cells[9], cells[10] = "0.10", "1e+06"
+            line = "  ".join(cells) + "\n"
+        out.append(line.replace("Avg bus bandwidth    : 14.9966", "Avg bus bandwidth    : 0"))
+    return "".join(out)
+
+
+ONE_RANK = {"nodes": 1, "gpus_per_node": 1, "begin": "1M", "end": "128M", "factor": 2}
+
+
+@pytest.mark.parametrize("shape", ["local", "BM.GPU.H200.8"])
+def test_a_one_rank_run_records_algbw_and_is_never_failed(shape):
+    ev = evaluate("nccl_all_reduce_perf", _one_rank(), shape, ONE_RANK)
+    assert ev.verdict is not RunVerdict.FAIL, ev.reason
+    rows = {(row.metric, row.key): row for row in ev.rows}
+    # the out-of-place algbw at the last size, 22.86 GB/s, recorded as a bandwidth; the
+    # in-place all-reduce of one rank moves nothing, its algbw is no measurement
+    assert rows[("bandwidth", "out_of_place")].measured == pytest.approx(22860.0)
+    assert ("bandwidth", "in_place") not in rows
+    if shape != "local":
+        assert ev.verdict is RunVerdict.UNJUDGED
+        assert "one rank" in ev.reason and "2(n-1)/n" in ev.reason

@@ -218,6 +218,13 @@ class CheckSpec:
     #: The collective library whose log shows the path the traffic took ("nccl":
     #: :mod:`ocibench.figures.nccl_path`); None for MPI's own benchmarks (UCX's tables say it).
     collective: str | None = None
+    #: What the figures' command fixes that its output prints and no parameter names:
+    #: the parser compares the fields the output prints with these (and with the
+    #: command's own options, :func:`command_option`), and a run that differs was
+    #: measured another way: UNJUDGED, naming the field.  ``bytes``: the size of each
+    #: copy where the command gives none (TransferBench's default); ``version``: the
+    #: major version of the benchmark the figures were measured with.
+    method: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # A new entry's slip is named when the registry is imported, not at a run.
@@ -433,7 +440,11 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                      "(unset: as many as the output holds)", _positive_int)),
               family="GPU memory bandwidth (BabelStream)", parser="babelstream",
               keys=BABELSTREAM_KERNELS, key_name="BabelStream kernel",
-              command=("babelstream", "-n", "50", "-s", "268435456")),
+              command=("babelstream", "-n", "50", "-s", "268435456"),
+              # AMD's example of its acceptance run prints 'Version: 5.0'
+              # (ROCm/system-acceptance-docs docs/mi300x/performance-bench.rst@b754ce7,
+              # tests/data/corpus/babelstream/sad-mi300x-8gpu-5.0-elided.txt)
+              method={"version": "5"}),
     # Copies between the GPUs of a node, AMD's peer-to-peer acceptance
     # (ROCm/system-acceptance-docs docs/gpus/mi300x.md, "TransferBench p2p").
     CheckSpec("transferbench_p2p", "TransferBench p2p (GPU->GPU: the averages AMD compares, "
@@ -441,7 +452,10 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(1, (1,)),),
               family=_TRANSFERBENCH_FAMILY, parser="transferbench-p2p",
               keys=TRANSFERBENCH_KEYS, key_name="TransferBench p2p value",
-              command=("TransferBench", "p2p")),
+              command=("TransferBench", "p2p"),
+              # no size given: DEFAULT_BYTES_PER_TRANSFER, 1 << 26 (ROCm/TransferBench
+              # src/include/TransferBench.hpp, v1.52; the client's default since)
+              method={"bytes": 2**26}),
     # Every GPU copying to every other at once, AMD's all-to-all acceptance (mi300x.md,
     # "TransferBench a2a"; ROCm/TransferBench src/client/Presets/AllToAll.hpp).
     CheckSpec("transferbench_a2a", "TransferBench a2a (the average GPU pair while all copy "
@@ -449,7 +463,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(1, (1,)),),
               family=_TRANSFERBENCH_FAMILY, parser="transferbench-a2a",
               keys=TRANSFERBENCH_A2A_KEYS, key_name="TransferBench a2a value",
-              command=("TransferBench", "a2a")),
+              command=("TransferBench", "a2a"), method={"bytes": 2**26}),
 )}
 
 #: Above this many message sizes a range is surely a typo (and would be slow to list).
@@ -460,6 +474,13 @@ def spec(check: str) -> CheckSpec:
     if check not in CHECKS:
         raise ParamError(f"unknown check {check!r}; known: {', '.join(CHECKS)}")
     return CHECKS[check]
+
+
+def command_option(check: str, flag: str) -> str | None:
+    """The value the figures' command gives ``flag`` ("-s" of BabelStream's), or None."""
+    command = spec(check).command
+    return next((value for option, value in zip(command, command[1:]) if option == flag),
+                None)
 
 
 def resolve(check: str, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -103,6 +103,10 @@ class Measurement:
     #: metric -> key -> every sample of a run that repeated itself (nccl-tests -N):
     #: ``values`` then holds each key's median, and these show the spread.
     samples: dict[str, dict[int | str, tuple[float, ...]]] = field(default_factory=dict)
+    #: The GPU the output says it ran on, and the line that says so ("Using HIP device
+    #: AMD Instinct MI300X"): compared with the shape's GPU (ocibench.figures.evaluate).
+    device: str | None = None
+    device_line: str | None = None
 
     def series(self) -> dict[str, Values]:
         """metric -> values, the primary metric first."""
@@ -296,6 +300,16 @@ def _size_table(check: str, rows: list[list[str]], column: int, sizes: list[int]
         if size not in values:
             raise SanityError(f"{check}: no line for message size {size}")
     return values
+
+
+def _method_differs(check: str, fields: list[str]) -> str | None:
+    """The sentence that a run's method fields (``fields``: one clause each, quoting
+    the line it printed) differ from the figures' command, or None when none do."""
+    if not fields:
+        return None
+    command = " ".join(benchmarks.CHECKS[check].command)
+    return (f"{check} was run another way than the figures' command ({command}): "
+            f"{'; '.join(fields)}")
 
 
 def _expect_count(check: str, what: str, expected: int, seen: int) -> None:
@@ -520,6 +534,8 @@ class _NcclRow:
     wrong: tuple[str | None, str | None]
     check: str | None
     where: str
+    #: algbw, out of place and in place: the value of a one-rank run, whose busbw is 0
+    algbw: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)
@@ -555,8 +571,11 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     _nccl_all_reduce(check, test, [(f"line {line[:120]!r}", dict(zip(columns, line.split())))
                                    for line in row_lines])
     runs = max(len(headers), len(oobs), sum(1 for line in lines if line.startswith("# nThread")))
+    gpus = [_NcclGpu(int(m.group(1)), m.group(2), m.group(3), m.group(4))
+            for m in map(NCCL_RANK.match, lines) if m]
     if runs > 1:
-        raise Unjudged(f"{check}: {runs} runs in one output; give one run")
+        raise Unjudged(_nccl_alone(check, gpus, runs)
+                       or f"{check}: {runs} runs in one output; give one run")
     if not oobs:
         raise SanityError("output truncated: missing '# Out of bounds values'")
     avg = next((m for m in map(_NCCL_AVG.match, lines) if m), None)
@@ -564,8 +583,6 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         raise SanityError("output truncated: missing '# Avg bus bandwidth'")
     if not headers:
         raise SanityError("output truncated: missing the '# size count type redop' header")
-    gpus = [_NcclGpu(int(m.group(1)), m.group(2), m.group(3), m.group(4))
-            for m in map(NCCL_RANK.match, lines) if m]
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
     rows = [_nccl_row(check, columns, line) for line in row_lines]
@@ -574,6 +591,20 @@ def _nccl(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     measured = _nccl_measurement(check, rows, (oob.group(1), oob.group(2)), avg.group(1),
                                  params, method)
     return replace(measured, vendor=collective_vendor(lines))
+
+
+def _nccl_alone(check: str, gpus: list[_NcclGpu], runs: int) -> str | None:
+    """Why several runs are in one output when each process ran alone: nccl-tests built
+    without MPI (no MPI=1) and started by mpirun -np N runs N worlds of one process, each
+    printing 'Rank 0' and its own table.  None where the rank lines do not show it."""
+    alone = list(dict.fromkeys((gpu.host, gpu.pid) for gpu in gpus if gpu.rank == 0))
+    if len(alone) < 2:
+        return None
+    shown = ", ".join(f"Pid {pid} on {host}" for host, pid in alone[:4])
+    return (f"{check}: {len(alone)} processes each ran alone as rank 0 ({shown}), with "
+            f"{runs} tables: an nccl-tests build without MPI, started by mpirun -np "
+            f"{len(alone)}; build it with MPI=1 (make MPI=1 MPI_HOME=...) so that the "
+            "processes make one run, or run one process driving the GPUs with -g N")
 
 
 def collective_vendor(lines: list[str]) -> str | None:
@@ -668,8 +699,10 @@ def _nccl_row(check: str, columns: list[str], line: str) -> _NcclRow:
                        f"{' '.join(columns)!r}")
     wrong = tuple(None if tokens[i] == "N/A" else tokens[i] for i in checks)
     kind = columns[checks[0]] if any(w is not None for w in wrong) else None
+    algbw = [i for i, name in enumerate(columns) if name == "algbw"]
     return _NcclRow(int(tokens[0]), (tokens[busbw[0]], tokens[busbw[1]]), wrong, kind,
-                    line[:120])
+                    line[:120], tuple(tokens[i] for i in algbw) if len(algbw) == 2
+                    else ("", ""))
 
 
 def _nccl_measurement(check: str, rows: list[_NcclRow], oob: tuple[str, str], avg: Any,
@@ -689,6 +722,8 @@ def _nccl_measurement(check: str, rows: list[_NcclRow], oob: tuple[str, str], av
     if oob != ("0", "OK"):
         raise SanityError(f"nccl-tests: out of bounds values: {oob[0]} {oob[1]}")
     sizes = benchmarks.expected_sizes(check, params)
+    if params["nodes"] * params["gpus_per_node"] == 1:
+        return _nccl_one_rank(check, rows, sizes)
     cycles: list[list[_NcclRow]] = []
     for row in rows:
         if not cycles or row.size <= cycles[-1][-1].size:
@@ -708,6 +743,37 @@ def _nccl_measurement(check: str, rows: list[_NcclRow], oob: tuple[str, str], av
         if len(cycles) > 1 else {}
     return Measurement(check, "busbw", UNITS["busbw"], values, size=last, method=method,
                        samples=spread)
+
+
+#: Why a one-rank run is recorded and never compared with a busbw figure.
+NCCL_ONE_RANK = ("one rank: nccl-tests' all-reduce busbw is algbw x 2(n-1)/n, 0 by "
+                 "definition for n = 1 (no data crosses a link); its out-of-place algbw "
+                 "(a copy within the GPU) is recorded as a bandwidth, and busbw figures "
+                 "need 2 ranks or more")
+
+
+def _nccl_one_rank(check: str, rows: list[_NcclRow], sizes: list[int]) -> Measurement:
+    """A one-rank run: its out-of-place algbw at the last size (the median over -N
+    cycles), recorded as a bandwidth in MB/s.  Its busbw, 0 by definition, is neither
+    read nor judged; nor is its in-place algbw, of an all-reduce that moves nothing
+    (0.10 us at any size: "1e+06" GB/s, seen in published runs on an RTX 5090)."""
+    last = sizes[-1]
+    samples: dict[str, list[float]] = {name: [] for name in NCCL_COLUMNS}
+    cycles: list[list[_NcclRow]] = []
+    for row in rows:
+        if not cycles or row.size <= cycles[-1][-1].size:
+            cycles.append([])
+        cycles[-1].append(row)
+    for cycle in cycles or [[]]:
+        table = [[str(row.size), *row.algbw] for row in cycle]
+        if any(not cell for cells in table for cell in cells):
+            raise Unjudged(f"{check}: {NCCL_ONE_RANK}; but the rows have no algbw columns")
+        for column, name in enumerate(NCCL_COLUMNS, start=1):
+            samples[name].append(_size_table(check, table, column, sizes)[last])
+    algbw = {name: metrics.convert(statistics.median(found), "GB/s", UNITS["bandwidth"])
+             for name, found in samples.items() if name == "out_of_place"}
+    return Measurement(check, "busbw", UNITS["busbw"], {}, extra={"bandwidth": algbw},
+                       size=last, method=NCCL_ONE_RANK)
 
 
 def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
@@ -839,7 +905,8 @@ def _nccl_json_row(check: str, record: dict[str, Any]) -> _NcclRow:
     wrong = tuple(None if half["nwrong"] is None else f"{half['nwrong']:g}"
                   for half in halves)
     return _NcclRow(int(record["size"]), tuple(str(half["bus_bw"]) for half in halves),
-                    wrong, "#wrong" if any(w is not None for w in wrong) else None, where)
+                    wrong, "#wrong" if any(w is not None for w in wrong) else None, where,
+                    tuple(str(half.get("alg_bw", "")) for half in halves))
 
 
 # --- Intel MPI Benchmarks ---------------------------------------------------------
@@ -993,6 +1060,7 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
         # node ran ranks x threads-per-rank threads (1 each without OpenMP).
         per_rank = next((m for m in map(_STREAM_MPI_THREADS.match, lines) if m), None)
         count = int(ranks.group(1)) * (int(per_rank.group(1)) if per_rank else 1)
+        # Its thread count is its own (ranks x threads a rank): recorded, never compared.
         method = (f"STREAM's MPI version ({ranks.group(0)!r}, "
                   f"{per_rank.group(0) if per_rank else 'no OpenMP'!r}): the rates are "
                   f"summed over the ranks, where the figures are one OpenMP process "
@@ -1004,7 +1072,16 @@ def _stream(check: str, lines: list[str], params: dict[str, Any]) -> Measurement
             raise SanityError("stream: no 'Number of Threads counted' line "
                               "(not an OpenMP build, or output truncated)")
         count = int(threads.group(1))
-    _expect_count(check, "threads", params["threads"], count)
+        requested = next((m for m in map(_STREAM_REQUESTED.match, lines) if m), threads)
+        if int(requested.group(1)) != params["threads"]:
+            # How many threads the run asked for is its method (OMP_NUM_THREADS), not the
+            # node's fault: the figure of threads=N is another run.
+            method = (f"STREAM ran {count} threads ({threads.group(0)!r}), where "
+                      f"threads={params['threads']}: give --set threads={count} for the "
+                      f"figure of its own thread count")
+        else:
+            # it asked for the figure's threads and fewer (or more) ran
+            _expect_count(check, "threads", params["threads"], count)
     if not any(line.startswith("Solution Validates") for line in lines):
         raise SanityError("STREAM did not print 'Solution Validates'")
     return Measurement(check, "bandwidth", UNITS["bandwidth"], values, method=method)
@@ -1383,11 +1460,55 @@ def _babelstream(check: str, lines: list[str], params: dict[str, Any]) -> Measur
     vendor = next((a.vendor for a in accelerators.VENDORS.values()
                    if {a.babelstream_model} == implementation), None)
     method = None
-    if "Precision: float" in lines:
+    single = "Precision: float" in lines
+    if single:
         method = ("BabelStream ran in single precision ('Precision: float', --float); the "
                   "figures are double precision, its default")
+    devices = [m for m in map(_BABEL_DEVICE.match, lines) if m]
+    device = devices[0] if len({m.group(1) for m in devices}) == 1 else None
     return Measurement(check, "bandwidth", UNITS["bandwidth"], values, vendor=vendor,
-                       method=method)
+                       method=method or _babelstream_method(check, lines, 4 if single else 8),
+                       device=device.group(1) if device else None,
+                       device_line=device.group(0) if device else None)
+
+
+_BABEL_VERSION = re.compile(r"^Version:\s*(\d+)(?:\.\S*)?$")
+#: "Array size: 2147.5 MB (=2.1 GB)": the bytes of one array, one decimal, in the unit
+#: of the run (MB, or MiB with --mibibytes; src/Unit.h after 5.0 adds GB, TB ...); 6.0
+#: also prints "Number of elements: N".  --csv prints n_elements in every row.
+_BABEL_ARRAY = re.compile(r"^Array size:\s*([0-9.]+)\s*(KB|KiB|MB|MiB|GB|GiB|TB|TiB)\b")
+_BABEL_ELEMENTS = re.compile(r"^Number of elements:\s*(\d+)$")
+_BABEL_CSV_ELEMENTS = re.compile(r"^(?:" + "|".join(BABELSTREAM_KERNELS) + r"),\d+,(\d+),")
+_BYTES_PER_UNIT = {"KB": 1e3, "KiB": 2**10, "MB": 1e6, "MiB": 2**20, "GB": 1e9,
+                   "GiB": 2**30, "TB": 1e12, "TiB": 2**40}
+#: "Using HIP device AMD Instinct MI300X" (each model's constructor).
+_BABEL_DEVICE = re.compile(r"^Using \S+ device (.+?)\s*$")
+
+
+def _babelstream_method(check: str, lines: list[str], width: int) -> str | None:
+    """How the run's array size and version differ from the figures' command (-s, and
+    the registry's version), each quoting its line; None where they agree or where
+    the output does not print them."""
+    elements = int(benchmarks.command_option(check, "-s") or 0)
+    version = benchmarks.CHECKS[check].method["version"]
+    fields = []
+    counted = next((m for m in map(_BABEL_ELEMENTS.match, lines) if m), None) \
+        or next((m for m in map(_BABEL_CSV_ELEMENTS.match, lines) if m), None)
+    array = next((m for m in map(_BABEL_ARRAY.match, lines) if m), None)
+    if counted and int(counted.group(1)) != elements:
+        fields.append(f"arrays of {counted.group(1)} elements ({counted.group(0)!r}), the "
+                      f"figures' -s {elements}")
+    elif array and not counted:
+        expected = elements * width / _BYTES_PER_UNIT[array.group(2)]
+        # printed with one decimal: within half of its last digit
+        if abs(float(array.group(1)) - expected) > 0.05 + 1e-9:
+            fields.append(f"arrays of {array.group(1)} {array.group(2)} ({array.group(0)!r}), "
+                          f"the figures' -s {elements} is {expected:.1f} {array.group(2)}")
+    found = next((m for m in map(_BABEL_VERSION.match, lines) if m), None)
+    if found and found.group(1) != version:
+        fields.append(f"version {found.group(0)[len('Version:'):].strip()} "
+                      f"({found.group(0)!r}), the figures' BabelStream {version}")
+    return _method_differs(check, fields)
 
 
 # --- TransferBench p2p: copies between the GPUs of a node ---------------------------
@@ -1423,7 +1544,30 @@ def _transferbench(check: str, lines: list[str], params: dict[str, Any]) -> Meas
         values[f"{kind}dir_avg"] = _tb_average(check, kind, section)
     return Measurement(check, "bandwidth", UNITS["bandwidth"],
                        {k: metrics.convert(values[k], "GB/s", UNITS["bandwidth"])
-                        for k in TRANSFERBENCH_KEYS if k in values})
+                        for k in TRANSFERBENCH_KEYS if k in values},
+                       method=_transferbench_method(check, lines))
+
+
+#: The size of each copy, as the presets print it: p2p's "Bytes Per Direction 67108864"
+#: (",67108864" with OUTPUT_TO_CSV), a2a's "- Copying 67108864 bytes between ..." and
+#: "Summary: [67108864 bytes per Transfer]" (src/client/Presets/AllToAll.hpp).
+_TB_BYTES = re.compile(r"^(?:Bytes Per Direction[ ,](\d+)|- Copying (\d+) bytes between"
+                       r"|Summary: \[(\d+) bytes per Transfer\])")
+
+
+def _transferbench_method(check: str, lines: list[str]) -> str | None:
+    """How the run's copy size differs from the figures' command (its default size),
+    quoting the line; None where it agrees or where the output does not print it."""
+    expected = benchmarks.CHECKS[check].method["bytes"]
+    found = next((m for m in map(_TB_BYTES.match, lines) if m), None)
+    if found is None:
+        return None
+    size = int(next(group for group in found.groups() if group))
+    if size == expected:
+        return None
+    return _method_differs(check, [f"copies of {size} bytes ({found.group(0)!r}), the "
+                                   f"figures' {expected} (its default: run it without a "
+                                   "size)"])
 
 
 def _tb_slowest_pair(check: str, kind: str, section: list[str]) -> float:
@@ -1528,7 +1672,8 @@ def _transferbench_a2a(check: str, lines: list[str], params: dict[str, Any]) -> 
     values = {"avg": _number(average.group(1), "a2a average"), "min": slowest}
     return Measurement(check, "bandwidth", UNITS["bandwidth"],
                        {k: metrics.convert(v, "GB/s", UNITS["bandwidth"])
-                        for k, v in values.items()})
+                        for k, v in values.items()},
+                       method=_transferbench_method(check, lines))
 
 
 #: The parser of each family (benchmarks.PARSERS); a check's entry names its family.
