@@ -412,6 +412,13 @@ class EveryGpuCheck(OcibenchCheck):
         for name, value in nccl_path.DEBUG_ENV.items():
             self.export(name, value)
         self.need_nodes(self.nodes)
+        # Across nodes a collective is measured over the cluster network.  A shape without
+        # one (OCI's A10 shapes have no RDMA) would send it over the front-end TCP network
+        # (NCCL's NET/Socket), a path no figure describes and no OCI cluster uses.
+        rdma = str(network.get("rdma") or "none").lower()
+        self.skip_if(self.nodes > 1 and rdma == "none",
+                     f"{extras['shape']} has no cluster network (no network.rdma): a "
+                     "collective across nodes would go over the front-end TCP network")
         # In one node a collective needs two GPUs to be one; across nodes one each.
         self.need_gpus(2 if self.nodes == 1 else 1)
         self.gpu_messages = True

@@ -188,8 +188,10 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
 
     * GPUs of one host that talked over NET (a socket, or the NIC's loopback) have lost
       peer access and shared memory alike: always a fault.
-    * On a shape whose GPUs are NVLink-connected (its ``links.nvlink_gbs``), a channel
-      within the host over SHM is a fallback from NVLink to host memory.
+    * On a shape whose GPUs are NVLink-connected (its ``links.nvlink_gbs``, unless it
+      declares ``capabilities.nvlink: 0``), a channel within the host over SHM is a
+      fallback from NVLink to host memory.  Without NVLink (L40S, A10), P2P over PCIe
+      and SHM are both healthy paths.
     * Between hosts of a shape with an RDMA cluster network (``network.rdma``), a
       channel over a socket, or over the NIC without GPUDirect RDMA (no ``GDRDMA``,
       whichever net plugin NCCL used), is not the path OCI's figures were measured on."""
@@ -203,7 +205,7 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
                 f"(channel {over_net[0].channel:02d}: rank {over_net[0].source} -> "
                 f"{over_net[0].target}), not peer access or shared memory{path.causes()}")
     over_shm = [c for c in local if c.kind == "SHM"]
-    if over_shm and links.get("nvlink_gbs"):
+    if over_shm and _nvlink_connected(shape_data):
         return (f"NCCL connected GPUs of one host over {_short(over_shm[0].transport)} "
                 f"(host memory), though this shape's GPUs are NVLink-connected "
                 f"(links.nvlink_gbs {links['nvlink_gbs']} GB/s): P2P over NVLink expected"
@@ -221,6 +223,17 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
                     f"with GPUDirect RDMA (GDRDMA) over the {rdma} cluster network"
                     f"{path.causes()}")
     return None
+
+
+def _nvlink_connected(shape_data: Mapping[str, Any]) -> bool:
+    """Whether the shape's GPUs are NVLink-connected: it states an NVLink rate
+    (``links.nvlink_gbs``) and does not declare ``capabilities.nvlink: 0``.  A PCIe
+    shape (L40S, A10: no NVLink) has P2P over PCIe or SHM as its healthy path inside a
+    host, and the NVLink rules never apply to it, whatever else its file says."""
+    declared = (shape_data.get("capabilities") or {}).get("nvlink")
+    if declared is not None and not (isinstance(declared, int) and declared > 0):
+        return False
+    return bool((shape_data.get("links") or {}).get("nvlink_gbs"))
 
 
 def _nodes(params: Mapping[str, Any]) -> int:
