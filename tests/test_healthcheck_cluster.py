@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -383,11 +384,12 @@ def test_the_drain_budget_drains_exactly_its_worth_and_the_next_when_one_returns
         spent = [n for n in faulty if n not in drained]
         for node in spent:
             log = log_of(fakes[node])
-            # said by a run that counted the room spent, or by one that drained into
-            # the same room as others and ranked beyond it ("drained, then resumed")
-            assert "would drain, drain budget spent: partition compute holds 2 ocibench " \
-                "drain(s) of at most 2 of its 9 nodes (budget 2, $OCIBENCH_DRAIN_BUDGET)" \
-                in log, log[-2000:]
+            # said by a run that counted the room spent (in the moment of a race it
+            # may count drains about to be undone: "holds 4"), or by one that drained
+            # into the same room as others and ranked beyond it ("drained, then resumed")
+            assert re.search(r"would drain, drain budget spent: partition compute holds "
+                             r"\d ocibench drain\(s\) of at most 2 of its 9 nodes \(budget "
+                             r"2, \$OCIBENCH_DRAIN_BUDGET\)", log), log[-2000:]
         # a whole round later: still exactly 2, the others still spent
         again = time.time()
         runs_since(fakes, again, faulty, 2 * INTERVAL_S + RUN_SLACK_S)
