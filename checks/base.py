@@ -257,6 +257,11 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         if self.current_environ.extras.get("launcher") == INTELMPI:
             self.job.launcher = getlauncher(INTELMPI)()
         self.configure(self.extras)
+        # The software is not installed (ocibench.reframe.site.absent_modules): after
+        # configure, so that a check this node could never run (no GPU, one node) says
+        # that first; before the job, whose `module load` would fail it.
+        absent = self.current_environ.extras.get("absent")
+        self.skip_if(bool(absent), absent)
         if self.gpu_messages:
             self._record_ucx_protocols()
         self.prerun_cmds = [f"{sys.executable} -m ocibench.node.provenance > {PROVENANCE_FILE}"] \

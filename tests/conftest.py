@@ -134,6 +134,7 @@ FILE_COSTS = {
     "test_sweep_cluster.py": 110,
     "test_reframe.py": 110,
     "test_local_install.py": 65,
+    "test_spack_repo_builds.py": 160,
     "test_local_stack_build.py": 50,
     "test_bundle_unchecked.py": 45,
     "test_report.py": 16,

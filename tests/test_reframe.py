@@ -206,14 +206,31 @@ def launch_line(case: dict) -> str:
     return re.sub(r'"\$\{OCIBENCH_HOSTFILE:\?[^}]*\}"', "HOSTFILE", line)
 
 
+def every_module_tree(root: Path) -> Path:
+    """A real Lmod tree of `local` under ``root`` holding every module an environment
+    of any shape loads (empty modulefiles): the dry runs then list the same cases and
+    skips whatever this machine installed (a module not in the tree is skipped as not
+    installed, checks/base.py)."""
+    from ocibench import accelerators
+    from ocibench.reframe import site
+
+    names = {env.module for env in site.ENVIRONMENTS} | set(site.MPI_MODULE.values())
+    for vendor in accelerators.VENDORS.values():
+        names |= {*vendor.gpu_modules, vendor.collective_tests_package}
+    _local_tree(root, {name: "" for name in sorted(names)})
+    return root
+
+
 @pytest.fixture(scope="session")
 def dry_runs(tmp_path_factory) -> dict[str, dict]:
     """--dry-run of every check on every system: {system: {cases, skips, result}}."""
     runs = {}
+    modules = every_module_tree(tmp_path_factory.mktemp("modules"))
     for system in EXPECTED:
         tmp = tmp_path_factory.mktemp(f"dry-{system}")
         report = tmp / "report.json"
-        result = reframe(["--dry-run", "--system", system, "--report-file", str(report)], tmp)
+        result = reframe(["--dry-run", "--system", system, "--report-file", str(report)], tmp,
+                         OCIBENCH_MODULES_ROOT=str(modules))
         assert report.is_file(), f"{system}: no report\n{result.stdout}\n{result.stderr}"
         cases = report_cases(report)
         runs[system] = {"result": result, "cases": cases, "skips": skip_reasons(result.stdout),
@@ -582,26 +599,58 @@ def _run_local(tmp: Path, names: list[str], *options: str, **env: str | None):
     return result, {c["display_name"]: c for c in report_cases(report)}
 
 
-def test_missing_module_fails_the_check_clearly(tmp_path, lmod_init):
-    """A tree without the omb module: the check fails, naming the module."""
-    core = tmp_path / "modules" / "local" / "linux-test-x86_64" / "Core" / "openmpi"
-    core.mkdir(parents=True)
-    (core / "1.0.lua").write_text('whatis("an openmpi module with no omb beside it")\n')
-    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1"],
-                               OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
+def test_a_module_not_installed_skips_the_check_naming_it(tmp_path, lmod_init):
+    """A real tree without the omb module (a partial install): the check is SKIPPED,
+    naming the module, its Spack package and `make install`, never failed; a check
+    whose modules are there still runs (STREAM's, a stand-in that prints a table);
+    `ocibench report` counts the skip as one, with its reason."""
+    bench = tmp_path / "bin"
+    bench.mkdir()
+    stream = bench / "stream_c.exe"
+    stream.write_text(f"#!/bin/sh\ncat <<'EOF'\n{STREAM_OUT}EOF\n")
+    stream.chmod(0o755)
+    modules = tmp_path / "modules"
+    _local_tree(modules, {"openmpi": 'whatis("an openmpi module with no omb beside it")\n',
+                          "stream": f'prepend_path("PATH", "{bench}")\n'})
+    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1", "stream"],
+                               OCIBENCH_MODULES_ROOT=str(modules))
     case = cases["osu_latency %buffers=H-H %nodes=1"]
-    assert result.returncode != 0 and case["result"] == "fail"
-    assert "module(s) are unknown" in case["fail_reason"] and '"omb"' in case["fail_reason"]
+    assert case["result"] == "skip", case["fail_reason"]
+    assert case["skip_reason"] == (
+        "not installed: no module omb (Spack package osu-micro-benchmarks) in the Lmod "
+        f"tree {modules}/local (`make install` builds the local stack into it)")
+    ran = [c for name, c in cases.items() if name.startswith("stream") and c["result"] != "skip"]
+    assert [c["result"] for c in ran] == ["pass"], result.stdout[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:]
+    from ocibench import cli
+    assert cli.main(["report", str(tmp_path / "report.json"), "-o", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "report.json").read_text())
+    results = {r["name"]: r for shape in summary["shapes"].values() for r in shape["results"]}
+    skipped = results["osu_latency %buffers=H-H %nodes=1"]
+    assert skipped["skipped"] and skipped["reason"] == case["skip_reason"], skipped
 
 
-def test_missing_module_tree_fails_the_check_clearly(tmp_path, lmod_init):
+def test_a_missing_module_tree_on_local_skips_the_check(tmp_path, lmod_init):
+    """No tree at all where `local`'s jobs run (this machine): nothing is installed."""
     empty = tmp_path / "no-modules"
     result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1"],
                                OCIBENCH_MODULES_ROOT=str(empty))
     case = cases["osu_latency %buffers=H-H %nodes=1"]
+    assert result.returncode == 0 and case["result"] == "skip", case["fail_reason"]
+    assert case["skip_reason"] == (f"not installed: no Lmod module tree for shape local at "
+                                   f"{empty}/local (`make install` builds the stack and its tree)")
+
+
+def test_a_module_that_does_not_load_still_fails_the_check(tmp_path, lmod_init):
+    """A module that is installed but whose Lua stops Lmod is a broken install, not an
+    absent one: the check fails with Lmod's line."""
+    _local_tree(tmp_path / "modules", {"openmpi": 'whatis("openmpi")\n',
+                                       "omb": 'LmodError("omb: its prefix is gone")\n'})
+    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1"],
+                               OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
+    case = cases["osu_latency %buffers=H-H %nodes=1"]
     assert result.returncode != 0 and case["result"] == "fail"
-    assert f"no Lmod module tree for shape local: nothing matches {empty}/local/Core" \
-        in case["fail_reason"]
+    assert "omb: its prefix is gone" in case["fail_reason"], case["fail_reason"]
 
 
 def _local_tree(root: Path, modulefiles: dict[str, str]) -> Path:

@@ -778,3 +778,21 @@ def test_an_undocumented_variant_is_recorded_and_an_unjudged_run_never_fails(tmp
     cell = verdicts.job_cell(job)
     assert cell.verdict is NodeVerdict.UNJUDGED and cell.action is Action.RERUN, cell
     assert job.failed.startswith("could not judge: "), job.failed
+
+
+def test_a_check_whose_module_is_not_installed_is_skipped_not_run(lmod_init, tmp_path,
+                                                                   monkeypatch):
+    """A real tree of `local` without omb: the sweep's discovery lists the single-node
+    osu_latency among the cases ReFrame skips, with the reason naming the module and
+    `make install`, and plans no job of it (it failed on every node before)."""
+    from ocibench.sweep import rfm
+    core = tmp_path / "modules" / "local" / "linux-test-x86_64" / "Core" / "openmpi"
+    core.mkdir(parents=True)
+    (core / "1.0.lua").write_text('whatis("an openmpi module with no omb beside it")\n')
+    monkeypatch.setenv("OCIBENCH_MODULES_ROOT", str(tmp_path / "modules"))
+    monkeypatch.setenv("OCIBENCH_SHAPE", "local")
+    cases, skipped = rfm.discover(["osu_latency%buffers=H-H"], [], tmp_path / "sweep", None)
+    assert cases == [], cases
+    reason = skipped["osu_latency %buffers=H-H %nodes=1"]
+    assert reason.startswith("not installed: no module omb (Spack package "
+                             "osu-micro-benchmarks)") and "`make install`" in reason, reason

@@ -319,13 +319,18 @@ exec '{real}' "$@"
 
 @contextlib.contextmanager
 def modules_that_do_not_load(cluster, where: Path):
-    """The nodes' module tree replaced by one with nothing in it, so that every job's
-    `module load` fails in Lmod (the sweep's action: fix-software, a drain)."""
+    """The nodes' module tree replaced by one whose openmpi and omb stop Lmod (a broken
+    install: their prefixes gone), so that every job's `module load` fails in Lmod (the
+    sweep's action: fix-software, a drain).  Not a tree without them: software that is
+    not installed is skipped, naming the install step (checks/base.py)."""
     link = CLUSTER_DIR / "modules" / SHAPE
     before = os.readlink(link) if link.is_symlink() else None
-    (where / "empty-tree" / "Core").mkdir(parents=True, exist_ok=True)
+    for name in ("openmpi", "omb"):
+        (where / "broken-tree" / "Core" / name).mkdir(parents=True, exist_ok=True)
+        (where / "broken-tree" / "Core" / name / "1.0.lua").write_text(
+            f'LmodError("{name}: its installation prefix is gone")\n')
     tmp = link.with_name(link.name + ".test")
-    tmp.symlink_to(where / "empty-tree")
+    tmp.symlink_to(where / "broken-tree")
     os.replace(tmp, link)
     try:
         yield
