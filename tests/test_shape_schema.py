@@ -253,6 +253,48 @@ FAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "not YAML": (
         "BM.GPU4.8", r"^shape: BM.GPU4.8$", "shape: [BM.GPU4.8",
         ("not valid YAML at line",)),
+    # --- the cluster-network NICs (network.rdma_nics) ---
+    "NICs not listed": (
+        "BM.GPU.H100.8", r"^  rdma_nics:\n(    - \{.*\n)+", "",
+        ("network.rdma_nics: missing: a RoCEv2 network of 16 ports lists its NICs",)),
+    "a NIC fewer than the ports": (
+        "BM.GPU.H200.8", r"^    - \{device: mlx5_11, .*\n", "",
+        ("network.rdma_nics: 7 NICs, but network.ports is 8",)),
+    "a NIC listed twice": (
+        "BM.GPU.B200.8", r"device: mlx5_11, ", "device: mlx5_10, ",
+        ("network.rdma_nics[7]: port mlx5_10:1 is listed twice (network.rdma_nics[6])",)),
+    "a PCI address twice": (
+        "BM.GPU4.8", r'pci: "0000:94:00.1"', 'pci: "0000:94:00.0"',
+        ("network.rdma_nics[15].pci: 0000:94:00.0 is listed twice",)),
+    "a PCI address unquoted": (
+        "BM.GPU.MI300X.8", r'pci: "0000:41:00.0"', "pci: 0000:41:00.0",
+        ("network.rdma_nics[2].pci:", "is not a string")),
+    "a PCI address misspelt": (
+        "BM.GPU.MI300X.8", r'pci: "0000:41:00.0"', 'pci: "41:00.0"',
+        ("network.rdma_nics[2].pci: '41:00.0' does not match",)),
+    "a NIC of a GPU the shape lacks": (
+        "BM.GPU.H100.8", r'pci: "0000:d5:00.1", gpu: 7', 'pci: "0000:d5:00.1", gpu: 8',
+        ("network.rdma_nics[15].gpu: GPU 8 is no GPU of the shape",)),
+    "a NIC of a GPU on a CPU shape": (
+        "BM.Optimized3.36", r'pci: "0000:98:00.0"', 'pci: "0000:98:00.0", gpu: 0',
+        ("network.rdma_nics[0].gpu: GPU 0 is no GPU of the shape (the shape has no gpus)",)),
+    "NICs but no rdma capability": (
+        "BM.GPU.H200.8", r"^  rdma: 8 .*\n", "",
+        ("capabilities.rdma: not declared, but network.rdma_nics lists 8 RDMA ports",)),
+    "NCCL_IB_HCA not the NICs' order": (
+        "BM.GPU.MI300X.8", r"^    - \{device: mlx5_2, pci: \"0000:2a:00.0\", gpu: 1\}\n"
+        r"    - \{device: mlx5_3, pci: \"0000:41:00.0\", gpu: 2\}",
+        '    - {device: mlx5_3, pci: "0000:41:00.0", gpu: 2}\n'
+        '    - {device: mlx5_2, pci: "0000:2a:00.0", gpu: 1}',
+        ("network.collective_env.NCCL_IB_HCA names mlx5_0,mlx5_2,mlx5_3",
+         "but network.rdma_nics lists mlx5_0,mlx5_3,mlx5_2")),
+    "GID index beyond OCI's 0-3": (
+        "BM.GPU.MI355X-v1.8", r"^  gid_index: 3$", "  gid_index: 4",
+        ("network.gid_index: 4 must be <= 3",)),
+    "no MPI device on a TCP network": (
+        "loopback-cluster", r"ucx_net_devices: \{mpi: ocbnet0\}", "ucx_net_devices: {}",
+        ("network.ucx_net_devices.mpi: missing (it defaults to the first of "
+         "network.rdma_nics",)),
     "alias that contains itself": (
         "BM.Optimized3.36", r"^summary: .*$", "summary: &s [*s]",
         ("summary[0]: a YAML alias refers to the mapping or list that contains it",)),
