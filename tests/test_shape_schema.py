@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 from ocibench import accelerators, benchmarks, capabilities, metrics, paths, shapes
+from ocibench.node import preflight
 from ocibench.shapes import rules as shape_rules
 
 SITE_SHAPES = shapes.SHAPES_DIR
@@ -123,6 +124,39 @@ def test_every_two_node_gpu_figure_requires_gpudirect_one_way_or_the_other() -> 
                 assert either in capabilities.requirements(figure.get("requires")), \
                     (name, figure["id"])
     assert seen >= 5
+
+
+#: Every GPU shape with a cluster network, and how many RDMA ports OCI gives it:
+#: preflight and the healthcheck check each port that network.rdma_nics lists.
+GPU_RDMA_PORTS = {"BM.GPU4.8": 16, "BM.GPU.A100-v2.8": 16, "BM.GPU.H100.8": 16,
+                  "BM.GPU.H200.8": 8, "BM.GPU.B200.8": 8, "BM.GPU.MI300X.8": 8,
+                  "BM.GPU.MI355X.8": 8, "BM.GPU.MI355X-v1.8": 8}
+
+
+def test_every_gpu_shape_with_a_cluster_network_lists_its_nics() -> None:
+    """Issue 30 item 6: each GPU shape names every NIC of its cluster network, so that
+    every port is watched (a shape whose list went missing fails here and in the rules)."""
+    with_network = {}
+    for name in shapes.known_shapes():
+        shape = shapes.load(name)
+        network = shape.data.get("network") or {}
+        if shape.gpus and str(network.get("rdma", "none")).lower() != "none":
+            with_network[name] = shape
+    assert set(GPU_RDMA_PORTS) <= set(with_network), set(GPU_RDMA_PORTS) - set(with_network)
+    for name, shape in with_network.items():
+        nics = shape.rdma_nics
+        assert len(nics) == shape.data["network"]["ports"] == GPU_RDMA_PORTS.get(name, len(nics))
+        assert shape.data["capabilities"]["rdma"] == len(nics), name
+        assert len({(n["device"], n.get("port", 1)) for n in nics}) == len(nics), name
+        # the ports preflight and the healthcheck check: each NIC, and the UCX ports
+        checked = preflight.expectations(shape).rdma_devices
+        assert [f"{n['device']}:{n.get('port', 1)}" for n in nics] == checked[:len(nics)]
+    # where OCI's node doctor describes the shape, each NIC's PCI address and GPU too
+    for name in ("BM.GPU4.8", "BM.GPU.A100-v2.8", "BM.GPU.H100.8", "BM.GPU.H200.8",
+                 "BM.GPU.B200.8", "BM.GPU.MI300X.8"):
+        nics = with_network[name].rdma_nics
+        assert all("pci" in n and "gpu" in n for n in nics), name
+        assert sorted({n["gpu"] for n in nics}) == list(range(8)), name
 
 
 # --------------------------------------------------------------------------- faults
