@@ -18,6 +18,7 @@ from ocibench import accelerators, cli, shapes
 from ocibench.health import check, probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN
 from ocibench.history import store
+from rdma_fakes import ZERO_GID
 
 
 @pytest.fixture
@@ -65,9 +66,12 @@ def one(fake: FakeNode, name: str, **kw) -> tuple[str, str]:
 
 def test_a_healthy_node_passes_every_probe(node: FakeNode) -> None:
     results = check.run_probes(context(node))
+    # every port of the shape: its 16 cluster-network NICs and the UCX port mlx5_4:1
+    ports = {f"rdma {p}": PASS for p in node.exp.rdma_devices}
+    assert len(ports) == 17 and "rdma mlx5_4:1" in ports and "rdma mlx5_17:1" in ports
     assert {r.name: r.state for r in results} == {
         "gpu_count": PASS, "xid": PASS, "row_remap": PASS, "pcie": PASS, "nvlink": PASS,
-        "rdma mlx5_4:1": PASS, "rdma mlx5_6:1": PASS, "fabric_manager": PASS}
+        **ports, "fabric_manager": PASS}
     assert all(r.evidence and r.duration_s >= 0 for r in results)
 
 
@@ -213,9 +217,15 @@ def test_a_port_not_active_fails(node: FakeNode) -> None:
 
 
 def test_a_port_gone_fails(node: FakeNode) -> None:
-    shutil.rmtree(node.root / "sys/class/infiniband/mlx5_4")
+    shutil.rmtree(node.root / "sys/class/infiniband/mlx5_4/ports/1")
     got, evidence = found(node, "rdma")["rdma mlx5_4:1"]
     assert got == FAIL and "no port 1 of mlx5_4" in evidence
+
+
+def test_a_device_gone_fails(node: FakeNode) -> None:
+    shutil.rmtree(node.root / "sys/class/infiniband/mlx5_4")
+    got, evidence = found(node, "rdma")["rdma mlx5_4:1"]
+    assert got == FAIL and "no RDMA device mlx5_4" in evidence
 
 
 def _previous(counters: dict[str, int]) -> state.HealthState:
@@ -230,7 +240,7 @@ def test_a_link_down_counter_rising_since_the_last_run_is_flapping(node: FakeNod
     assert got["rdma mlx5_4:1"].state == FAIL
     assert "link_downed rose from 2 to 5 since the last run" in got["rdma mlx5_4:1"].evidence
     assert got["rdma mlx5_6:1"].state == PASS
-    assert ctx.counters == {"mlx5_4:1": 5, "mlx5_6:1": 0}
+    assert ctx.counters["mlx5_4:1"] == 5 and ctx.counters["mlx5_6:1"] == 0
 
 
 def test_a_counter_that_held_or_was_reset_passes(node: FakeNode) -> None:
@@ -244,6 +254,149 @@ def test_an_active_port_whose_counter_cannot_be_read_is_unknown(node: FakeNode) 
     node.port("mlx5_4:1", link_downed=None)
     got, evidence = found(node, "rdma")["rdma mlx5_4:1"]
     assert got == UNKNOWN and "link_downed not read: missing" in evidence
+
+
+#: A GID of an IPv6 address (a unique local one), as sysfs prints it.
+IPV6_GID = "fd00:0000:0000:0000:0a00:01ff:fe00:0001"
+
+# A BM.GPU.H100.8 node: 16 ports at 200 Gb/s, RoCE GID index 3 (OCI's), each NIC at its
+# PCI address; each fault fails the run with the port named, and only that port.
+H100_FAULTS = {
+    # case: (port, what changes on it (rdma_fakes.FakePort), a piece of the evidence)
+    "rate 100 instead of 200 Gb/s": (
+        "mlx5_9:1", lambda p: setattr(p, "rate", "100 Gb/sec (4X EDR)"),
+        "rate 100 Gb/s, the shape's 200 Gb/s"),
+    "port down": ("mlx5_3:1", lambda p: setattr(p, "state", "1: DOWN"), "port state 1: DOWN"),
+    "GID index 3 missing": ("mlx5_12:1", lambda p: (p.gids.pop(3), p.types.pop(3)),
+                            "no GID index 3"),
+    "GID index 3 RoCE v1": ("mlx5_12:1", lambda p: p.types.update({3: "IB/RoCE v1"}),
+                            "GID index 3 is 'IB/RoCE v1', not 'RoCE v2'"),
+    "GID index 3 empty": ("mlx5_12:1", lambda p: p.gids.update({3: ZERO_GID}),
+                          "GID index 3 is empty"),
+    "GID index 3 not IPv4": ("mlx5_12:1", lambda p: p.gids.update({3: IPV6_GID}),
+                             "GID index 3 is RoCE v2 but no IPv4 address"),
+    "a GID beyond OCI's 0-3": ("mlx5_16:1", lambda p: p.gids.update({4: IPV6_GID}),
+                               "GIDs beyond OCI's indexes 0-3: 4 (fd00:"),
+    "a NIC gone from the node": ("mlx5_17:1", lambda p: setattr(p, "present", False),
+                                 "no RDMA device mlx5_17"),
+    "a NIC at another PCI address": (
+        "mlx5_5:1", lambda p: setattr(p, "pci", "0000:42:00.0"),
+        "mlx5_5 is the NIC at 0000:42:00.0, the shape's is at 0000:41:00.0"),
+}
+
+
+@pytest.fixture
+def h100(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeNode:
+    fake = FakeNode(tmp_path / "h100", "BM.GPU.H100.8")
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    return fake
+
+
+def _set_port(fake: FakeNode, port: str, change) -> None:
+    change(fake.ports[port])
+    fake.ports.write(fake.root, fake.bin)
+
+
+def test_every_port_of_an_h100_node_is_checked_and_passes(h100: FakeNode) -> None:
+    got = found(h100, "rdma")
+    assert len(got) == 16 and {s for s, _ in got.values()} == {PASS}, got
+    state_, evidence = got["rdma mlx5_17:1"]
+    for piece in ("at 0000:d5:00.1, GPU 7's", "4: ACTIVE", "200 Gb/s", "GID 3 RoCE v2 192.168.",
+                  "link_downed 0", "rx_prio*_discards of enp213s0f1np0 0",
+                  "`ethtool -S enp213s0f1np0`"):
+        assert piece in evidence, evidence
+
+
+@pytest.mark.parametrize("case", list(H100_FAULTS))
+def test_each_port_fault_fails_naming_the_port(h100: FakeNode, case: str) -> None:
+    port, change, piece = H100_FAULTS[case]
+    _set_port(h100, port, change)
+    got = found(h100, "rdma")
+    assert got[f"rdma {port}"][0] == FAIL and piece in got[f"rdma {port}"][1], got[f"rdma {port}"]
+    assert [n for n, (s, _) in got.items() if s != PASS] == [f"rdma {port}"]
+    reason = check.drain_reason([state.ProbeResult(f"rdma {port}", FAIL, got[f"rdma {port}"][1],
+                                                   0, 0)])
+    assert reason.startswith(f"ocibench: rdma {port} (") and piece[:30] in reason, reason
+
+
+def test_a_shifted_name_says_where_the_shapes_nic_went(h100: FakeNode) -> None:
+    """The kernel names mlx5 devices in probe order: a NIC lost from the bus moves the
+    names after it.  Here mlx5_16 is gone and its address answers as mlx5_15."""
+    _set_port(h100, "mlx5_16:1", lambda p: setattr(p, "present", False))
+    _set_port(h100, "mlx5_15:1", lambda p: setattr(p, "pci", "0000:d5:00.0"))
+    got = found(h100, "rdma")
+    assert "the NIC at 0000:d5:00.0 is mlx5_15 now" in got["rdma mlx5_16:1"][1]
+    assert "mlx5_15 is the NIC at 0000:d5:00.0, the shape's is at 0000:bd:00.1" \
+        in got["rdma mlx5_15:1"][1]
+
+
+@pytest.mark.parametrize("before, now, expected, piece", [
+    # rose by 190 since the last run: more than OCI's 100
+    (10, 200, FAIL, "rose by 190 since the last run (10 to 200), over OCI's 100"),
+    (10, 110, PASS, "rx_prio*_discards of enp134s0f0np0 110 (+100)"),   # 100 is not over
+    (None, 5000, UNKNOWN, "5000 since the counters were reset, over OCI's 100"),  # first run
+    (None, 100, PASS, "100 (first reading)"),
+    (5000, 150, FAIL, "rose by 150"),   # fell: reset since, so all 150 are new
+])
+def test_rx_discards_are_judged_by_what_they_added_since_the_last_run(
+        h100: FakeNode, before, now, expected, piece) -> None:
+    # the sum over the priorities, as the kernel counts them per priority
+    _set_port(h100, "mlx5_9:1",
+              lambda p: setattr(p, "discards", [now - now // 2, 0, 0, now // 2, 0, 0, 0, 0]))
+    counters = {} if before is None else {"mlx5_9:1 rx_discards": before}
+    ctx = context(h100, previous=_previous(counters) if counters else None)
+    got = {r.name: r for r in check.run_probes(ctx) if r.name.startswith("rdma ")}
+    assert got["rdma mlx5_9:1"].state == expected and piece in got["rdma mlx5_9:1"].evidence, \
+        got["rdma mlx5_9:1"]
+    assert ctx.counters["mlx5_9:1 rx_discards"] == now      # kept for the next run
+
+
+UNREADABLE = {
+    # case: (what to do to port mlx5_9:1's files, a piece of the evidence)
+    "rate a directory": (lambda root, base: _replace_by_dir(root / base / "ports/1/rate"),
+                         "rate not read"),
+    "rate not the kernel's": (lambda root, base: (root / base / "ports/1/rate").write_text(
+        "fast\n"), "rate not read: 'fast'"),
+    "GID unreadable": (lambda root, base: _replace_by_dir(root / base / "ports/1/gids/3"),
+                       "GID 3 not read"),
+    "GID type unreadable": (lambda root, base: _replace_by_dir(
+        root / base / "ports/1/gid_attrs/types/3"), "the type of GID 3 not read"),
+    "PCI address unreadable": (lambda root, base: _replace_by_dir(root / base / "device/uevent"),
+                               "PCI address of mlx5_9 not read"),
+    "no network interface": (lambda root, base: shutil.rmtree(root / base / "device/net"),
+                             "RX discards not read: no network interface"),
+}
+
+
+def _replace_by_dir(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE))
+def test_a_port_file_that_cannot_be_read_is_unknown_never_fail(h100: FakeNode, case) -> None:
+    breaks, piece = UNREADABLE[case]
+    breaks(h100.root, "sys/class/infiniband/mlx5_9")
+    got, evidence = found(h100, "rdma")["rdma mlx5_9:1"]
+    assert got == UNKNOWN and piece in evidence, evidence
+
+
+@pytest.mark.parametrize("ethtool, piece", [
+    (None, "RX discards not read: ethtool not on PATH"),
+    ("echo 'Cannot get stats strings information: Operation not supported' >&2; exit 95",
+     "RX discards not read: exit 95"),
+    ("echo 'NIC statistics:'; echo '     rx_packets: 5'",
+     "printed no rx_prio*_discards counter"),
+])
+def test_ethtool_silent_or_without_the_counters_is_unknown(h100: FakeNode, ethtool, piece) -> None:
+    script = h100.bin / "ethtool"
+    if ethtool is None:
+        script.unlink()
+    else:
+        script.write_text(f"#!/bin/sh\n{ethtool}\n")
+    got = found(h100, "rdma")
+    assert {s for s, _ in got.values()} == {UNKNOWN}
+    assert piece in got["rdma mlx5_0:1"][1], got["rdma mlx5_0:1"][1]
 
 
 # --------------------------------------------------------------------------- fabric manager
@@ -409,7 +562,10 @@ def test_a_clean_run_writes_its_state_and_asks_slurm_nothing(node: FakeNode, tmp
     assert outcome.code == check.OK, outcome.lines
     written = state.read(tmp_path / "state.json")
     assert written is not None and written.action == state.NONE and written.interval_s == 300
-    assert written.link_downed == {"mlx5_4:1": 0, "mlx5_6:1": 0}
+    # each port's link_downed, and the RX discards of each cluster-network port
+    assert written.link_downed == {**{p: 0 for p in node.exp.rdma_devices},
+                                   **{f"{p} rx_discards": 0 for p in node.exp.rdma_devices
+                                      if p != "mlx5_4:1"}}
     assert {p.name for p in written.probes} >= {"gpu_count", "xid", "rdma mlx5_4:1"}
 
 

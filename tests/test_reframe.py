@@ -120,7 +120,7 @@ TRANSFERBENCH = {"transferbench_p2p": OTHER_VENDOR, "transferbench_a2a": OTHER_V
 
 def expected_skips(system: str, gpus: int) -> dict[str, str]:
     """Display name -> a piece of the skip reason, for a dry run with nothing set up."""
-    no_rdma = {name: "has no RDMA devices: no network.hcas" for name, _ in PERFTEST}
+    no_rdma = {name: "has no RDMA devices: no network.rdma_nics" for name, _ in PERFTEST}
     if system == "BM_GPU4_8":   # 16 HCAs: every index runs; 2 nccl size ranges per count
         return {**{name: NO_INTEL for name in INTEL}, **TRANSFERBENCH}
     if system == "BM_GPU_A100-v2_8":   # OCI's floors only: one nccl size range per count

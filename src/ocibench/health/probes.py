@@ -31,7 +31,7 @@ from ocibench import accelerators, capabilities, metrics, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
 from ocibench.history import drift, store
-from ocibench.node import preflight
+from ocibench.node import preflight, rdma
 from ocibench.shapes.probe import Ran
 
 #: Seconds one tool may take (nvidia-smi answers in well under a second with
@@ -260,41 +260,18 @@ def link_of(ctx: Context) -> str:
 
 
 def probe_rdma(ctx: Context) -> list[Finding]:
-    """Each RDMA port of the shape: its state (preflight's rdma item: ACTIVE or not),
-    and its link_downed counter against the previous run's, which rises each time the
-    link went down in between: a flapping port."""
+    """Each RDMA port of the shape, as ocibench.node.rdma reads it for preflight too: the
+    NIC at its PCI address, ACTIVE, at the shape's rate, the RoCE GID the jobs use, and
+    its counters against the previous run's: link_downed rising (the link went down in
+    between: flapping) and RX discards added past OCI's threshold.  The counters read
+    are kept for the next run (``ctx.counters``: the state file's ``link_downed``)."""
+    before = dict(ctx.previous.link_downed) if ctx.previous else {}
     findings = []
-    no_gpus: tuple[list[preflight.Gpu], Ran] = ([], Ran(""))
-    before = ctx.previous.link_downed if ctx.previous else None
-    for device in ctx.exp.rdma_devices:
-        name = f"rdma {device}"
-        item = preflight.probe_rdma_device(device)(ctx.root, ctx.exp, no_gpus)
-        state, detail = _state_of(item), item.detail
-        dev, _, port = device.partition(":")
-        rel = f"sys/class/infiniband/{dev}/ports/{port}/counters/link_downed"
-        where = f"[{item.evidence}, {ctx.root / rel}]"
-        read = preflight._read(ctx.root, rel)
-        text = (read.text or "").strip()
-        if not re.fullmatch(r"[0-9]{1,19}", text):
-            shown = read.why or ("missing" if read.missing else f"reads {text[:40]!r}")
-            if state == PASS:
-                state = UNKNOWN     # active, but whether it flaps cannot be told
-            findings.append(Finding(name, state, f"{detail}; link_downed not read: {shown} "
-                                    + where))
-            continue
-        count = int(text)
-        ctx.counters[device] = count
-        last = before.get(device) if before is not None else None
-        if last is not None and count > last:
-            state = FAIL
-            detail += (f"; link_downed rose from {last} to {count} since the last run "
-                       "(the link went down in between: flapping)")
-        elif last is None:
-            detail += f"; link_downed {count} (first reading)"
-        else:
-            # fell: the counters were reset (driver reload, reboot); the new value counts
-            detail += f"; link_downed {count} (was {last})"
-        findings.append(Finding(name, state, f"{detail} {where}"))
+    for reading in rdma.read_ports(ctx.root, ctx.exp.rdma_ports, since=before,
+                                   timeout=ctx.timeout):
+        ctx.counters.update(reading.counters)
+        item = reading.item(required=True)
+        findings.append(Finding(item.name, _state_of(item), _evidence(item)))
     return findings
 
 

@@ -43,7 +43,7 @@ Extras (partition)
     ``gpu_numa`` (NUMA node of GPU *i*)); ``memory_gib``,
     ``nodes`` (nodes a job may span in this partition), ``ucx_net_devices``
     (``{mpi, nccl}``), ``scheduler``, ``rdma_hcas`` (the RDMA devices the perftest checks
-    run on: ``network.hcas``; on ``local`` those of /sys/class/infiniband), ``gid_index``
+    run on: ``network.rdma_nics``; on ``local`` those of /sys/class/infiniband), ``gid_index``
     (their RoCE GID index, perftest's ``-x``: :attr:`ocibench.shapes.Shape.gid_index`),
     ``stream_threads`` (the OMP_NUM_THREADS of the shape's STREAM figures, if any) and
     ``nccl_sizes`` (nodes -> the size options of each documented nccl-tests range:
@@ -301,11 +301,12 @@ def partition_extras(shape: shapes.Shape, nodes: int) -> dict[str, Any]:
 
 
 def rdma_hcas(shape: shapes.Shape) -> list[str]:
-    """The RDMA devices the perftest checks run on: the shape's cluster-network HCAs
-    (``network.hcas``); on ``local``, every device of /sys/class/infiniband."""
+    """The RDMA devices the perftest checks run on: the shape's cluster-network NICs
+    (``network.rdma_nics``, :attr:`ocibench.shapes.Shape.hcas`); on ``local``, every
+    device of /sys/class/infiniband."""
     if shape.is_local:
         return sorted(Path(p).name for p in glob.glob("/sys/class/infiniband/*"))
-    return list((shape.data.get("network") or {}).get("hcas") or [])
+    return shape.hcas
 
 
 def perftest_unavailable(shape: shapes.Shape) -> str | None:
@@ -313,7 +314,7 @@ def perftest_unavailable(shape: shapes.Shape) -> str | None:
     if not rdma_hcas(shape):
         if shape.is_local:
             return "no RDMA devices on this machine (/sys/class/infiniband is empty)"
-        return (f"{shape.name} has no RDMA devices: no network.hcas in "
+        return (f"{shape.name} has no RDMA devices: no network.rdma_nics in "
                 f"site/shapes/{shape.name}.yaml")
     if "perftest" not in (shape.data["software"].get("stack") or {}):
         return (f"{shape.name} has no perftest in software.stack of "
