@@ -183,6 +183,9 @@ def test_a_nodes_page_opens_with_its_verdict(tmp_path):
     assert "<b>Fails</b>: 1 figure(s) in their newest run:\nosu_bw buffers=D-D nodes=2 " \
            "bandwidth 4 MiB 20,000.00 MB/s (floor 21,600.00" in verdict
     assert f"flagged by sweep-{SESSIONS - 3:02d}" in verdict
+    # what the fleet did: the cluster event of the driver change, once
+    fleet_line = verdict[verdict.index("<b>The fleet</b>"):]
+    assert "cluster events" in fleet_line and fleet_line.count(f"(sweep-{CHANGE:02d}, ") == 1
     # the software change, and how far the node and the fleet moved at it
     assert f"driver 550.1 → 560.2 from sweep-{CHANGE:02d}" in verdict
     assert "osu_bw buffers=D-D nodes=2 bandwidth 4 MiB (this node -10.0 %, the fleet's " \
@@ -207,6 +210,9 @@ def test_a_nodes_charts_mark_its_software_change_and_the_sweep_that_flagged_it(t
     assert len(flagged) == 1 and line[SESSIONS - 3] <= float(flagged[0]) < line[SESSIONS - 2]
     # the flag names osu_bw: the latency chart has the driver's mark, not the flag's
     assert 'class="mark flagged"' not in lat and 'class="mark software"' in lat
+    # the fleet's step, the drift module's cluster event, marked where it began
+    event = re.findall(r'<g class="mark event"><title>[^<]+</title><line x1="([\d.]+)"', bw)
+    assert [float(x) for x in event] == [line[CHANGE]]
     # the failing value is ringed, with its words
     assert re.search(r'<circle class="dot fail"[^>]*><title>fail: 20,000.00 MB/s in '
                      rf'sweep-{SESSIONS - 1:02d}', bw)
@@ -244,6 +250,8 @@ def test_the_cluster_page_is_the_fleets_aggregate(tmp_path):
     median = xs(re.search(r'<polyline class="median" points="([^"]+)"', bw)[1])
     software = re.findall(r'<g class="mark software"><title>[^<]+</title><line x1="([\d.]+)"', bw)
     assert [float(x) for x in software] == [median[CHANGE]]
+    event = re.findall(r'<g class="mark event"><title>[^<]+</title><line x1="([\d.]+)"', bw)
+    assert [float(x) for x in event] == [median[CHANGE]]
     assert "Failing in their newest run: gpu-1." in bw
     assert "at driver 550.1 → 560.2 (sweep-20): the fleet&#39;s median -10.0 %" in bw
 

@@ -2,14 +2,15 @@
 page (docs/history.md).
 
 **A node's page** (``--node``) opens with its verdict: the figures that fail (or could
-not be judged) in its newest runs, the figures that drift (ocibench.history.drift, judged
-once for the page), the sweeps that flagged, drained or returned it, its software changes
-with how far its figures and the fleet's median moved at each, and what the fleet did
-(the drift module's cluster events, and the figures where the node lies outside the
-fleet's 10th to 90th percentile).  Then one chart per figure, the ones named above
-first: the node's values, the cluster's median per session with its quartiles and
-10th-90th percentile band, the documented figure and the floor, and a mark at each
-software change, each sweep that flagged or drained it, and each cluster event.
+not be judged) in its newest runs, the figures that drift, the sweeps that flagged,
+drained or returned it, its software changes with how far its figures and the fleet's
+median moved at each, and what the fleet did: the cluster events, and where the node's
+newest values lie in the fleet (its worst tenth, the worst node).  Drift and the cluster
+events come from one pass over the fleet (``drift.read``), the page's one judgement.
+Then one chart per figure, the ones named above first: the node's values, the cluster's
+median per session with its quartiles and 10th-90th percentile band, the documented
+figure and the floor, and a mark at each software change, each sweep that flagged or
+drained it, and each cluster event.
 
 **The cluster's page** (no ``--node``) is the fleet's aggregate, never every node's
 point: per figure, the median and the bands per session (the history's summaries),
@@ -109,16 +110,13 @@ def _percent(fraction: float | None) -> str:
     return "-" if fraction is None else f"{100 * fraction:+.1f} %"
 
 
-def _cluster_events(history: History, check: str | None, since: float | None) -> list[Any]:
-    """The drift module's cluster events (a shift most nodes share, said once), newest
-    first.  The guard: drift.cluster_events lands with the drift rewrite; the
-    coordinator removes it after merging that."""
-    found = getattr(drift, "cluster_events", None)
-    if found is None:
-        return []
-    events = [e for e in found(history)
-              if (check is None or e.check == check) and (since is None or e.time >= since)]
-    return sorted(events, key=lambda e: e.time, reverse=True)
+def _cluster_events(events: Iterable[Any], check: str | None,
+                    since: float | None) -> list[Any]:
+    """The drift module's cluster events (a shift most nodes share, said once) of one
+    check, since ``since``, newest first."""
+    found = [e for e in events
+             if (check is None or e.check == check) and (since is None or e.time >= since)]
+    return sorted(found, key=lambda e: e.time, reverse=True)
 
 
 def _event_key(event: Any) -> Key:
@@ -201,13 +199,15 @@ def node_page(history: History, node: str, check: str | None, since: float | Non
     newest = {r.key: r for r in history.latest(node) if r.key in by_key}
     summaries = history.summaries(check, since)
     events = history.event_log(node, since)
-    # drift, judged once for the page (drift.drifting_nodes: the fleet's one pass)
-    drifts = [d for d in drift.drifting_nodes(history, [node])[node]
+    # drift: the fleet's one pass (drift.read), judging the node and the cluster events
+    fleet_drift = drift.read(history)
+    drifts = [d for d in fleet_drift.drifting([node])[node]
               if (d.check, d.variant, d.size, d.figure) in by_key]
     drifting = {(d.check, d.variant, d.size, d.figure) for d in drifts}
     flagged = {key for key in by_key if any(
         e.kind == "flagged" and _flag_prefix(key) in e.reason for e in events)}
-    cluster = [e for e in _cluster_events(history, check, since) if _event_key(e) in by_key]
+    cluster = [e for e in _cluster_events(fleet_drift.events(), check, since)
+               if _event_key(e) in by_key]
     changes = _software_changes((r.time, r.session, (r.image, r.driver)) for r in records)
     marks = _event_marks(events, by_key)
     for time, session, before, after in changes:
@@ -317,7 +317,7 @@ def cluster_page(history: History, check: str | None, since: float | None,
     by_key: dict[Key, list[Record]] = {}
     for r in newest:
         by_key.setdefault(r.key, []).append(r)
-    cluster = _cluster_events(history, check, since)
+    cluster = _cluster_events(drift.cluster_events(history), check, since)
     events = history.event_log(since=since)
 
     figures = []
