@@ -43,21 +43,21 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         raise SanityError(f"output truncated: missing {_IMB_FINALIZE!r}")
     if not tables:
         raise SanityError(f"output truncated or not {check}: missing '# Benchmarking {name}'")
-    # PingPong always runs on 2 processes (others wait in MPI_Barrier); without
-    # -npmin, Allreduce prints one table per process count: take the full run's.
-    expected = 2 if check == "imb_pingpong" else params["nodes"] * params["ranks_per_node"]
+    # A benchmark of fixed ranks (PingPong: 2, others wait in MPI_Barrier) prints one
+    # table; without -npmin, Allreduce prints one per process count: take the full run's.
+    spec = benchmarks.CHECKS[check]
+    expected = spec.ranks or params["nodes"] * params["ranks_per_node"]
     if expected not in tables:
         seen = ", ".join(str(n) for n in tables)
         raise SanityError(f"{check}: expected {expected} processes, saw {seen}")
     header, rows = tables[expected]
     sizes = benchmarks.expected_sizes(check, params)
-    time_column = "t[usec]" if check == "imb_pingpong" else "t_avg[usec]"
-    latency = size_table(check, rows, _column(check, header, time_column), sizes)
+    latency = size_table(check, rows, _column(check, header, spec.columns[spec.metric]), sizes)
     extra: dict[str, Values] = {}
-    if check == "imb_pingpong":
-        bandwidth = size_table(check, rows, _column(check, header, "Mbytes/sec"), sizes)
-        extra["bandwidth"] = {s: v for s, v in bandwidth.items() if s > 0}
-    return Measurement(check, "latency", UNITS["latency"], latency, extra)
+    for metric in spec.extra_metrics:   # a rate (Mbytes/sec): size 0 moves no bytes
+        values = size_table(check, rows, _column(check, header, spec.columns[metric]), sizes)
+        extra[metric] = {s: v for s, v in values.items() if s > 0}
+    return Measurement(check, spec.metric, UNITS[spec.metric], latency, extra)
 
 
 #: "# Benchmarking Uniband" (IMB_output.c), and the run's list: "# List of Benchmarks to

@@ -131,7 +131,8 @@ def _omb_cap(check: str, text_lines: list[str], rows: list[list[str]],
                 largest = sizes[-1]
                 # alltoall's buffers hold a message per rank (check_mem_limit)
                 ranks = params.get("nodes", 1) * params.get("ranks_per_node", 1)
-                needed = largest * ranks if check == "osu_alltoall" else largest
+                needed = largest * ranks if benchmarks.CHECKS[check].message_per_rank \
+                    else largest
                 raise SanityError(
                     f"{check}: no line for message size {missing[0]}: OMB capped the "
                     f"messages at {found.group(1)} bytes ({found.group(0)!r}); "

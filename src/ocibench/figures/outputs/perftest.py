@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ocibench import accelerators, benchmarks
+from ocibench import accelerators, benchmarks, metrics
 from ocibench.figures.outputs.common import (
     Measurement,
     NotThisOutput,
@@ -64,7 +64,9 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     expect_count(check, "runs (attempts)", params["attempts"], len(starts))
     runs = [lines[start:end] for start, end in zip(starts, starts[1:] + [len(lines)])]
     best = [_perftest_run(check, run, params) for run in runs]
-    pick = max if check == "ib_write_bw" else min   # best of the attempts, as OCI retries
+    spec = benchmarks.CHECKS[check]
+    # the best of the attempts, as OCI retries
+    pick = max if metrics.metric(spec.metric).higher_is_better else min
     size = params["size"]
     # GPUDirect RDMA moves the data between the NIC and a GPU: sane, but another path
     # than the host-memory runs the figures document.
@@ -74,8 +76,7 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     method = (f"the buffers were GPU memory ({gpu[0]!r}: perftest "
               f"--use_{accelerators.VENDORS[gpu[1]].buffer_flag}), where the figures are "
               f"host memory: to compare, run {check} without it" if gpu else None)
-    return Measurement(check, benchmarks.CHECKS[check].metric,
-                       "Gb/s" if check == "ib_write_bw" else "us", {size: pick(best)},
+    return Measurement(check, spec.metric, spec.figure_unit, {size: pick(best)},
                        method=method)
 
 
@@ -96,12 +97,15 @@ def _perftest_mode(title: str, other: str | None) -> str | None:
 
 
 def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> float:
-    """The judged value of one complete run: BW peak in Gb/s, or t_avg in us, at the
+    """The judged value of one complete run, in the unit of its figures: a bandwidth
+    test's BW peak, or a latency test's column its registry entry names (t_avg), at the
     size the figure documents (one row of a run with -s, or of an -a sweep)."""
+    spec = benchmarks.CHECKS[check]
+    bandwidth = spec.metric == "bandwidth"
     device = next((m.group(1) for m in map(_PERFTEST_DEVICE.search, lines) if m), None)
     if params.get("device") and device != params["device"]:
         raise SanityError(f"{check}: ran on device {device}, not {params['device']}")
-    if check == "ib_write_bw":
+    if "qps" in params:
         qps = next((m for m in map(_PERFTEST_QPS.match, lines) if m), None)
         expect_count(check, "queue pairs", params["qps"], int(qps.group(1)) if qps else 0)
     header = next((i for i, line in enumerate(lines) if _PERFTEST_HEADER.match(line)), None)
@@ -114,21 +118,21 @@ def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> float
     rows = table_rows(lines[header + 1:end])
     if not closed:
         raise SanityError(f"output truncated: no closing line after the {check} results")
-    if check == "ib_write_bw":
+    if bandwidth:
         if not match.group(2):
             raise Unjudged(f"{check}: the header {lines[header]!r} is not a bandwidth's")
         factor = _PERFTEST_GBITS.get(match.group(2))
         if factor is None:
             raise Unjudged(f"{check}: the header {lines[header]!r} is in {match.group(2)}/sec, "
                            "a unit this parser does not know")
-        column = _PERFTEST_PEAK
+        column, unit = _PERFTEST_PEAK, "Gb/s"
     else:
-        names = lines[header].split()
-        if "t_avg[usec]" not in names:
-            raise Unjudged(f"{check}: the header {lines[header]!r} has no t_avg[usec], "
+        names, judged = lines[header].split(), spec.columns[spec.metric]
+        if judged not in names:
+            raise Unjudged(f"{check}: the header {lines[header]!r} has no {judged}, "
                            "the column OCI's floor judges")
-        factor, column = 1.0, names.index("t_avg[usec]")
-    needed = max(column, _PERFTEST_AVERAGE) if check == "ib_write_bw" else column
+        factor, column, unit = 1.0, names.index(judged), "us"   # t_*[usec]
+    needed = max(column, _PERFTEST_AVERAGE) if bandwidth else column
     if any(len(row) <= needed for row in rows):
         raise SanityError(f"{check}: a results line has fewer than {needed + 1} columns")
     size = params["size"]
@@ -142,9 +146,9 @@ def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> float
                        f"--set size=N for the size the run measured")
     row = rows[seen.index(size)]
     value = number(row[column], size)
-    if check == "ib_write_bw" and value == 0:
+    if bandwidth and value == 0:
         # -D (duration) and --noPeak print "BW peak 0.00" (print_report_bw: peak_up is
         # !noPeak * ...) and the measured bandwidth as the average.
         value = number(row[_PERFTEST_AVERAGE], size)
-    return value * factor
+    return metrics.convert(value * factor, unit, spec.figure_unit)
 
