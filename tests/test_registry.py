@@ -142,6 +142,14 @@ def test_every_check_has_its_parser_and_title():
             assert set(spec.columns) == set(spec.metrics), f"{name}: a column per metric"
 
 
+def test_every_family_is_a_parser_module_and_its_failure_words_a_familys():
+    """The parser table is derived from benchmarks.PARSERS (one module a family); the
+    failure words, read only in a recognised output, are keyed by those families: a
+    mistyped key would leave a family's failures unread."""
+    assert tuple(outputs._PARSERS) == benchmarks.PARSERS
+    assert set(outputs.FAILED_BY_FAMILY) <= set(benchmarks.PARSERS)
+
+
 @pytest.mark.parametrize("name", [n for n, s in benchmarks.CHECKS.items() if s.parser == "omb"])
 def test_each_omb_title_is_what_its_parser_looks_for(name):
     """An output that prints another OMB check's title is refused as not this one."""
