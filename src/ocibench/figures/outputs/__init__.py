@@ -88,7 +88,8 @@ __all__ = [
     "_number", "_nvb_testcase",
 ]
 
-Parser = Callable[[str, "list[str]", "dict[str, Any]"], Measurement]
+#: A family's parser: (check, the output's lines, the resolved parameters) -> Measurement.
+Parser = Callable[[str, list[str], dict[str, Any]], Measurement]
 
 
 def _family_parser(family: str) -> Parser:
