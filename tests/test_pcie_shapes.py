@@ -75,12 +75,14 @@ def test_l40s_is_the_node_doctors_hardware() -> None:
     assert {gpu["model"] for gpu in doctor["gpu"]} == {shape.gpus["model"]}
     assert len(doctor["gpu"]) == len(shape.gpus["devices"])
     network = shape.data["network"]
-    assert network["hcas"] == [nic["device_name"] for nic in doctor["rdma-nics"]]
+    assert shape.hcas == [nic["device_name"] for nic in doctor["rdma-nics"]]
+    assert [(n["pci"], n["gpu"]) for n in network["rdma_nics"]] == [
+        (nic["pci"], int(nic["gpu_id"])) for nic in doctor["rdma-nics"]]
     assert network["ports"] == len(doctor["rdma-nics"]) and network["port_gbps"] == 400
     assert network["rdma"] == "RoCEv2"
     assert shape.data["links"]["rdma_node_gbs"] == 800 / 8
     # the VCN NICs are not on the cluster network
-    assert not {nic["device_name"] for nic in doctor["vcn-nics"]} & set(network["hcas"])
+    assert not {nic["device_name"] for nic in doctor["vcn-nics"]} & set(shape.hcas)
 
 
 @pytest.mark.parametrize("name", A10)
