@@ -189,7 +189,7 @@ def _page(args: argparse.Namespace, history) -> int:
         from ocibench.report import history as page
         from ocibench.report.output import OutputError, staged
     except ModuleNotFoundError as err:
-        if err.name not in ("matplotlib", "jinja2"):
+        if err.name != "jinja2":   # the pages' charts are SVG: no matplotlib
             raise
         return _usage(f"the page needs {err.name}: pip install 'ocibench[report]'")
     if args.node is not None:

@@ -125,7 +125,8 @@ def _event_key(event: Any) -> Key:
 
 def _flag_prefix(key: Key) -> str:
     """How a drift reason names a figure (drift.Drift.reason: "check variant size N
-    figure: drifting ..."), whitespace collapsed as the reason's is."""
+    figure: drifting ...", drift._figure_name), whitespace collapsed as the reason's
+    is.  A flag whose reason names none of the node's figures is marked on all."""
     check, variant, size, figure = key
     return " ".join(f"{check} {variant}{'' if size is None else f' size {size}'} "
                     f"{figure}:".split())
