@@ -257,6 +257,11 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         if self.current_environ.extras.get("launcher") == INTELMPI:
             self.job.launcher = getlauncher(INTELMPI)()
         self.configure(self.extras)
+        # The software is not installed (ocibench.reframe.site.absent_modules): after
+        # configure, so that a check this node could never run (no GPU, one node) says
+        # that first; before the job, whose `module load` would fail it.
+        absent = self.current_environ.extras.get("absent")
+        self.skip_if(bool(absent), absent)
         if self.gpu_messages:
             self._record_ucx_protocols()
         self.prerun_cmds = [f"{sys.executable} -m ocibench.node.provenance > {PROVENANCE_FILE}"] \
@@ -412,6 +417,13 @@ class EveryGpuCheck(OcibenchCheck):
         for name, value in nccl_path.DEBUG_ENV.items():
             self.export(name, value)
         self.need_nodes(self.nodes)
+        # Across nodes a collective is measured over the cluster network.  A shape without
+        # one (OCI's A10 shapes have no RDMA) would send it over the front-end TCP network
+        # (NCCL's NET/Socket), a path no figure describes and no OCI cluster uses.
+        rdma = str(network.get("rdma") or "none").lower()
+        self.skip_if(self.nodes > 1 and rdma == "none",
+                     f"{extras['shape']} has no cluster network (no network.rdma): a "
+                     "collective across nodes would go over the front-end TCP network")
         # In one node a collective needs two GPUs to be one; across nodes one each.
         self.need_gpus(2 if self.nodes == 1 else 1)
         self.gpu_messages = True

@@ -74,8 +74,10 @@ class _Pt2Pt(_OsuBase):
     def pt2pt(self, extras: dict[str, Any], nodes: int, buffers: str) -> None:
         self.need_nodes(nodes)
         if buffers != "H-H":
-            # Two GPUs in one node (GPU 0 and 1, seed 000 sec 2-1); one per node across 2.
-            self.need_gpus(2 if nodes == 1 else 1)
+            # D-D in one node copies GPU 0 to GPU 1 (seed 000 sec 2-1): two GPUs.  H-D
+            # and D-H have one device rank (on GPU ``local rank % GPUs``, as OMB picks
+            # it), and across 2 nodes each rank has its node's GPU: one GPU is enough.
+            self.need_gpus(2 if nodes == 1 and buffers == "D-D" else 1)
             self.gpu_messages = True
         self.need_cores(2 if nodes == 1 else 1)
         self.num_tasks = 2

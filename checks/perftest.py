@@ -12,12 +12,12 @@ with ``-x`` the shape's RoCE GID index (``network.gid_index``; OCI's 3 where the
 gives none, 1 on BM.GPU.MI355X.8's Pollara NICs), both over ssh, the server started a
 second before the client, three attempts of which
 the best counts (OCI retries a failed attempt up to three times).  One test case per HCA
-of the shape's ``network.hcas`` (OCI's NCCL_IB_HCA list); the HCA index is the
+of the shape's ``network.rdma_nics`` (OCI's NCCL_IB_HCA list); the HCA index is the
 parameter because the device names differ between shapes.  The first host of the job's
 host file is the server, the second the client.
 
 On a machine without RDMA devices (/sys/class/infiniband empty) or a shape without
-``network.hcas`` the ``perftest`` environment is unavailable and every case SKIPS with
+``network.rdma_nics`` the ``perftest`` environment is unavailable and every case SKIPS with
 that reason (ocibench.reframe.site.perftest_unavailable).
 """
 
@@ -43,7 +43,7 @@ SERVER_START_S = 1
 
 def max_hcas() -> int:
     """The most cluster-network HCAs any shape has: the range of the HCA parameter."""
-    counts = [len((shapes.load(name).data.get("network") or {}).get("hcas") or [])
+    counts = [len(shapes.load(name).hcas)
               for name in shapes.known_shapes() if name != shapes.LOCAL]
     return max(counts + [len(glob.glob("/sys/class/infiniband/*")), 1])
 
@@ -95,7 +95,7 @@ class PerftestCheck(OcibenchCheck):
         hcas = extras.get("rdma_hcas") or []
         self.skip_if(self.hca >= len(hcas),
                      f"{extras.get('shape')} has {len(hcas)} cluster-network HCA(s) "
-                     f"(network.hcas); none at index {self.hca}")
+                     f"(network.rdma_nics); none at index {self.hca}")
         self.device = hcas[self.hca]
         self.need_nodes(self.nodes)
         self.num_tasks, self.num_tasks_per_node = 2, 1

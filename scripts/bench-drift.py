@@ -1,38 +1,65 @@
 #!/usr/bin/env python3
-"""The drift rule's benchmark (issue 23, item 3; the method and the results: docs/drift.md).
+"""The drift rule's benchmark (issues 23 and 30; the method and the results: docs/drift.md).
 
 For each figure whose run-to-run spread this project recorded (docs/gpu-results.md's
-rounds), 1,000 synthetic nodes of one cluster, each a series of 52 sweeps of that figure
-with that spread, run through the rule the sweep runs (``ocibench.history.drift.flags``):
+rounds), a synthetic fleet of SERIES nodes, each a series of 52 sweeps of that figure
+with that spread, through the rule the sweep runs: every value is turned into its
+residual against the fleet's median of the same sweep, the figure's MAD is pooled over
+the fleet (``drift.residual_mad``), and each node is judged by ``drift.assess`` on its
+newest ``drift.HORIZON`` residuals, as ``drift.Fleet`` does.
 
-* **false flags**: the share of noise-only series flagged at any sweep of the 52;
-* **detection**: 1,000 more series, healthy for :data:`HEALTHY` sweeps and then worse by a
-  sustained drop of max(5 %, 4 x the figure's MAD): the share flagged at the first, second
-  or third sweep after the drop;
+* **false flags / drains**: the share of noise-only series flagged (rerun), or found
+  persisting (drained), at any of the 52 sweeps;
+* **detection**: SERIES more series, healthy for :data:`HEALTHY` sweeps and then worse by a
+  sustained drop of max(5 %, 4 x the figure's MAD): the share flagged at the first,
+  second or third sweep of the drop, and the share drained by then;
 * **smallest drop**: the smallest sustained drop flagged within 3 sweeps in 95 % of the
-  series (bisection, the same noise for every drop tried).
+  series (bisection, the same noise for every drop tried);
+* **slow decline**: a node worse by a fixed fraction more every sweep from sweep 20: the
+  smallest rate flagged by the 52nd sweep in 95 % of the series, and how far it had
+  fallen when it was first flagged (median);
+* **scenarios** (issue 30): an improvement that ends (10 % better for 12 sweeps, then
+  back level with the fleet), a bimodal node (10 % better at 40 % of its sweeps): the
+  share flagged and drained after sweep 20; with ``--against REF`` also through the rule
+  of that git revision (``git show REF:src/ocibench/history/drift.py``: raw values
+  against the node's own baseline and the cluster's median, drained when flagged at two
+  sweeps running), on the same noise;
+* **a fleet-wide shift** at a driver change, through a real SQLite history
+  (``History``, ``drift.drifting_nodes``, ``drift.cluster_events``): 100 nodes x 10
+  figures, every value 10 % worse from sweep 21 on driver 560.35.03; the nodes flagged
+  and drained at any of sweeps 21-30, and the cluster events (and the REF rule's);
+* ``--speed DB``: ``drift.drifting_nodes`` over every node of an existing history (the
+  18 M-row one scripts/bench-history.py builds), ROUNDS times, median and spread; with
+  ``--against REF``, the REF rule on a few nodes, timed in the same call.
 
-The cluster median the rule compares with is the median, over the 1,000 noise-only nodes,
-of their values in the same recent sweeps, and the figure's MAD is pooled over the node
-and 15 of them (``drift.figure_mad``, as ``drift.drifting`` takes it).  Noise is normal,
-value = figure x (1 + sigma x N(0, 1)), sigma each figure's pooled relative standard
-deviation; log-normal, figure x exp(sigma x N(0, 1)), for the loopback cluster's assumed
-spread (a normal one would make latencies negative), and with --rules also for the
-measured figures, to show what a skewed noise does.  Seeded: the same numbers every run.
+Noise is normal, value = figure x (1 + sigma x N(0, 1)), sigma each figure's pooled
+relative standard deviation; log-normal, figure x exp(sigma x N(0, 1)), for the loopback
+cluster's assumed spread.  Seeded: the same numbers every run.
 
+    PYTHONPATH=$PWD/src python3 scripts/bench-drift.py                  # 1,000 series
+    PYTHONPATH=$PWD/src python3 scripts/bench-drift.py --series 300 --against main
+    PYTHONPATH=$PWD/src python3 scripts/bench-drift.py --speed /tmp/h.sqlite --against main
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
+import os
 import random
 import statistics
+import subprocess
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 
 from ocibench.history import drift
+from ocibench.history.store import History, Record
 
 SEED = 20261126
 SWEEPS = 52
@@ -122,161 +149,323 @@ def worse(series: list[float], start: int, drop: float, higher_is_better: bool) 
     return series[:start] + [v * factor for v in series[start:]]
 
 
-@dataclass(frozen=True)
-class Rule:
-    k: int = drift.RECENT_K
-    pooled: bool = True     # the figure's MAD pooled over POOL nodes, else the node's own
-    scaled: bool = True     # MAD x 1.4826 (an estimate of sigma), else the plain MAD
-    min_baseline: int = drift.MIN_BASELINE
-
-    @property
-    def name(self) -> str:
-        return (f"k={self.k}, {'pooled' if self.pooled else 'own'} "
-                f"{'scaled' if self.scaled else 'raw'} MAD, baseline >= {self.min_baseline}")
-
-    def options(self) -> dict[str, float]:
-        # Unscaled, 3 x MAD is 3 x 0.6745 sigma: the same rule with a smaller factor.
-        return {"k": self.k, "min_baseline": self.min_baseline,
-                "mad_k": drift.MAD_K if self.scaled else drift.MAD_K / drift.MAD_SCALE}
-
+# --------------------------------------------------------------------------- the fleet
 
 @dataclass
-class Cluster:
-    """What the rule reads besides a node's own series, per sweep: the cluster's median
-    of the last k sweeps over every node, and the nodes its MAD is pooled with."""
+class Fleet:
+    """A synthetic fleet of one figure: per sweep, the median of the noise-only nodes'
+    values (the peers of every node judged) and the figure's pooled residual MAD."""
 
-    medians: list[float | None]
-    others: list[list[float]]
+    figure: Figure
+    noise: list[list[float]]
+    medians: list[float]
+    mads: list[float | None]
+    #: the REF rule's cluster medians, by its k (--against)
+    ref_medians: dict[int, list[float]] = field(default_factory=dict)
 
+    def residuals(self, series: Sequence[float]) -> list[float]:
+        return [drift.worse_by(v, m, self.figure.higher_is_better)
+                for v, m in zip(series, self.medians)]
 
-def cluster_of(noise: Sequence[Sequence[float]], k: int) -> Cluster:
-    medians: list[float | None] = []
-    for t in range(SWEEPS):
-        medians.append(None if t + 1 < k else
-                       statistics.median(v for s in noise for v in s[t + 1 - k:t + 1]))
-    # The pool: the node itself and POOL - 1 others (as drift.drifting takes them).
-    return Cluster(medians, [list(s) for s in noise[:drift.POOL - 1]])
-
-
-def flagged_at(series: Sequence[float], t: int, cluster: Cluster, figure: Figure,
-               rule: Rule) -> bool:
-    seen = series[:t + 1]
-    mad = None
-    if rule.pooled:
-        mad = drift.figure_mad([seen] + [o[:t + 1] for o in cluster.others if o is not series],
-                               k=rule.k, min_baseline=rule.min_baseline)
+    def judge(self, residuals: Sequence[float], t: int) -> drift.Assessment | None:
+        """The rule at sweep ``t`` (0-based), on the newest HORIZON residuals."""
+        mad = self.mads[t]
         if mad is None:
-            return False
-    return drift.flags(seen, cluster.medians[t], figure.higher_is_better, mad=mad,
-                       **rule.options()) is not None
+            return None
+        return drift.assess(residuals[max(0, t + 1 - drift.HORIZON):t + 1], mad)
 
 
-def false_rate(noise: Sequence[Sequence[float]], cluster: Cluster, figure: Figure,
-               rule: Rule) -> float:
-    return sum(any(flagged_at(s, t, cluster, figure, rule) for t in range(SWEEPS))
-               for s in noise) / len(noise)
+def fleet_of(figure: Figure, noise: list[list[float]]) -> Fleet:
+    medians = [statistics.median(s[t] for s in noise) for t in range(SWEEPS)]
+    fleet = Fleet(figure, noise, medians, [])
+    residuals = [fleet.residuals(s) for s in noise]
+    fleet.mads = [drift.residual_mad(r[max(0, t + 1 - drift.HORIZON):t + 1] for r in residuals)
+                  for t in range(SWEEPS)]
+    return fleet
 
 
-def detection(base: Sequence[list[float]], drop: float, cluster: Cluster, figure: Figure,
-              rule: Rule) -> float:
-    hits = 0
-    for series in base:
-        dropped = worse(series, HEALTHY, drop, figure.higher_is_better)
-        hits += any(flagged_at(dropped, t, cluster, figure, rule)
-                    for t in range(HEALTHY, HEALTHY + 3))
-    return hits / len(base)
+def ever(fleet: Fleet, series: Sequence[float], sweeps: range,
+         what: Callable[[drift.Assessment], bool]) -> bool:
+    residuals = fleet.residuals(series)
+    for t in sweeps:
+        found = fleet.judge(residuals, t)
+        if found is not None and what(found):
+            return True
+    return False
 
 
-def smallest_drop(base: Sequence[list[float]], cluster: Cluster, figure: Figure,
-                  rule: Rule) -> float:
-    """The smallest drop flagged within 3 sweeps in 95 % of ``base``, to 0.1 %."""
-    low, high = 0.0, 0.05
-    while detection(base, high, cluster, figure, rule) < TARGET_DETECTION:
+def share(fleet: Fleet, many: Sequence[Sequence[float]], sweeps: range,
+          what: Callable[[drift.Assessment], bool]) -> float:
+    return sum(ever(fleet, s, sweeps, what) for s in many) / len(many)
+
+
+def flagged(found: drift.Assessment) -> bool:
+    return found.beyond
+
+
+def drained(found: drift.Assessment) -> bool:
+    return found.persists
+
+
+def detection(fleet: Fleet, base: Sequence[list[float]], drop: float,
+              what: Callable[[drift.Assessment], bool] = flagged) -> float:
+    dropped = [worse(s, HEALTHY, drop, fleet.figure.higher_is_better) for s in base]
+    return share(fleet, dropped, range(HEALTHY, HEALTHY + 3), what)
+
+
+def smallest(test: Callable[[float], float], start: float = 0.05, step: float = 0.001,
+             limit: float = 50.0) -> float:
+    """The smallest x with test(x) >= 95 %, to ``step`` (bisection)."""
+    low, high = 0.0, start
+    while test(high) < TARGET_DETECTION:
         low, high = high, high * 2
-        if high > 50:
+        if high > limit:
             return math.inf
-    while high - low > 0.001:
+    while high - low > step:
         middle = (low + high) / 2
-        if detection(base, middle, cluster, figure, rule) >= TARGET_DETECTION:
+        if test(middle) >= TARGET_DETECTION:
             high = middle
         else:
             low = middle
     return high
 
 
-@dataclass
-class Result:
-    figure: Figure
-    rule: Rule
-    target_drop: float
-    false: float
-    detected: float
-    smallest: float | None
-
-    @property
-    def met(self) -> bool:
-        return self.detected >= TARGET_DETECTION and self.false <= TARGET_FALSE
+def declining(series: list[float], rate: float, higher: bool) -> list[float]:
+    """``series`` worse by ``rate`` more every sweep from HEALTHY on."""
+    return [v if t < HEALTHY else
+            v * ((1 - rate * (t - HEALTHY + 1)) if higher else (1 + rate * (t - HEALTHY + 1)))
+            for t, v in enumerate(series)]
 
 
-def run(figure: Figure, count: int, rule: Rule, smallest: bool,
-        noise: str | None = None) -> Result:
-    # One stream per figure and rule: a figure's numbers do not depend on the others'.
-    rng = random.Random(f"{SEED}/{figure.name}/{rule.name}")
-    sigma = figure.sigma
-    model = noise or figure.noise
-    series = [noisy(rng, sigma, SWEEPS, model) for _ in range(count)]
-    base = [noisy(rng, sigma, HEALTHY + 3, model) for _ in range(count)]
-    cluster = cluster_of(series, rule.k)
-    mad = sigma if rule.scaled else sigma / drift.MAD_SCALE   # "the figure's MAD"
-    target = max(0.05, 4 * mad)
-    return Result(figure, rule, target, false_rate(series, cluster, figure, rule),
-                  detection(base, target, cluster, figure, rule),
-                  smallest_drop(base, cluster, figure, rule) if smallest else None)
+def decline_detected(fleet: Fleet, base: Sequence[list[float]], rate: float) -> float:
+    slid = [declining(s, rate, fleet.figure.higher_is_better) for s in base]
+    return share(fleet, slid, range(HEALTHY, SWEEPS), flagged)
 
+
+def fallen_when_flagged(fleet: Fleet, base: Sequence[list[float]], rate: float) -> float:
+    """The median of how far (rate x sweeps) the declining series had fallen when first
+    flagged (series never flagged left out)."""
+    fallen = []
+    for s in base:
+        residuals = fleet.residuals(declining(s, rate, fleet.figure.higher_is_better))
+        for t in range(HEALTHY, SWEEPS):
+            found = fleet.judge(residuals, t)
+            if found is not None and found.beyond:
+                fallen.append(rate * (t - HEALTHY + 1))
+                break
+    return statistics.median(fallen) if fallen else math.inf
+
+
+def improved_then_back(series: list[float], higher: bool) -> list[float]:
+    """10 % better for 12 sweeps from HEALTHY, then level with the fleet again."""
+    factor = 1.10 if higher else 0.90
+    return [v * factor if HEALTHY <= t < HEALTHY + 12 else v for t, v in enumerate(series)]
+
+
+def bimodal(series: list[float], higher: bool, rng: random.Random) -> list[float]:
+    """10 % better at 40 % of its sweeps."""
+    factor = 1.10 if higher else 0.90
+    return [v * factor if rng.random() < 0.4 else v for v in series]
+
+
+# --------------------------------------------------------------------------- the REF rule
+
+def load_rule(ref: str) -> ModuleType:
+    """The drift module of git revision ``ref`` (it reads the same store)."""
+    text = subprocess.run(["git", "show", f"{ref}:src/ocibench/history/drift.py"],
+                          check=True, capture_output=True, text=True).stdout
+    where = Path(tempfile.mkdtemp()) / "drift_ref.py"
+    where.write_text(text)
+    spec = importlib.util.spec_from_file_location("drift_ref", where)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def ref_marks(old: ModuleType, fleet: Fleet, series: Sequence[float]) -> tuple[bool, bool]:
+    """(flagged, drained) after HEALTHY under the REF rule: raw values against the
+    node's own baseline and the cluster's median of the last k sweeps, drained when
+    flagged at two sweeps running (its sweep's "flagged at the previous sweep too")."""
+    k = old.RECENT_K
+    higher = fleet.figure.higher_is_better
+    others = fleet.noise[:old.POOL - 1]
+    if k not in fleet.ref_medians:   # the cluster's median of each sweep's last k
+        fleet.ref_medians[k] = [statistics.median(v for s in fleet.noise
+                                                  for v in s[max(0, t + 1 - k):t + 1])
+                                for t in range(SWEEPS)]
+    marks = []
+    for t in range(HEALTHY, SWEEPS):
+        seen = list(series[:t + 1])
+        mad = old.figure_mad([seen] + [o[:t + 1] for o in others])
+        cluster = fleet.ref_medians[k][t]
+        marks.append(mad is not None and old.flags(seen, cluster, higher, mad=mad) is not None)
+    return any(marks), any(a and b for a, b in zip(marks, marks[1:]))
+
+
+# --------------------------------------------------------------------------- results
 
 def pct(value: float | None) -> str:
     return "-" if value is None else ("never" if math.isinf(value) else f"{100 * value:.1f} %")
 
 
+def run_figure(figure: Figure, count: int, old: ModuleType | None) -> list[str]:
+    rng = random.Random(f"{SEED}/{figure.name}")
+    sigma = figure.sigma
+    noise = [noisy(rng, sigma, SWEEPS, figure.noise) for _ in range(count)]
+    base = [noisy(rng, sigma, SWEEPS, figure.noise) for _ in range(count)]
+    fleet = fleet_of(figure, noise)
+    target = max(0.05, 4 * sigma)
+    false_flag = share(fleet, noise, range(SWEEPS), flagged)
+    false_drain = share(fleet, noise, range(SWEEPS), drained)
+    found = detection(fleet, base, target)
+    found_drained = detection(fleet, base, target, drained)
+    small = smallest(lambda d: detection(fleet, base, d))
+    rate = smallest(lambda r: decline_detected(fleet, base, r), start=0.002, step=0.0002,
+                    limit=1.0)
+    fallen = fallen_when_flagged(fleet, base, rate) if not math.isinf(rate) else math.inf
+    met = found >= TARGET_DETECTION and false_flag <= TARGET_FALSE
+    rows = [f"| {figure.name} | {figure.noise} | {pct(target)} | {pct(found)} | "
+            f"{pct(found_drained)} | {pct(false_flag)} | {pct(false_drain)} | {pct(small)} | "
+            f"{100 * rate:.2f} % a sweep ({pct(fallen)}) | {'met' if met else '**missed**'} |"]
+    # the scenarios: the share flagged / drained after sweep HEALTHY
+    higher = figure.higher_is_better
+    rng = random.Random(f"{SEED}/{figure.name}/scenarios")
+    scenarios = {"improvement that ends": [improved_then_back(s, higher) for s in base],
+                 "bimodal (10 % better at 40 % of sweeps)": [bimodal(s, higher, rng)
+                                                             for s in base]}
+    for name, many in scenarios.items():
+        new = (share(fleet, many, range(HEALTHY, SWEEPS), flagged),
+               share(fleet, many, range(HEALTHY, SWEEPS), drained))
+        was = "-"
+        if old is not None:
+            marks = [ref_marks(old, fleet, s) for s in many]
+            was = (f"{pct(sum(m[0] for m in marks) / len(marks))} / "
+                   f"{pct(sum(m[1] for m in marks) / len(marks))}")
+        rows.append(f"| {figure.name} | {name} | {pct(new[0])} / {pct(new[1])} | {was} |")
+    return rows
+
+
+# --------------------------------------------------------------------------- a fleet shift
+
+SHIFT_NODES, SHIFT_FIGURES, SHIFT_SWEEPS, CHANGE = 100, 10, 30, 21
+
+
+def shift_sweep(sweep: int, rng: random.Random) -> list[Record]:
+    """One sweep of 100 nodes x 10 osu_bw sizes, 1 % noise; from sweep 21 every value
+    10 % lower, on driver 560.35.03 (550.127.08 before)."""
+    after = sweep >= CHANGE
+    return [Record(node=f"node{n:03d}", check="osu_bw", variant="buffers=D-D nodes=2",
+                   size=2 ** (10 + f), figure="bandwidth", unit="GB/s", verdict="pass",
+                   value=390.0 * (0.9 if after else 1.0) * (1 + rng.gauss(0, 0.01)),
+                   time=1_700_000_000.0 + 86400 * sweep, session=f"sweep-{sweep:02d}",
+                   image="OL8", driver="560.35.03" if after else "550.127.08")
+            for n in range(SHIFT_NODES) for f in range(SHIFT_FIGURES)]
+
+
+def fleet_shift(old: ModuleType | None) -> list[str]:
+    """Each sweep added to a real history, then judged by each rule, as the sweep does."""
+    rules = [("this rule", drift)] + ([("REF rule", old)] if old is not None else [])
+    flagged_at: dict[str, list[set[str]]] = {name: [] for name, _ in rules}
+    drained: dict[str, set[str]] = {name: set() for name, _ in rules}
+    rng = random.Random(f"{SEED}/fleet-shift")
+    with tempfile.TemporaryDirectory() as where:
+        with History(Path(where) / "shift.sqlite") as history:
+            for sweep in range(1, SHIFT_SWEEPS + 1):
+                history.add(shift_sweep(sweep, rng))
+                if sweep < CHANGE:
+                    continue
+                nodes = history.nodes()
+                for name, rule in rules:
+                    found = rule.drifting_nodes(history, nodes)
+                    now = {n for n, d in found.items() if d}
+                    if rule is drift:   # persistence: two separate low sweeps
+                        drained[name] |= {n for n, d in found.items()
+                                          if any(x.persists for x in d)}
+                    elif flagged_at[name]:   # REF: flagged at the previous sweep too
+                        drained[name] |= now & flagged_at[name][-1]
+                    flagged_at[name].append(now)
+            events = drift.cluster_events(history)
+    rows = [f"| {name} | {len(flagged_at[name][0])} | {len(set().union(*flagged_at[name]))} "
+            f"| {len(drained[name])} | {len(events) if rule is drift else '-'} |"
+            for name, rule in rules]
+    rows += [f"\nfirst of the cluster events: {event.text}" for event in events[:1]]
+    return rows
+
+
+# --------------------------------------------------------------------------- speed
+
+def speed(path: Path, rounds: int, old: ModuleType | None, old_nodes: int) -> None:
+    with History(path, readonly=True) as history:
+        nodes = history.nodes()
+        values = history._db.execute("SELECT count(*) FROM results").fetchone()[0]
+    print(f"history: {path}, {len(nodes)} nodes, {values:,} values; {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    walls, cpus, found = [], [], 0
+    for _ in range(rounds):
+        with History(path, readonly=True) as history:
+            started, cpu = time.perf_counter(), time.process_time()
+            result = drift.drifting_nodes(history, nodes)
+            walls.append(time.perf_counter() - started)
+            cpus.append(time.process_time() - cpu)
+        found = sum(1 for d in result.values() if d)
+    print(f"| drift.drifting_nodes, all {len(nodes)} nodes | {statistics.median(walls):.1f} s "
+          f"| {min(walls):.1f} to {max(walls):.1f} s | {statistics.median(cpus):.1f} s | "
+          f"{found} nodes drifting |")
+    if old is not None:
+        with History(path, readonly=True) as history:
+            started, cpu = time.perf_counter(), time.process_time()
+            old.drifting_nodes(history, nodes[:old_nodes])
+            wall, used = time.perf_counter() - started, time.process_time() - cpu
+        print(f"| REF rule's drifting_nodes, {old_nodes} nodes | {wall:.1f} s | - | "
+              f"{used:.1f} s | about {wall * len(nodes) / old_nodes:.0f} s for "
+              f"{len(nodes)} nodes, linearly |")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--series", type=int, default=1000)
-    parser.add_argument("--rules", action="store_true", help=(
-        "also the other rules tried (k 1-4, own and unscaled MAD, skewed noise)"))
+    parser.add_argument("--series", type=int, default=1000,
+                        help="nodes of each synthetic fleet (and series judged)")
+    parser.add_argument("--figures", type=int, default=len(FIGURES),
+                        help="only the first N figures")
+    parser.add_argument("--against", metavar="REF",
+                        help="also the drift rule of this git revision (e.g. main)")
+    parser.add_argument("--speed", type=Path, metavar="DB",
+                        help="only time drifting_nodes over the history DB")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ref-nodes", type=int, default=10,
+                        help="nodes the REF rule is timed on (--speed)")
     args = parser.parse_args(argv)
+    old = load_rule(args.against) if args.against else None
+    if args.speed:
+        speed(args.speed, args.rounds, old, args.ref_nodes)
+        return 0
     print("| figure | unit | sigma (scaled MAD) | recorded spread |")
     print("|---|---|---:|---|")
-    for figure in FIGURES:
+    for figure in FIGURES[:args.figures]:
         print(f"| {figure.name} | {figure.unit} | {100 * figure.sigma:.2f} % | {figure.source} |")
-    print()
-    chosen = Rule()
-    rules = [chosen]
-    if args.rules:
-        rules += [Rule(k) for k in (1, 3) if k != chosen.k]
-        rules += [Rule(chosen.k, pooled=False), Rule(chosen.k, scaled=False)]
-        rules += [Rule(min_baseline=n) for n in (5, 10)]
-    print("| figure | rule | noise | target drop | flagged within 3 sweeps | noise flagged in 52 "
-          "sweeps | smallest drop flagged (95 %) | targets |")
-    print("|---|---|---|---:|---:|---:|---:|---|")
-
-    def row(figure: Figure, rule: Rule, noise: str | None = None) -> None:
-        r = run(figure, args.series, rule, smallest=rule == chosen and noise is None,
-                noise=noise)
-        print(f"| {figure.name} | {rule.name} | {noise or figure.noise} | {pct(r.target_drop)} "
-              f"| {pct(r.detected)} | {pct(r.false)} | {pct(r.smallest)} "
-              f"| {'met' if r.met else '**missed**'} |", flush=True)
-
-    for figure in FIGURES:
-        row(figure, chosen)
-    # The other rules on the measured figures whose target is set by their spread (4 x
-    # MAD above 5 %); below it, the 3 % floor decides, whatever the rule's MAD.
-    noisy_figures = [f for f in FIGURES if f.assumed is None and 4 * f.sigma > 0.05]
-    for rule in rules[1:]:
-        for figure in noisy_figures:
-            row(figure, rule)
-    if args.rules:   # the chosen rule, with the measured figures' noise skewed
-        for figure in noisy_figures:
-            row(figure, chosen, "lognormal")
+    print(f"\nfleet-wide shift at a driver change ({SHIFT_NODES} nodes x {SHIFT_FIGURES} "
+          f"figures, 10 % worse from sweep {CHANGE} of {SHIFT_SWEEPS}):\n")
+    print("| rule | nodes flagged at the change's sweep | flagged at any of sweeps 21-30 "
+          "| drained | cluster events |")
+    print("|---|---:|---:|---:|---:|")
+    for row in fleet_shift(old):
+        print(row, flush=True)
+    print(f"\n{args.series} series per figure:\n")
+    print("| figure | noise | target drop | flagged within 3 sweeps | drained within 3 "
+          "sweeps | noise flagged in 52 sweeps | noise drained | smallest drop flagged "
+          "(95 %) | slowest decline flagged (95 %; fallen when flagged) | targets |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    scenario_rows = []
+    for figure in FIGURES[:args.figures]:
+        rows = run_figure(figure, args.series, old)
+        print(rows[0], flush=True)
+        scenario_rows += rows[1:]
+    print("\nscenarios: the share of series flagged / drained after sweep 20\n")
+    print("| figure | scenario | this rule | REF rule |")
+    print("|---|---|---:|---:|")
+    for row in scenario_rows:
+        print(row)
     return 0
 
 

@@ -27,10 +27,15 @@ umask 022
 # The bundle's unchecked= decides what Spack installs without checksums: read only
 # after the bundle is checked again (set-up checked it too, but it may have changed
 # since; src/ocibench/spack/bundle_verify.py refuses an unauthenticated unchecked=).
+# As in set-up, the check names the directory it verified (the bundle, or the copy of
+# it that only this user can change, <cache>/bundle), and that one is used.
 unchecked=""
+bundle=""
 if [[ -n ${OCIBENCH_BUNDLE:-} ]]; then
-  unchecked=$(python3 -m ocibench.spack.bundle_verify --print unchecked "$OCIBENCH_BUNDLE") \
+  checked=$(python3 -m ocibench.spack.bundle_verify --stage --print unchecked "$OCIBENCH_BUNDLE") \
     || die "bundle $OCIBENCH_BUNDLE refused (the lines above name each file); nothing was installed"
+  bundle=$(sed -n 1p <<<"$checked")
+  unchecked=$(sed -n 2p <<<"$checked")
 fi
 
 shape=$(python3 -m ocibench.cli shape) || die "cannot detect the shape"
@@ -66,7 +71,7 @@ if [[ -n $unchecked ]]; then
   scope=$(mktemp -d)
   trap 'rm -rf "$scope"' EXIT
   printf 'mirrors:\n  ocibench-unchecked:\n    url: file://%s\n    binary: false\n' \
-    "$(cd "$OCIBENCH_BUNDLE" && pwd)/unchecked" >"$scope/mirrors.yaml"
+    "$bundle/unchecked" >"$scope/mirrors.yaml"
   # shellcheck disable=SC2086  # the list of PKG@VERSION
   specs=$(spack python src/ocibench/spack/scripts/unchecked_specs.py $unchecked)
   while read -r hash name; do

@@ -59,7 +59,11 @@ source scripts/source-args.sh
 ((${#args[@]})) || source_args_from_env
 ((${#args[@]})) || die "no sources given: pass PKG=GITDIR[#REV][@VERSION] or set OCIBENCH_SRC_OMB/_NCCL_TESTS/_IMB/_STREAM"
 
-shape=${shape:-$(python3 -m ocibench.cli shape)} || die "cannot detect the shape (is ocibench installed? run make setup)"
+# ocibench needs its Python tools, which `make setup` installs: name them, rather than
+# let the first import fail with a traceback.
+missing=$(python3 -m ocibench.requirements --missing) || die "cannot read the Python tools ocibench needs (pyproject.toml)"
+[[ -z $missing ]] || die "python3 lacks the Python tools ocibench needs (${missing//$'\n'/ }): run \`make setup\` first"
+shape=${shape:-$(python3 -m ocibench.cli shape)} || die "cannot detect the shape (the line above says why)"
 python3 -c "import sys; from ocibench import shapes; shapes.shape_path(sys.argv[1])" "$shape" \
   || die "unknown shape '$shape'"
 cache=$(python3 -c "from ocibench import paths; print(paths.cache_dir())")
@@ -93,7 +97,10 @@ to_mirror() {  # pkg gitdir tag version -> 0 when it is in the mirror
     want=$(recipe_sha256 "$pkg" "$spack_version")
     [[ -n $want ]] && break
   done
-  [[ -n $want ]] || return 1
+  if [[ -z $want ]]; then
+    [[ -x $spack ]] || echo "mirror-from-checkouts: $pkg@$version: no Spack at $spack yet, so the archive of $tag cannot be checked against its recipe: a develop source (after \`make setup\`, run this again to put it in the mirror if it is the recipe's)"
+    return 1
+  fi
   local digest="$mirror/_source-cache/archive/${want:0:2}/$want.tar.gz"
   if [[ ! -s $digest ]]; then
     tmp=$(mktemp)

@@ -2,7 +2,8 @@
 # Install what the test suite drives for real, when it is missing: the Python tools
 # the project and its tests need (ruff included; never the project itself, which the
 # tests import from this checkout's src/: src/ocibench/requirements.py), the Debian packages of the real
-# parts (Lmod, OpenMPI, Slurm + munge, hwloc/numactl, Chromium, Prometheus' promtool) and shellcheck for
+# parts (Lmod, OpenMPI, Slurm + munge, hwloc/numactl, Chromium, Prometheus' promtool, the RDMA
+# headers perftest builds with) and shellcheck for
 # scripts/lint.sh.  Idempotent and quick when everything is present.  Spack is NOT
 # installed here: `make setup` does that, and the Spack tests are skipped (with the
 # reason) where it is absent.
@@ -29,6 +30,10 @@ declare -A probes=(
   [shellcheck]=/usr/bin/shellcheck
   # promtool lints the metrics export and runs the alert rules' unit tests
   [prometheus]=/usr/bin/promtool
+  # perftest's build (tests/test_spack_repo_builds.py) over this machine's rdma-core,
+  # a Spack external: its configure needs librdmacm and libibumad
+  [librdmacm-dev]=/usr/include/rdma/rdma_cma.h
+  [libibumad-dev]=/usr/include/infiniband/umad.h
 )
 missing=()
 for pkg in "${!probes[@]}"; do

@@ -20,7 +20,8 @@
 # no network.  Before anything else, src/ocibench/spack/bundle_verify.py checks it: every file
 # listed in SHA256SUMS and matching it, nothing unlisted, no symlink, no path leaving the
 # bundle; authenticated when the admin gives OCIBENCH_BUNDLE_SHA256 or
-# OCIBENCH_BUNDLE_SIGNER (docs/spack-env.md).  Then Spack, the builtin packages, the
+# OCIBENCH_BUNDLE_SIGNER (docs/spack-env.md).  A bundle another user could change is
+# copied first (<cache>/bundle, 0700), and the copy is checked and used.  Then Spack, the builtin packages, the
 # Python wheels, Lmod's packages, the source mirror, the develop sources and the build
 # cache (signed: its key is trusted) are taken from it.
 set -euo pipefail
@@ -45,10 +46,14 @@ bundle=${OCIBENCH_BUNDLE:-}
 bundle_value() { sed -n "s/^$1=//p" "$bundle/BUNDLE"; }
 if [[ -n $bundle ]]; then
   # First of all: pip, apt-get/dnf and Spack take whatever lies in their directories.
-  verified=$("$python" -m ocibench.spack.bundle_verify "$bundle") \
+  # The check's first line is the directory it verified: the bundle itself where only
+  # root and this user can change it, else a copy only this user can change
+  # (<cache>/bundle).  Everything below takes that one: what was verified is what is
+  # installed, whatever another user does to the bundle meanwhile.
+  checked=$("$python" -m ocibench.spack.bundle_verify --stage "$bundle") \
     || die "bundle $bundle refused (the lines above name each file); nothing was installed"
-  say "$verified"
-  bundle=$(cd "$bundle" && pwd -P)
+  bundle=$(sed -n 1p <<<"$checked")
+  say "$(sed -n '2,$p' <<<"$checked")"
   say "bundle of shape $(bundle_value shape), signed=$(bundle_value signed)"
   [[ -f $bundle/spack.tar.gz ]] \
     && export OCIBENCH_SPACK_SOURCE=${OCIBENCH_SPACK_SOURCE:-$bundle/spack.tar.gz}

@@ -2,9 +2,10 @@
 SKIPPED with the reason.  Nothing here stands in for a missing part.
 
 The session leaves the user's installation alone (user_installation.py): every Spack
-the tests start gets a private user scope and cache, and the session fails at its end
-if the user's module trees, Spack store, Spack configuration or Python environment
-changed while it ran.
+the tests start gets a private user scope and cache, every test its own results history
+and healthcheck state (temporary files: $OCIBENCH_HISTORY_DB, $OCIBENCH_HEALTH_STATE),
+and the session fails at its end if the user's module trees, Spack store, Spack
+configuration, Python environment, history or healthcheck state changed while it ran.
 """
 
 from __future__ import annotations
@@ -37,11 +38,40 @@ def user_installation_untouched(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPACK_USER_CONFIG_PATH", str(home))
         patch.setenv("SPACK_USER_CACHE_PATH", str(home))
+        # what module- and session-scoped fixtures write; each test gets its own below
+        pin_user_files(patch, tmp_path_factory.mktemp("user-files"))
         yield home
     changed = user_installation.changes(before, user_installation.snapshot(places))
     if changed:
         pytest.fail("the test session changed the user's installation:\n  "
                     + "\n  ".join(changed), pytrace=False)
+
+
+#: The variables that move what ocibench writes in the user's cache by default.
+USER_FILES = {"OCIBENCH_HISTORY_DB": "history.sqlite",
+              "OCIBENCH_HEALTH_STATE": "healthcheck.json"}
+
+
+def pin_user_files(patch: pytest.MonkeyPatch, where: Path) -> None:
+    for name, file in USER_FILES.items():
+        patch.setenv(name, str(where / file))
+
+
+@pytest.fixture(autouse=True)
+def own_user_files(tmp_path_factory, monkeypatch) -> None:
+    """Each test's own history and healthcheck state: a sweep in one test is never
+    another test's history (test_sweep_cluster.py once drained a node of
+    test_healthcheck_cluster.py so).  A test that sets its own keeps it."""
+    pin_user_files(monkeypatch, tmp_path_factory.mktemp("user-files", numbered=True))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def roots_run_dir(tmp_path_factory):
+    """root's lock directory (ocibench.health.state.run_dir, /run/ocibench) for the
+    session: a healthcheck the tests run as root never makes one on the machine."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OCIBENCH_RUN_DIR", str(tmp_path_factory.mktemp("run") / "ocibench"))
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -104,6 +134,7 @@ FILE_COSTS = {
     "test_sweep_cluster.py": 110,
     "test_reframe.py": 110,
     "test_local_install.py": 65,
+    "test_spack_repo_builds.py": 160,
     "test_local_stack_build.py": 50,
     "test_bundle_unchecked.py": 45,
     "test_report.py": 16,

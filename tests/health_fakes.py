@@ -6,10 +6,11 @@ loopback cluster in tests/test_healthcheck_cluster.py).
 the row remapper's state, NVLink's status); a file ``hang`` there makes it hang; and
 tests/data/healthcheck/systemctl, which answers ``is-active`` from ``services/<unit>``.
 ``<dir>/root``: ``sys/bus/pci/devices/<bdf>/`` link speed and width of each GPU,
-``sys/class/infiniband/<dev>/ports/<port>/{state,counters/link_downed}`` of each of the
-shape's RDMA ports, ``dev/kmsg``, the kernel log, and ``proc/sys/kernel/random/boot_id``,
-as the files the kernel shows.
-Everything is derived from the shape file, as on a node of that shape.
+``sys/class/infiniband/<dev>/`` of each of the shape's RDMA ports (tests/rdma_fakes.py:
+state, rate, counters, GID table, PCI address, network interface; and ``<dir>/bin/
+ethtool`` printing their RX discards), ``dev/kmsg``, the kernel log, and
+``proc/sys/kernel/random/boot_id``, as the files the kernel shows.  Everything is
+derived from the shape file, as on a node of that shape.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from ocibench import shapes
 from ocibench.node import preflight
+from rdma_fakes import FakePorts
 
 FAKE_SMI = Path(__file__).parent / "data" / "healthcheck" / "nvidia-smi"
 FAKE_SYSTEMCTL = Path(__file__).parent / "data" / "healthcheck" / "systemctl"
@@ -54,8 +56,8 @@ class FakeNode:
         self.remap()
         self.nvlink()
         self.pcie()
-        for device in self.exp.rdma_devices:
-            self.port(device)
+        self.ports = FakePorts(self.shape)
+        self.ports.write(self.root, self.bin)
         self.kernel_log()
         self.boot()
         self.service("nvidia-fabricmanager", "active")
@@ -98,16 +100,16 @@ class FakeNode:
             (base / "max_link_width").write_text(f"{want['width']}\n")
             (base / "current_link_width").write_text(f"{(width or {}).get(i, want['width'])}\n")
 
-    def port(self, device: str, state: str = "4: ACTIVE", link_downed: int | None = 0) -> None:
-        dev, _, port = device.partition(":")
-        base = self.root / "sys/class/infiniband" / dev / "ports" / port
-        (base / "counters").mkdir(parents=True, exist_ok=True)
-        (base / "state").write_text(state + "\n")
-        counter = base / "counters" / "link_downed"
-        if link_downed is None:
-            counter.unlink(missing_ok=True)
-        else:
-            counter.write_text(f"{link_downed}\n")
+    def port(self, device: str, state: str = "4: ACTIVE", link_downed: int | None = 0,
+             **more: object) -> None:
+        """Set one port ("mlx5_6:1") as the kernel would show it (rdma_fakes.FakePort's
+        fields: rate, discards, gids, types, present) and rewrite the node's ports."""
+        fake = self.ports[device]
+        fake.state, fake.link_downed = state, link_downed
+        for name, value in more.items():
+            assert hasattr(fake, name), name
+            setattr(fake, name, value)
+        self.ports.write(self.root, self.bin)
 
     def kernel_log(self, *lines: str) -> None:
         """/dev/kmsg's records: '<prio>,<seq>,<usec>,-;<text>'."""

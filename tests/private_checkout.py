@@ -38,12 +38,16 @@ def private_checkout(where: Path, detected: bool = True) -> Path:
 
 
 def private_spack_scope(where: Path) -> Path:
-    """A Spack user scope (SPACK_USER_CONFIG_PATH) that installs into `where`/store and
-    reads the user's install tree as an upstream."""
+    """A Spack user scope (SPACK_USER_CONFIG_PATH) that installs into `where`/store,
+    stages its builds in `where`/stage and reads the user's install tree as an
+    upstream.  Its own stage: Spack keeps a develop spec's build directory between
+    builds, and one configured for another session's install tree installed there
+    ("Nothing was installed")."""
     scope = where / "spack-scope"
     scope.mkdir(parents=True)
     (scope / "config.yaml").write_text(yaml.safe_dump(
-        {"config": {"install_tree": {"root": str(where / "store")}}}))
+        {"config": {"install_tree": {"root": str(where / "store")},
+                    "build_stage": [str(where / "stage")]}}))
     upstream = user_installation.user_install_tree()
     if upstream.is_dir():
         (scope / "upstreams.yaml").write_text(yaml.safe_dump(

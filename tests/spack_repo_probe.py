@@ -87,6 +87,24 @@ def _source(obj):
     return inspect.getsource(func)
 
 
+def builders_lost(cls, base):
+    """The builder classes of the builtin recipe's module (``CMakeBuilder``, ...) that
+    our subclass's module lacks (neither the class nor a subclass of it under that
+    name): Spack looks a package's builder up by name in the package's own module only
+    (spack.builder.get_builder_class), so without them the override builds with
+    Spack's default builder, none of the builtin's build logic."""
+    theirs, mine = sys.modules[base.__module__], sys.modules[cls.__module__]
+    lost = []
+    for name, value in sorted(vars(theirs).items()):
+        if not (inspect.isclass(value) and issubclass(value, spack.builder.Builder)
+                and value.__module__ == theirs.__name__):
+            continue
+        found = getattr(mine, name, None)
+        if not (inspect.isclass(found) and issubclass(found, value)):
+            lost.append(name)
+    return lost
+
+
 def directives():
     ours, builtin = spack.repo.PATH.get_repo(OURS), spack.repo.PATH.get_repo("builtin")
     report = {}
@@ -105,6 +123,7 @@ def directives():
             "added": sorted(mine - theirs),
             "dropped": sorted(theirs - mine),
             "methods": own_methods(cls, base),
+            "builders_lost": builders_lost(cls, base),
         }
     # the values each of our recipes' amdgpu_target takes (ROCmPackage's, widened)
     report["_amdgpu_targets"] = {
@@ -191,7 +210,47 @@ def refuse(*texts):
     return report
 
 
-COMMANDS = {"directives": directives, "concretize": concretize, "refuse": refuse}
+def sources():
+    """Per root of the active (concretized) environment: what `spack install` of it
+    would build (not installed here or upstream, not an external) and which of those
+    has no source offline: neither a develop source (dev_path) nor its archive in a
+    source mirror of the configuration, where Spack looks for it by the recipe's
+    digest (spack.mirrors.layout)."""
+    import spack.environment
+    import spack.fetch_strategy as fs
+    import spack.mirrors.layout as layout
+    import spack.mirrors.mirror
+    import spack.util.url
+
+    env = spack.environment.active_environment()
+    mirrors = [Path(spack.util.url.local_file_path(m.fetch_url))
+               for m in spack.mirrors.mirror.MirrorCollection(source=True).values()
+               if m.fetch_url.startswith("file://")]
+    report = {}
+    for root in env.concrete_roots():
+        build, missing = [], []
+        for spec in root.traverse(order="post"):
+            if spec.external or spec.installed:
+                continue
+            name = spec.format("{name}@{version}")
+            build.append(name)
+            if "dev_path" in spec.variants or not spec.package.has_code:
+                continue
+            try:
+                fetcher = fs.for_package_version(spec.package)
+                where = layout.default_mirror_layout(
+                    fetcher, f"{spec.name}/{spec.name}-{spec.version}", spec).path
+            except Exception as error:  # a recipe Spack cannot fetch at all offline
+                missing.append(f"{name} ({error})")
+                continue
+            if not any((mirror / where).is_file() for mirror in mirrors):
+                missing.append(name)
+        report[root.name] = {"hash": root.dag_hash(), "build": build, "missing": missing}
+    return report
+
+
+COMMANDS = {"directives": directives, "concretize": concretize, "refuse": refuse,
+            "sources": sources}
 
 if __name__ == "__main__":
     command, *args = sys.argv[1:]

@@ -48,9 +48,9 @@ def test_the_amd_shapes_validate_and_name_the_amd_row(name, arch):
     assert shape.gpus["arch"] == arch and vendor.arch_problem(arch) is None
     assert shape.gpu_count == 8
     # OCI's RCCL settings are the collective library's environment, with the HCAs in
-    # the order of network.hcas
+    # the order of network.rdma_nics (a rule of ocibench.shapes.rules)
     env = shape.data["network"]["collective_env"]
-    assert env["NCCL_IB_HCA"] == "=" + ",".join(shape.data["network"]["hcas"])
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(shape.hcas)
     figures = {figure["id"]: figure for figure in shape.figures}
     assert figures["rccl_all_reduce_2x8gpus"]["floor"]["values"] == {"avg": 350}
     assert figures["rccl_all_reduce_8gpus"]["floor"]["values"] == {"avg": 310}
@@ -63,7 +63,7 @@ def test_the_two_mi355x_shapes_are_one_board():
     pollara, cx7 = shapes.load("BM.GPU.MI355X.8"), shapes.load("BM.GPU.MI355X-v1.8")
     for key in ("cpu", "memory", "gpus"):
         assert pollara.data[key] == cx7.data[key], key
-    assert pollara.data["network"]["hcas"] != cx7.data["network"]["hcas"]
+    assert pollara.hcas != cx7.hcas
 
 
 @pytest.mark.parametrize("name,gid", [("BM.GPU.MI300X.8", 3), ("BM.GPU.MI355X.8", 1),
@@ -303,7 +303,7 @@ def test_amd_command_lines_in_a_dry_run(amd_dry_runs, shape):
             "none at index 1") in case["nccl_all_reduce_perf %nodes=2 %size_range=1"]["skip"]
     # perftest on each of the shape's cluster-network NICs, with its GID index
     gid = shapes.load(shape).gid_index
-    for i, hca in enumerate(data["network"]["hcas"]):
+    for i, hca in enumerate(shapes.load(shape).hcas):
         assert (f"-x {gid} --report_gbits -d {hca} -i 1 $server"
                 in case[f"ib_write_bw %hca={i}"]["launch"])
         assert (f"$exe -F -x {gid} -s 8 -n 10000 -d {hca} -i 1 $server"

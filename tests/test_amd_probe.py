@@ -11,7 +11,6 @@ tmp_path given as the root, as for every preflight test.
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import time
@@ -27,6 +26,7 @@ from ocibench.metrics import Action
 from ocibench.node import preflight
 from ocibench.shapes import probe
 from ocibench.sweep import actions
+from rdma_fakes import FakePorts
 
 DATA = Path(__file__).parent / "data" / "amd-smi"
 #: The scripts' cat, found before a test leaves only the node's tools on PATH.
@@ -296,10 +296,8 @@ class AmdNode:
                                f"{base_dir}/max_link_speed": "32.0 GT/s PCIe\n",
                                f"{base_dir}/current_link_width": "16\n",
                                f"{base_dir}/max_link_width": "16\n"})
-        for device in self.exp.rdma_devices:
-            name, _, port = device.partition(":")
-            self.files[f"sys/class/infiniband/{name}/ports/{port}/state"] = "4: ACTIVE\n"
-            self.files[f"sys/class/infiniband/{name}/ports/{port}/counters/link_downed"] = "0\n"
+        # every RDMA port of the shape, and ethtool printing their RX discards
+        self.ports = FakePorts(self.shape)
 
     def listing(self) -> str:
         """`amd-smi static --asic --bus --json` of the node: its bus addresses from the
@@ -311,7 +309,8 @@ class AmdNode:
                           indent=4)
 
     def write(self) -> None:
-        for rel, body in self.files.items():
+        self.ports.write_ethtool(self.bin)
+        for rel, body in {**self.ports.files(), **self.files}.items():
             path = self.root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(body)
@@ -352,7 +351,8 @@ def test_preflight_lists_the_gpus_links_pcie_and_numa_of_an_mi300x_node(node) ->
     assert found["gpu_numa"].status == "present", found["gpu_numa"]
     assert found["amd_peermem"].status == "present"
     assert "nvlink" not in found and "nvidia_peermem" not in found
-    assert [found[f"rdma {d}"].status for d in node.exp.rdma_devices] == ["present"]
+    ports = [found[f"rdma {d}"] for d in node.exp.rdma_devices]
+    assert len(ports) == 8 and {p.status for p in ports} == {"present"}, ports
 
 
 def test_a_gpu_missing_an_xgmi_peer_fails_the_node(node) -> None:
@@ -441,22 +441,18 @@ def test_dmabuf_without_the_runtimes_yes(node, rocminfo, status, said) -> None:
 
 
 def test_pollara_ports_are_rdma_ports_like_mlx5(tmp_path, monkeypatch) -> None:
-    """BM.GPU.MI355X.8's Pollara NICs (network.hcas: ionic_*) are read like ConnectX's
-    mlx5_*: its shape with UCX on its first Pollara port."""
+    """BM.GPU.MI355X.8's Pollara NICs (network.rdma_nics: ionic_*) are read like
+    ConnectX's mlx5_*, at the shape's GID index 1; their RX discards are not judged
+    (OCI's threshold is for mlx5's rx_prio*_discards)."""
     node = AmdNode(tmp_path, "BM.GPU.MI355X.8")
-    first = node.shape.data["network"]["hcas"][0]
-    assert first.startswith("ionic_")
-    data = copy.deepcopy(node.shape.data)
-    data["network"]["ucx_net_devices"] = {"mpi": f"{first}:1", "nccl": f"{first}:1"}
-    node.shape = shapes.Shape(name=node.shape.name, data=data, path=node.shape.path)
-    node.exp = preflight.expectations(node.shape)
-    device = f"{first}:1"
-    node.files[f"sys/class/infiniband/{first}/ports/1/state"] = "4: ACTIVE\n"
+    first = node.shape.hcas[0]
+    assert first.startswith("ionic_") and node.shape.gid_index == 1
     monkeypatch.setenv("PATH", str(node.bin))
-    assert node.preflight()[f"rdma {device}"].status == "present"
-    name, _, port = device.partition(":")
-    node.files[f"sys/class/infiniband/{name}/ports/{port}/state"] = "1: DOWN\n"
-    assert node.preflight()[f"rdma {device}"].status == "unexpected"
+    item = node.preflight()[f"rdma {first}:1"]
+    assert item.status == "present" and "GID 1 RoCE v2 192.168." in item.detail, item
+    assert "400 Gb/s" in item.detail and "ethtool" not in item.evidence
+    node.files[f"sys/class/infiniband/{first}/ports/1/state"] = "1: DOWN\n"
+    assert node.preflight()[f"rdma {first}:1"].status == "unexpected"
 
 
 # --------------------------------------------------------------------------- the healthcheck
@@ -479,7 +475,7 @@ def health_evidence(node: AmdNode) -> dict[str, tuple[str, str]]:
 def test_the_healthcheck_lists_an_amd_nodes_gpus_and_links(node) -> None:
     found = health(node)
     assert found["gpu_count"] == PASS and found["xgmi"] == PASS and found["pcie"] == PASS
-    assert [found[f"rdma {d}"] for d in node.exp.rdma_devices] == [PASS]
+    assert [found[f"rdma {d}"] for d in node.exp.rdma_devices] == [PASS] * 8
     assert "nvlink" not in found and "xid" not in found and "row_remap" not in found
     # the AMD row's own items: amd-smi's bad pages, amdgpu's fatal error in the log
     assert found["bad_pages"] == PASS and found["ras"] == PASS

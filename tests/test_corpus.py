@@ -50,6 +50,8 @@ def test_index_lists_every_file_once_with_its_source() -> None:
         assert entry["check"] in benchmarks.CHECKS, f"{entry['file']}: unknown check"
         expect = entry["expect"]
         assert len(set(expect) & {"figures", "unjudged", "refused"}) == 1, entry["file"]
+        assert set(expect) <= {"figures", "unjudged", "refused", "unit", "metric", "path"}, \
+            f"{entry['file']}: unknown expectation"
 
 
 def test_corpus_spans_the_benchmarks() -> None:
@@ -64,6 +66,8 @@ def test_corpus_spans_the_benchmarks() -> None:
 def test_published_output(entry: dict[str, Any]) -> None:
     name, check, expect = entry["file"], entry["check"], entry["expect"]
     ev = evaluate(check, _text(entry), "local", entry.get("params") or {})
+    if "path" in expect:
+        assert expect["path"] in (ev.path or ""), f"{name}: path {ev.path!r}"
     if "figures" in expect:
         assert ev.verdict is RunVerdict.RECORDED, f"{name}: {ev.verdict}: {ev.reason}"
         metric = expect.get("metric", benchmarks.CHECKS[check].metric)

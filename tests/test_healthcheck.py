@@ -18,6 +18,7 @@ from ocibench import accelerators, cli, shapes
 from ocibench.health import check, probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN
 from ocibench.history import current, store
+from rdma_fakes import ZERO_GID
 
 
 @pytest.fixture
@@ -65,9 +66,12 @@ def one(fake: FakeNode, name: str, **kw) -> tuple[str, str]:
 
 def test_a_healthy_node_passes_every_probe(node: FakeNode) -> None:
     results = check.run_probes(context(node))
+    # every port of the shape: its 16 cluster-network NICs and the UCX port mlx5_4:1
+    ports = {f"rdma {p}": PASS for p in node.exp.rdma_devices}
+    assert len(ports) == 17 and "rdma mlx5_4:1" in ports and "rdma mlx5_17:1" in ports
     assert {r.name: r.state for r in results} == {
         "gpu_count": PASS, "xid": PASS, "row_remap": PASS, "pcie": PASS, "nvlink": PASS,
-        "rdma mlx5_4:1": PASS, "rdma mlx5_6:1": PASS, "fabric_manager": PASS}
+        **ports, "fabric_manager": PASS}
     assert all(r.evidence and r.duration_s >= 0 for r in results)
 
 
@@ -213,9 +217,15 @@ def test_a_port_not_active_fails(node: FakeNode) -> None:
 
 
 def test_a_port_gone_fails(node: FakeNode) -> None:
-    shutil.rmtree(node.root / "sys/class/infiniband/mlx5_4")
+    shutil.rmtree(node.root / "sys/class/infiniband/mlx5_4/ports/1")
     got, evidence = found(node, "rdma")["rdma mlx5_4:1"]
     assert got == FAIL and "no port 1 of mlx5_4" in evidence
+
+
+def test_a_device_gone_fails(node: FakeNode) -> None:
+    shutil.rmtree(node.root / "sys/class/infiniband/mlx5_4")
+    got, evidence = found(node, "rdma")["rdma mlx5_4:1"]
+    assert got == FAIL and "no RDMA device mlx5_4" in evidence
 
 
 def _previous(counters: dict[str, int]) -> state.HealthState:
@@ -230,7 +240,7 @@ def test_a_link_down_counter_rising_since_the_last_run_is_flapping(node: FakeNod
     assert got["rdma mlx5_4:1"].state == FAIL
     assert "link_downed rose from 2 to 5 since the last run" in got["rdma mlx5_4:1"].evidence
     assert got["rdma mlx5_6:1"].state == PASS
-    assert ctx.counters == {"mlx5_4:1": 5, "mlx5_6:1": 0}
+    assert ctx.counters["mlx5_4:1"] == 5 and ctx.counters["mlx5_6:1"] == 0
 
 
 def test_a_counter_that_held_or_was_reset_passes(node: FakeNode) -> None:
@@ -244,6 +254,149 @@ def test_an_active_port_whose_counter_cannot_be_read_is_unknown(node: FakeNode) 
     node.port("mlx5_4:1", link_downed=None)
     got, evidence = found(node, "rdma")["rdma mlx5_4:1"]
     assert got == UNKNOWN and "link_downed not read: missing" in evidence
+
+
+#: A GID of an IPv6 address (a unique local one), as sysfs prints it.
+IPV6_GID = "fd00:0000:0000:0000:0a00:01ff:fe00:0001"
+
+# A BM.GPU.H100.8 node: 16 ports at 200 Gb/s, RoCE GID index 3 (OCI's), each NIC at its
+# PCI address; each fault fails the run with the port named, and only that port.
+H100_FAULTS = {
+    # case: (port, what changes on it (rdma_fakes.FakePort), a piece of the evidence)
+    "rate 100 instead of 200 Gb/s": (
+        "mlx5_9:1", lambda p: setattr(p, "rate", "100 Gb/sec (4X EDR)"),
+        "rate 100 Gb/s, the shape's 200 Gb/s"),
+    "port down": ("mlx5_3:1", lambda p: setattr(p, "state", "1: DOWN"), "port state 1: DOWN"),
+    "GID index 3 missing": ("mlx5_12:1", lambda p: (p.gids.pop(3), p.types.pop(3)),
+                            "no GID index 3"),
+    "GID index 3 RoCE v1": ("mlx5_12:1", lambda p: p.types.update({3: "IB/RoCE v1"}),
+                            "GID index 3 is 'IB/RoCE v1', not 'RoCE v2'"),
+    "GID index 3 empty": ("mlx5_12:1", lambda p: p.gids.update({3: ZERO_GID}),
+                          "GID index 3 is empty"),
+    "GID index 3 not IPv4": ("mlx5_12:1", lambda p: p.gids.update({3: IPV6_GID}),
+                             "GID index 3 is RoCE v2 but no IPv4 address"),
+    "a GID beyond OCI's 0-3": ("mlx5_16:1", lambda p: p.gids.update({4: IPV6_GID}),
+                               "GIDs beyond OCI's indexes 0-3: 4 (fd00:"),
+    "a NIC gone from the node": ("mlx5_17:1", lambda p: setattr(p, "present", False),
+                                 "no RDMA device mlx5_17"),
+    "a NIC at another PCI address": (
+        "mlx5_5:1", lambda p: setattr(p, "pci", "0000:42:00.0"),
+        "mlx5_5 is the NIC at 0000:42:00.0, the shape's is at 0000:41:00.0"),
+}
+
+
+@pytest.fixture
+def h100(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeNode:
+    fake = FakeNode(tmp_path / "h100", "BM.GPU.H100.8")
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    return fake
+
+
+def _set_port(fake: FakeNode, port: str, change) -> None:
+    change(fake.ports[port])
+    fake.ports.write(fake.root, fake.bin)
+
+
+def test_every_port_of_an_h100_node_is_checked_and_passes(h100: FakeNode) -> None:
+    got = found(h100, "rdma")
+    assert len(got) == 16 and {s for s, _ in got.values()} == {PASS}, got
+    state_, evidence = got["rdma mlx5_17:1"]
+    for piece in ("at 0000:d5:00.1, GPU 7's", "4: ACTIVE", "200 Gb/s", "GID 3 RoCE v2 192.168.",
+                  "link_downed 0", "rx_prio*_discards of enp213s0f1np0 0",
+                  "`ethtool -S enp213s0f1np0`"):
+        assert piece in evidence, evidence
+
+
+@pytest.mark.parametrize("case", list(H100_FAULTS))
+def test_each_port_fault_fails_naming_the_port(h100: FakeNode, case: str) -> None:
+    port, change, piece = H100_FAULTS[case]
+    _set_port(h100, port, change)
+    got = found(h100, "rdma")
+    assert got[f"rdma {port}"][0] == FAIL and piece in got[f"rdma {port}"][1], got[f"rdma {port}"]
+    assert [n for n, (s, _) in got.items() if s != PASS] == [f"rdma {port}"]
+    reason = check.drain_reason([state.ProbeResult(f"rdma {port}", FAIL, got[f"rdma {port}"][1],
+                                                   0, 0)])
+    assert reason.startswith(f"ocibench: rdma {port} (") and piece[:30] in reason, reason
+
+
+def test_a_shifted_name_says_where_the_shapes_nic_went(h100: FakeNode) -> None:
+    """The kernel names mlx5 devices in probe order: a NIC lost from the bus moves the
+    names after it.  Here mlx5_16 is gone and its address answers as mlx5_15."""
+    _set_port(h100, "mlx5_16:1", lambda p: setattr(p, "present", False))
+    _set_port(h100, "mlx5_15:1", lambda p: setattr(p, "pci", "0000:d5:00.0"))
+    got = found(h100, "rdma")
+    assert "the NIC at 0000:d5:00.0 is mlx5_15 now" in got["rdma mlx5_16:1"][1]
+    assert "mlx5_15 is the NIC at 0000:d5:00.0, the shape's is at 0000:bd:00.1" \
+        in got["rdma mlx5_15:1"][1]
+
+
+@pytest.mark.parametrize("before, now, expected, piece", [
+    # rose by 190 since the last run: more than OCI's 100
+    (10, 200, FAIL, "rose by 190 since the last run (10 to 200), over OCI's 100"),
+    (10, 110, PASS, "rx_prio*_discards of enp134s0f0np0 110 (+100)"),   # 100 is not over
+    (None, 5000, UNKNOWN, "5000 since the counters were reset, over OCI's 100"),  # first run
+    (None, 100, PASS, "100 (first reading)"),
+    (5000, 150, FAIL, "rose by 150"),   # fell: reset since, so all 150 are new
+])
+def test_rx_discards_are_judged_by_what_they_added_since_the_last_run(
+        h100: FakeNode, before, now, expected, piece) -> None:
+    # the sum over the priorities, as the kernel counts them per priority
+    _set_port(h100, "mlx5_9:1",
+              lambda p: setattr(p, "discards", [now - now // 2, 0, 0, now // 2, 0, 0, 0, 0]))
+    counters = {} if before is None else {"mlx5_9:1 rx_discards": before}
+    ctx = context(h100, previous=_previous(counters) if counters else None)
+    got = {r.name: r for r in check.run_probes(ctx) if r.name.startswith("rdma ")}
+    assert got["rdma mlx5_9:1"].state == expected and piece in got["rdma mlx5_9:1"].evidence, \
+        got["rdma mlx5_9:1"]
+    assert ctx.counters["mlx5_9:1 rx_discards"] == now      # kept for the next run
+
+
+UNREADABLE = {
+    # case: (what to do to port mlx5_9:1's files, a piece of the evidence)
+    "rate a directory": (lambda root, base: _replace_by_dir(root / base / "ports/1/rate"),
+                         "rate not read"),
+    "rate not the kernel's": (lambda root, base: (root / base / "ports/1/rate").write_text(
+        "fast\n"), "rate not read: 'fast'"),
+    "GID unreadable": (lambda root, base: _replace_by_dir(root / base / "ports/1/gids/3"),
+                       "GID 3 not read"),
+    "GID type unreadable": (lambda root, base: _replace_by_dir(
+        root / base / "ports/1/gid_attrs/types/3"), "the type of GID 3 not read"),
+    "PCI address unreadable": (lambda root, base: _replace_by_dir(root / base / "device/uevent"),
+                               "PCI address of mlx5_9 not read"),
+    "no network interface": (lambda root, base: shutil.rmtree(root / base / "device/net"),
+                             "RX discards not read: no network interface"),
+}
+
+
+def _replace_by_dir(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE))
+def test_a_port_file_that_cannot_be_read_is_unknown_never_fail(h100: FakeNode, case) -> None:
+    breaks, piece = UNREADABLE[case]
+    breaks(h100.root, "sys/class/infiniband/mlx5_9")
+    got, evidence = found(h100, "rdma")["rdma mlx5_9:1"]
+    assert got == UNKNOWN and piece in evidence, evidence
+
+
+@pytest.mark.parametrize("ethtool, piece", [
+    (None, "RX discards not read: ethtool not on PATH"),
+    ("echo 'Cannot get stats strings information: Operation not supported' >&2; exit 95",
+     "RX discards not read: exit 95"),
+    ("echo 'NIC statistics:'; echo '     rx_packets: 5'",
+     "printed no rx_prio*_discards counter"),
+])
+def test_ethtool_silent_or_without_the_counters_is_unknown(h100: FakeNode, ethtool, piece) -> None:
+    script = h100.bin / "ethtool"
+    if ethtool is None:
+        script.unlink()
+    else:
+        script.write_text(f"#!/bin/sh\n{ethtool}\n")
+    got = found(h100, "rdma")
+    assert {s for s, _ in got.values()} == {UNKNOWN}
+    assert piece in got["rdma mlx5_0:1"][1], got["rdma mlx5_0:1"][1]
 
 
 # --------------------------------------------------------------------------- fabric manager
@@ -333,22 +486,25 @@ def test_failures_older_than_a_persons_resume_are_not_held(node: FakeNode,
     assert got == PASS and "1 failed before a person resumed the node" in evidence
 
 
-def _drifting_history(tmp_path: Path, flagged_before: bool) -> Path:
-    """20 sweeps of 4 nodes at 100 GB/s give or take 0.2; gpu-1's last 2 at 90: 10 %
-    below its baseline and the cluster's median (drift's rule: ocibench.history.drift)."""
+def _steady(sweeps: int, low: dict[int, float] | None = None) -> list[store.Record]:
+    """``sweeps`` sweeps of 4 nodes at 100 GB/s give or take 0.2; gpu-1 at ``low``'s
+    value in the sweeps it names."""
     records = []
-    for sweep in range(20):
+    for sweep in range(sweeps):
         for n in range(1, 5):
             value = 100.0 + 0.2 * ((sweep + n) % 3 - 1)
-            if n == 1 and sweep >= 18:
-                value = 90.0
+            if n == 1 and sweep in (low or {}):
+                value = (low or {})[sweep]
             records.append(_record(f"gpu-{n}", "pass", 1000.0 * (sweep + 1), value))
-    path = _history(tmp_path, *records)
-    if flagged_before:
-        with store.History(path) as history:   # the sweep's flag at sweep 19
-            history.add_event("gpu-1", "flagged", 19000.0 + 10, "drifting", "sweep-19000")
-        current.publish_all(path)
-    return path
+    return records
+
+
+def _drifting_history(tmp_path: Path, persists: bool) -> Path:
+    """gpu-1 below its 3 peers in its last sweeps (drift's rule, against the peers of
+    the same sweep: ocibench.history.drift): at 90 in the last 2 (two separate low
+    sweeps: it persists), or at 80 in the last one only (the median of its last 2 is
+    10 % low: flagged, once)."""
+    return _history(tmp_path, *_steady(20, {18: 90.0, 19: 90.0} if persists else {19: 80.0}))
 
 
 def drift_finding(fake: FakeNode, db: Path, since: float = 0.0) -> tuple[str, str]:
@@ -357,28 +513,33 @@ def drift_finding(fake: FakeNode, db: Path, since: float = 0.0) -> tuple[str, st
     return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx)}["drift"]
 
 
-def test_a_drift_the_previous_sweep_flagged_too_fails(node: FakeNode, tmp_path: Path) -> None:
-    got, evidence = drift_finding(node, _drifting_history(tmp_path, flagged_before=True))
+def test_a_drift_that_persists_fails(node: FakeNode, tmp_path: Path) -> None:
+    got, evidence = drift_finding(node, _drifting_history(tmp_path, persists=True))
     assert got == FAIL, evidence
-    assert "osu_bw" in evidence and "drifting" in evidence and "previous sweep too" in evidence
+    assert "osu_bw" in evidence and "drifting" in evidence and "persists" in evidence
 
 
 def test_a_first_drift_flag_is_unknown_never_a_drain(node: FakeNode, tmp_path: Path) -> None:
-    got, evidence = drift_finding(node, _drifting_history(tmp_path, flagged_before=False))
-    assert got == UNKNOWN and "flagged once" in evidence, evidence
+    got, evidence = drift_finding(node, _drifting_history(tmp_path, persists=False))
+    assert got == UNKNOWN and "not yet persisting" in evidence, evidence
+
+
+def test_a_drift_before_a_persons_resume_is_not_held(node: FakeNode, tmp_path: Path) -> None:
+    db = _drifting_history(tmp_path, persists=True)
+    got, evidence = drift_finding(node, db, since=30000.0)
+    assert got == UNKNOWN and "measured before a person resumed" in evidence, evidence
 
 
 def test_no_drift_passes(node: FakeNode, tmp_path: Path) -> None:
-    path = _history(tmp_path, *[_record("gpu-1", "pass", 1000.0 * (s + 1)) for s in range(20)])
-    got, evidence = drift_finding(node, path)
-    assert got == PASS and "no figure of gpu-1 drifting" in evidence
+    got, evidence = drift_finding(node, _history(tmp_path, *_steady(20)))
+    assert got == PASS and "no figure of gpu-1 drifting: 1 judged" in evidence, evidence
 
 
 def test_drift_on_one_sweep_is_unknown_never_a_pass(node: FakeNode, tmp_path: Path) -> None:
-    """Nothing compared: drift needs 17 sweeps of a figure (ocibench.history.drift)."""
+    """Nothing compared: drift needs 18 sweeps of a figure (ocibench.history.drift)."""
     got, evidence = drift_finding(node, _history(tmp_path, _record("gpu-1", "pass", 1000.0)))
     assert got == UNKNOWN, evidence
-    assert "none of the 1 figures of gpu-1 has the 17 sweeps drift needs" in evidence
+    assert "none of the 1 figures of gpu-1 has the 18 sweeps drift needs" in evidence
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -400,7 +561,7 @@ def test_a_writer_holding_the_history_costs_the_healthcheck_nothing(node: FakeNo
     import subprocess
     import sys
 
-    db = _history(tmp_path, *[_record("gpu-1", "pass", 1000.0 * (s + 1)) for s in range(20)])
+    db = _history(tmp_path, *_steady(20))
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sqlite3, sys, time\n"
          f"db = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
@@ -705,7 +866,10 @@ def test_a_clean_run_writes_its_state_and_asks_slurm_nothing(node: FakeNode, tmp
     assert outcome.code == check.OK, outcome.lines
     written = state.read(tmp_path / "state.json")
     assert written is not None and written.action == state.NONE and written.interval_s == 300
-    assert written.link_downed == {"mlx5_4:1": 0, "mlx5_6:1": 0}
+    # each port's link_downed, and the RX discards of each cluster-network port
+    assert written.link_downed == {**{p: 0 for p in node.exp.rdma_devices},
+                                   **{f"{p} rx_discards": 0 for p in node.exp.rdma_devices
+                                      if p != "mlx5_4:1"}}
     assert {p.name for p in written.probes} >= {"gpu_count", "xid", "rdma mlx5_4:1"}
 
 
@@ -730,8 +894,9 @@ def test_a_failure_without_slurm_is_said_and_nothing_recorded_as_drained(
     written = state.read(tmp_path / "state.json")
     assert written is not None and written.action == state.NONE
     assert written.drained_reason == ""
-    # as a prolog, the failure still stops the job
-    assert check.exit_code(outcome, prolog=True) == check.FAILED
+    # as a prolog, no answer is no drain: the job runs (an exit 1 would make Slurm
+    # drain the node itself, "Prolog error", outside ocibench's drain budget)
+    assert check.exit_code(outcome, prolog=True) == check.OK
 
 
 def test_a_bad_state_file_is_one_warning_and_the_run_goes_on(node: FakeNode,
@@ -754,12 +919,12 @@ def test_a_dry_run_keeps_the_counters_of_the_last_real_run(node: FakeNode,
 
 def test_one_run_at_a_time_on_a_node(node: FakeNode, tmp_path: Path) -> None:
     """The health check and the prolog may start together: the second waits for the
-    first, so that neither writes the state over a drain the other recorded."""
-    import fcntl
+    first (up to state.LOCK_WAIT_S: tests/test_root_owns.py), so that neither writes the
+    state over a drain the other recorded."""
     import threading
 
-    with open(tmp_path / "state.json.lock", "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)     # another run holds the node's state
+    assert state.LOCK_WAIT_S > 3
+    with state.locked(tmp_path / "state.json"):     # another run holds the node's state
         done: list[check.Outcome] = []
         runner = threading.Thread(target=lambda: done.append(check.check(
             _options(node, tmp_path))))
@@ -774,11 +939,16 @@ def test_a_state_that_cannot_be_locked_drains_nothing(node: FakeNode, tmp_path: 
                                                       monkeypatch) -> None:
     monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
     (tmp_path / "file").write_text("")
+    monkeypatch.setenv("OCIBENCH_RUN_DIR", str(tmp_path / "file" / "run"))   # root's lock
     node.gpus(7)
     outcome = check.check(check.Options(shape=node.shape, root=node.root, node="gpu-1",
                                         state_path=tmp_path / "file" / "state.json"))
-    assert outcome.lines[0].startswith(f"warning: cannot lock {tmp_path / 'file'}")
-    assert outcome.state.action == state.NONE and outcome.code != check.OK
+    # one line: without the lock, nothing is judged, written or drained
+    assert outcome.lines == [f"cannot lock {tmp_path / 'file' / 'state.json'}: "
+                             f"{tmp_path / 'file'}: not a directory, on the way to "
+                             f"{tmp_path / 'file' / 'run'}: this run judged nothing"], \
+        outcome.lines
+    assert outcome.state.action == state.NONE and outcome.code == check.UNJUDGED
 
 # --------------------------------------------------------------------------- the command
 

@@ -17,7 +17,10 @@ Needs root, `ip netns`, Slurm and munge (else SKIPPED); one cluster per machine
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 import shutil
 import sys
 import time
@@ -28,6 +31,12 @@ import pytest
 from cluster_support import CLUSTER_DIR, NODES, results_dir, started_cluster, text
 from health_fakes import SHAPE, FakeNode
 from ocibench import paths
+from test_root_owns import (  # noqa: F401  (the fixtures: request.getfixturevalue)
+    _state_text,
+    as_nobody,
+    nobody,
+    shared,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -41,6 +50,10 @@ INTERVAL_S = 20
 RUN_SLACK_S = 15
 
 PERSON_REASON = "reseating the cables (a person's drain)"
+#: The drain budget of the tests that are not about it: above the 4 nodes the first
+#: test's health loop drains at once (a person's drain does not count).
+ROOMY_BUDGET = "9"
+
 #: A reason as `ocibench sweep --drain` writes it: the same prefix, another's drain.
 SWEEP_REASON = ("ocibench: osu_bw %buffers=H-H %nodes=2 9.10 GB/s < 11.20 GB/s "
                 "(the sweep's drain)")
@@ -48,7 +61,7 @@ SWEEP_REASON = ("ocibench: osu_bw %buffers=H-H %nodes=2 9.10 GB/s < 11.20 GB/s "
 WRAPPER = """#!/bin/sh
 # slurmd's {program} on the loopback cluster (tests/test_healthcheck_cluster.py): slurmd
 # runs it with no arguments, so this names the node's own fake hardware (the prolog's
-# own where the test gives it one) and its state file.
+# own where the test gives it one), its state file and its history.
 node=${{SLURMD_NODENAME:-$(hostname)}}
 here={fakes}/$node
 hw={fakes}/{hardware}$node
@@ -56,9 +69,18 @@ hw={fakes}/{hardware}$node
 PATH=$hw/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SLURM_CONF={conf}
 OCIBENCH_HEALTH_STATE=$here/state.json
+# the node's own history (none: the history probe is unknown), never root's default,
+# which another test or the admin's own sweeps may have written
+OCIBENCH_HISTORY_DB=$here/history.sqlite
+# root's lock directory (/run/ocibench on a node): one for the nodes sharing this
+# machine, each node's lock named after its state file
+OCIBENCH_RUN_DIR={fakes}/run
 # the Python with ocibench's requirements (bin/ocibench runs it)
 OCIBENCH_PYTHON={python}
-export PATH SLURM_CONF OCIBENCH_HEALTH_STATE OCIBENCH_PYTHON
+# ocibench's drain budget, as a site sets it for every node (the test changes it)
+OCIBENCH_DRAIN_BUDGET=$(cat {fakes}/drain-budget)
+export PATH SLURM_CONF OCIBENCH_HEALTH_STATE OCIBENCH_HISTORY_DB OCIBENCH_RUN_DIR OCIBENCH_PYTHON \\
+  OCIBENCH_DRAIN_BUDGET
 echo "--- $(date +%s.%N) {program} SLURMD_NODENAME=${{SLURMD_NODENAME:-unset}}" >>"$here/log"
 exec {ocibench} healthcheck {options}--shape {shape} --root "$hw/root" --node "$node" \\
   >>"$here/log" 2>&1
@@ -82,6 +104,7 @@ def fakes(cluster) -> dict[str, FakeNode]:
     """Every node a healthy fake GPU node; slurmd's health check and the prolog on."""
     where = CLUSTER_DIR / "health"
     made = {node: FakeNode(where / node) for node in nodes()}
+    (where / "drain-budget").write_text(ROOMY_BUDGET)
     wrapper, prolog = where / "healthcheck.sh", where / "prolog.sh"
     for path, program, hardware, options in (
             (wrapper, "HealthCheckProgram", "", ""),
@@ -199,8 +222,9 @@ def test_slurmds_health_check_drains_the_broken_and_resumes_them(cluster, fakes)
                        and "resume: ocibench: rdma mlx5_4:1" in log_of(fakes[flap_node]),
                        3 * INTERVAL_S + RUN_SLACK_S)
     log = log_of(fakes[flap_node])
-    assert f"{flap_node}: drain: ocibench: rdma mlx5_4:1 (4: ACTIVE; link_downed rose " \
-        "from 0 to 3" in log, log[-3000:]
+    # the check that failed first in the reason, then what held
+    assert f"{flap_node}: drain: ocibench: rdma mlx5_4:1 (link_downed rose from 0 to 3 " \
+        "since the last run" in log, log[-3000:]
 
     # the faults removed: the healthcheck resumes what it drained, nothing else
     for node in (gpu_node, person_node, sweep_node):
@@ -267,6 +291,198 @@ def test_the_prolog_drains_a_broken_node_before_its_job(cluster, fakes):
     finally:
         cluster.head("scancel", job) if "job" in locals() else None
         shutil.rmtree(broken.where, ignore_errors=True)
+
+
+def test_a_state_file_another_user_wrote_never_resumes_a_persons_drain(cluster, fakes,
+                                                                      request):
+    """A person drains a healthy node.  In a state directory anyone can write, the user
+    `nobody` writes a state file that records that drain as the healthcheck's own (its
+    exact reason: the record by which a run resumes its drains).  root's healthcheck on
+    the node refuses the directory, takes nothing from it, and the person's drain stays.
+    Without the fix it resumed the node (tests/test_root_owns.py has the rest)."""
+    user, top = request.getfixturevalue("nobody"), request.getfixturevalue("shared")
+    node = nodes()[-1]
+    state_dir = top / "state"
+    state_dir.mkdir()
+    state_dir.chmod(0o777)
+    path = state_dir / "healthcheck.json"
+    as_nobody(user, "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", str(path),
+              _state_text(node, PERSON_REASON))
+    proc = cluster.head("scontrol", "update", f"NodeName={node}", "State=DRAIN",
+                        f"Reason={PERSON_REASON}")
+    assert proc.returncode == 0, text(proc)
+    try:
+        proc = cluster.head(
+            "env", f"PATH={fakes[node].bin}:/usr/sbin:/usr/bin:/sbin:/bin",
+            f"OCIBENCH_PYTHON={sys.executable}", f"OCIBENCH_HEALTH_STATE={path}",
+            f"OCIBENCH_RUN_DIR={top / 'run'}",
+            paths.REPO_ROOT / "bin" / "ocibench", "healthcheck", "--shape", SHAPE,
+            "--root", fakes[node].root, "--node", node)
+        out = text(proc)
+        assert node_states(cluster)[node] == ("drain", PERSON_REASON), out
+        assert f"{state_dir}: directory writable by group and others" in proc.stdout, out
+        assert f"{node}: resume" not in proc.stdout, out
+    finally:
+        cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
+
+
+# ------------------------------------------------------------------ the drain budget
+
+def budget_of(fakes: dict[str, FakeNode], value: str) -> None:
+    """Every node's $OCIBENCH_DRAIN_BUDGET from the next run on (the wrapper reads it)."""
+    (CLUSTER_DIR / "health" / "drain-budget").write_text(value)
+
+
+def ocibench_drains(states: dict[str, tuple[str, str]]) -> list[str]:
+    """The nodes the drain budget counts: drained or draining with an ocibench: reason."""
+    return sorted(n for n, (state, reason) in states.items()
+                  if state.rstrip("*~#!%@^-$") in ("drain", "drng")
+                  and reason.startswith("ocibench:"))
+
+
+def settled(cluster, fakes, faulty: list[str], since: float, budget: int,
+            timeout: float) -> tuple[list[str], int, float]:
+    """Until exactly ``budget`` of ``faulty`` are drained by ocibench and every other
+    one's last run (after ``since``) said "would drain (budget spent)": (the drained,
+    the most ocibench drains Slurm listed meanwhile, seconds)."""
+    began, most = time.monotonic(), 0
+    while True:
+        states = node_states(cluster)
+        drained = ocibench_drains(states)
+        most = max(most, len(drained))
+        runs = {n: state_of(fakes[n]) for n in faulty if n not in drained}
+        if len(drained) == budget and set(drained) <= set(faulty) and all(
+                s and s["time"] > since and s["action"] == "would drain (budget spent)"
+                for s in runs.values()):
+            return drained, most, time.monotonic() - began
+        if time.monotonic() - began > timeout:
+            pytest.fail(f"not settled in {timeout}s: ocibench drains {drained}, "
+                        f"runs {({n: s and (s['time'] > since, s['action']) for n, s in runs.items()})}")
+        time.sleep(0.5)
+
+
+def test_the_drain_budget_drains_exactly_its_worth_and_the_next_when_one_returns(
+        cluster, fakes):
+    """Five nodes lose a GPU at once, with a budget of 2: slurmd starts every node's
+    health check together, each counts the same room, and still exactly 2 stay
+    drained; the other 3 say "would drain (budget spent)" at every run.  One of the 2
+    repaired, the health loop resumes it, and one of the 3 takes its place."""
+    names = nodes()
+    faulty = names[1:6]
+    budget_of(fakes, "2")
+    try:
+        wait_for(cluster, lambda s: all(v == ("idle", "") for v in s.values()),
+                 2 * INTERVAL_S + RUN_SLACK_S)
+        for node in faulty:
+            fakes[node].gpus(7)
+        faulted = time.time()
+        drained, most, took = settled(cluster, fakes, faulty, faulted, 2,
+                                      3 * INTERVAL_S + RUN_SLACK_S)
+        undone = [n for n in faulty if "drained, then resumed" in log_of(fakes[n])]
+        print(f"5 faulty nodes, budget 2: {drained} drained in {took:.0f} s; at most "
+              f"{most} ocibench drains listed meanwhile; drained into the same room and "
+              f"undone: {undone}")
+        spent = [n for n in faulty if n not in drained]
+        for node in spent:
+            log = log_of(fakes[node])
+            # said by a run that counted the room spent (in the moment of a race it
+            # may count drains about to be undone: "holds 4"), or by one that drained
+            # into the same room as others and ranked beyond it ("drained, then resumed")
+            assert re.search(r"would drain, drain budget spent: partition compute holds "
+                             r"\d ocibench drain\(s\) of at most 2 of its 9 nodes \(budget "
+                             r"2, \$OCIBENCH_DRAIN_BUDGET\)", log), log[-2000:]
+        # a whole round later: still exactly 2, the others still spent
+        again = time.time()
+        runs_since(fakes, again, faulty, 2 * INTERVAL_S + RUN_SLACK_S)
+        states = node_states(cluster)
+        assert ocibench_drains(states) == drained, states
+        assert all(state_of(fakes[n])["action"] == "would drain (budget spent)"
+                   for n in spent), {n: state_of(fakes[n])["action"] for n in spent}
+
+        # one drained node repaired: resumed by its own health check, then one of the
+        # spent nodes is drained in its place, and the budget is full again
+        back = drained[0]
+        fakes[back].gpus(8)
+        repaired = time.time()
+        _, took = wait_for(cluster, lambda s: s[back] == ("idle", "")
+                           and len(ocibench_drains(s)) == 2, 3 * INTERVAL_S + RUN_SLACK_S)
+        states = node_states(cluster)
+        newly = sorted(set(ocibench_drains(states)) - set(drained))
+        print(f"{back} repaired: resumed, and {newly} drained in its place in {took:.0f} s")
+        assert len(newly) == 1 and newly[0] in spent, states
+        assert states[newly[0]][1].startswith("ocibench: gpu_count (7x"), states
+        assert state_of(fakes[back])["time"] > repaired
+    finally:
+        for node in faulty:
+            fakes[node].gpus(8)
+        budget_of(fakes, ROOMY_BUDGET)
+        wait_for(cluster, lambda s: not ocibench_drains(s), 2 * INTERVAL_S + RUN_SLACK_S)
+
+
+@contextlib.contextmanager
+def modules_that_do_not_load(where: Path):
+    """The nodes' module tree replaced by an empty one, so that the sweep's every job
+    fails in `module load` (its action: fix-software, a drain), as test_sweep_cluster.py
+    does: a sweep that wants drains without running a benchmark."""
+    link = CLUSTER_DIR / "modules" / "loopback-cluster"
+    before = os.readlink(link) if link.is_symlink() else None
+    (where / "empty-tree" / "Core").mkdir(parents=True, exist_ok=True)
+    tmp = link.with_name(link.name + ".test")
+    tmp.symlink_to(where / "empty-tree")
+    os.replace(tmp, link)
+    try:
+        yield
+    finally:
+        if before is not None:
+            tmp.symlink_to(before)
+            os.replace(tmp, link)
+
+
+def test_the_sweep_counts_the_healthchecks_drains(cluster, fakes, tmp_path):
+    """Budget 3 for both: the health loop drains its 2 broken nodes; a sweep that wants
+    3 more (their modules do not load; --force past its own 25 % cap) drains only 1,
+    and reports the other 2 "budget spent"."""
+    names = nodes()
+    broken, swept = names[1:3], names[5:8]
+    budget_of(fakes, "3")
+    where = cluster.results / "sweep-budget"
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    try:
+        for node in broken:
+            fakes[node].gpus(7)
+        wait_for(cluster, lambda s: ocibench_drains(s) == broken, 2 * INTERVAL_S + RUN_SLACK_S)
+        with modules_that_do_not_load(tmp_path):
+            proc = cluster.head(
+                "env", "OCIBENCH_DRAIN_BUDGET=3", sys.executable, "-m", "ocibench.cli",
+                "sweep", "-n", "osu_latency%buffers=H-H%nodes=1", "--nodes",
+                ",".join(swept), "--drain", "--force", "--no-history",
+                "--json", where / "sweep.json", "--prefix", where / "reframe",
+                "--state", where / "drained.json", timeout=600, cwd=where)
+        out = text(proc)
+        (where / "sweep.txt").write_text(out)
+        result = json.loads((where / "sweep.json").read_text())
+        drain = result["drain"]
+        assert {r["action"] for r in result["nodes"].values()} == {"fix-software"}, out
+        assert drain["budget"] == "3, $OCIBENCH_DRAIN_BUDGET", drain
+        assert drain["drained"] == [swept[0]], drain
+        assert sorted(drain["budget_spent"]) == swept[1:], drain
+        for node in swept[1:]:
+            why = drain["budget_spent"][node]
+            assert why.startswith("drain budget spent: partition ") and "holds 3" in why, why
+            assert f"{node}: would drain, drain budget spent" in proc.stdout, out
+        assert proc.returncode == 1, out
+        states = node_states(cluster)
+        assert ocibench_drains(states) == sorted(broken + [swept[0]]), states
+    finally:
+        states = node_states(cluster)
+        for node in swept:
+            if states[node][0].startswith("drain"):
+                cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        for node in broken:
+            fakes[node].gpus(8)
+        budget_of(fakes, ROOMY_BUDGET)
+        wait_for(cluster, lambda s: not ocibench_drains(s), 2 * INTERVAL_S + RUN_SLACK_S)
 
 
 XID_79 = "NVRM: Xid (PCI:0000:20:00): 79, pid=0, name=python, GPU has fallen off the bus."

@@ -88,13 +88,14 @@ def test_cluster_median_counts_each_node_once(tmp_path: Path) -> None:
             [(1.0, 10.0), (2.0, 10.0), (3.0, 99.0)]
 
 
-def test_events_in_time_order(tmp_path: Path) -> None:
+def test_events_in_the_order_they_were_kept(tmp_path: Path) -> None:
+    # the newest event is the one kept last, whatever its clock said (issue 30 item 3)
     with History(tmp_path / "h.sqlite") as history:
         history.add_event("gpu-1", "drained", 20.0, "ocibench: slow")
         history.add_event("gpu-1", "flagged", 10.0, "drifting")
         history.add_event("gpu-2", "flagged", 5.0, "drifting")
-        assert history.events("gpu-1") == [(10.0, "flagged", "drifting"),
-                                           (20.0, "drained", "ocibench: slow")]
+        assert history.events("gpu-1") == [(20.0, "drained", "ocibench: slow"),
+                                           (10.0, "flagged", "drifting")]
         with pytest.raises(HistoryError, match="event kind 'rebooted'"):
             history.add_event("gpu-1", "rebooted", 30.0, "")
 
@@ -113,6 +114,85 @@ def test_a_malformed_record_adds_nothing(tmp_path: Path) -> None:
         with pytest.raises(HistoryError, match=r"record 1\.value: nan"):
             history.add([rec("gpu-1", 1.0, 1.0, "s"), rec("gpu-2", float("nan"), 1.0, "s")])
         assert history.nodes() == []
+
+
+#: A time no clock should show: the year 3000 (a node or login node with a bad clock).
+YEAR_3000 = 32503680000.0
+
+
+def test_a_record_stamped_ahead_of_the_clock_is_refused_with_one_line(tmp_path: Path) -> None:
+    with History(tmp_path / "h.sqlite") as history:
+        with pytest.raises(HistoryError) as err:
+            history.add([rec("gpu-1", 1.0, 1.0, "s"), rec("gpu-2", 1.0, YEAR_3000, "s"),
+                         rec("gpu-3", 1.0, YEAR_3000, "s")])
+        message = str(err.value)
+        assert "\n" not in message
+        assert message.startswith("record 1.time: 32503680000.0 (3000-01-01 00:00:00 UTC) "
+                                  "of gpu-2 osu_bw bandwidth, session s (and 1 more): ")
+        assert "ahead of this machine's clock" in message and "nothing added" in message
+        assert history.nodes() == []           # all or nothing
+        # the skew allowed, and not a second more, against the clock given
+        allowed = 1000.0 + store.MAX_SKEW_S
+        assert history.add([rec("gpu-1", 1.0, allowed, "s1")], now=1000.0) == 1
+        with pytest.raises(HistoryError, match=r"record 0\.time: 1301\.0 .* 301 s ahead "
+                                               r".* the 300 s allowed"):
+            history.add([rec("gpu-1", 1.0, allowed + 1, "s2")], now=1000.0)
+        with pytest.raises(HistoryError, match=r"event time .* of gpu-1: .* ahead"):
+            history.add_event("gpu-1", "flagged", YEAR_3000, "drifting")
+        assert history.events("gpu-1") == []
+
+
+def test_the_newest_record_is_the_last_to_arrive_not_the_largest_time(tmp_path: Path) -> None:
+    with History(tmp_path / "h.sqlite") as history:
+        history.add([rec("gpu-1", 99.0, 1000.0, "s1")])
+        # kept before the skew was refused (or by a machine whose clock said 3000)
+        history.add([rec("gpu-1", 80.0, YEAR_3000, "bad-clock", verdict="fail")],
+                    now=YEAR_3000)
+        history.add([rec("gpu-1", 98.0, 2000.0, "s3")])
+        assert [r.value for r in history.latest("gpu-1")] == [98.0]
+        series = history.series("gpu-1", "osu_bw", VARIANT, 8192, "bandwidth")
+        assert [(r.value, r.session) for r in series] == \
+            [(99.0, "s1"), (80.0, "bad-clock"), (98.0, "s3")]
+        # its time cannot be trusted: read as the newest time that came before it
+        assert series[1].time == 1000.0
+        assert [r.value for r in history.history("gpu-1")] == [99.0, 80.0, 98.0]
+
+
+def test_a_run_from_the_year_3000_neither_drains_forever_nor_undoes_a_resume(
+        tmp_path: Path) -> None:
+    import time
+
+    from ocibench import shapes
+    from ocibench.health import probes
+    from ocibench.health.state import FAIL, PASS
+
+    db = tmp_path / "h.sqlite"
+
+    def history_probe(since: float = 0.0) -> tuple[str, str]:
+        ctx = probes.Context(root=tmp_path, shape=shapes.load("BM.GPU4.8"), node="gpu-1",
+                             deadline=time.monotonic() + 20, tool_timeout=1.0,
+                             previous=None, history_db=db, history_since=since)
+        (finding,) = probes.probe_history(ctx)
+        return finding.state, finding.evidence
+
+    with History(db) as history:
+        history.add([rec("gpu-1", 99.0, 1000.0, "s1")])
+        with pytest.raises(HistoryError, match="ahead of this machine's clock"):
+            history.add([rec("gpu-1", 80.0, YEAR_3000, "bad", verdict="fail")])
+    current.publish_all(db)                    # what the healthcheck reads (history.current)
+    assert history_probe()[0] == PASS          # refused: nothing held against the node
+    with History(db) as history:               # a history that holds one all the same
+        history.add([rec("gpu-1", 80.0, YEAR_3000, "bad", verdict="fail")], now=YEAR_3000)
+    current.publish_all(db)
+    state, evidence = history_probe()
+    assert state == FAIL, evidence             # the node's latest run failed
+    resumed = time.time()                      # a person resumes the node
+    state, evidence = history_probe(since=resumed)
+    assert state == PASS and "failed before a person resumed" in evidence, evidence
+    with History(db) as history:               # the next sweep is the node's latest
+        history.add([rec("gpu-1", 98.0, resumed + 60, "s3")], now=resumed + 60)
+    current.publish_all(db)
+    assert history_probe()[0] == PASS
 
 
 def test_not_a_history_is_one_line(tmp_path: Path) -> None:
@@ -136,7 +216,7 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     History(path).close()
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION + 1}")
-    with pytest.raises(HistoryError, match="schema 2, written by a newer ocibench"):
+    with pytest.raises(HistoryError, match=f"schema {store.SCHEMA_VERSION + 1}, written by a newer ocibench"):
         History(path, readonly=True)
 
 
@@ -275,9 +355,9 @@ def test_the_page_shows_each_figure_over_time(tmp_path):
     status, out, err = history_cli("--db", str(db), "--node", "gpu-1", "--html", str(page))
     assert status == 0, err
     text = page.read_text()
-    assert "<h1>Figures over time: gpu-1</h1>" in text
+    assert "<h1>gpu-1: its figures over time</h1>" in text
     assert "osu_bw buffers=D-D nodes=2 bandwidth 8 KiB" in text
-    assert text.count('src="data:image/png;base64,') == 1
+    assert text.count("<svg") == 1
     assert "OL8 &lt;b&gt;" in text and "OL8 <b>" not in text   # escaped
     assert "cluster&#39;s\nmedian per session" in text or "median per session" in text
 

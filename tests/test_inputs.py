@@ -457,11 +457,11 @@ def test_a_fifo_in_place_of_the_state_file_never_hangs(tmp_path):
     state = tmp_path / "healthcheck.json"
     os.mkfifo(state)
     export = _cli_run("metrics", "--healthcheck", str(state), timeout=60)
-    _one_line(export, f"{state}: a FIFO, not a file")
+    _one_line(export, f"{state}: not a regular file")
     done = _cli_run("healthcheck", "--shape", "BM.Standard.E5.192", "--node", "cpu-1",
                     "--root", str(tmp_path), "--history", str(tmp_path / "none.sqlite"),
                     env={"OCIBENCH_HEALTH_STATE": str(state)}, timeout=60)
-    assert f"warning: {state}: a FIFO, not a file" in done.stdout, done.stdout + done.stderr
+    assert f"warning: {state}: not a regular file" in done.stdout, done.stdout + done.stderr
     assert state.is_file() and json.loads(state.read_text())["node"] == "cpu-1"
 
 

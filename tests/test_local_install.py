@@ -33,6 +33,11 @@ pytestmark = pytest.mark.install
 
 SHAPE = "local"
 INSTALL_TIMEOUT_S = 3 * 3600
+#: The concretize script of the private checkout, at its place in this one (a path
+#: spelled out here went stale when the package's layers moved it).
+CONCRETIZE_SCRIPT = (Path(spack_config.__file__).with_name("scripts") / "concretize.py"
+                     ).relative_to(paths.REPO_ROOT)
+
 def _sources_or_skip() -> str:
     """Where the local install gets its sources from, or SKIP saying what is missing."""
     develop = spack_config.LOCAL_DEVELOP_DIR / f"{SHAPE}.yaml"
@@ -82,7 +87,7 @@ def concretized(installed, spack_exe: Path, private: Path,
     clone = private / "checkout"
     done = subprocess.run(
         [str(spack_exe), "-e", str(clone), "python",
-         str(clone / "src" / "ocibench" / "spack_scripts" / "concretize.py"), "--lock"],
+         str(clone / CONCRETIZE_SCRIPT), "--lock"],
         env={**install_env, "SPACK_PYTHON": install_env.get("SPACK_PYTHON", sys.executable)},
         capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

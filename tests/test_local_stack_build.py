@@ -2,7 +2,8 @@
 
 What a GPU node's `local` scope asks for (tests/gpu_node.py: this machine's compilers
 and externals, plus GPUs; ocibench.spack.scopes derives the rest) is concretized and
-installed with the pinned Spack in a private environment: GDRCopy 2.5.1 (library and
+installed with the pinned Spack in a private environment (its own install tree, the
+user's as a read-only upstream: tests/private_checkout.py): GDRCopy 2.5.1 (library and
 tools; the gdrdrv kernel module is the node's and is not built) and UCX 1.19.0 +cuda
 +gdrcopy +cma.  A machine with a CUDA toolkit and no GPU compiles and links them
 (`-lcuda` from the toolkit's stub), as it does OMB +cuda.  Then the module tree of
@@ -32,6 +33,7 @@ from gpu_node import fake_root, local_with_gpus
 from ocibench import paths
 from ocibench.node import machine
 from ocibench.spack import scopes as spack_config
+from private_checkout import private_spack_scope
 
 pytestmark = pytest.mark.install
 
@@ -64,8 +66,11 @@ class StackEnv:
     def __init__(self, spack_exe: Path, root: Path, cuda_prefix: Path) -> None:
         self.spack_exe, self.root, self.cuda_prefix = spack_exe, root, cuda_prefix
         self.tree = root / "modules"
+        # a private install tree, the user's as a read-only upstream: nothing the user
+        # installed changes (conftest.py checks), what they built is reused
         self.environ = {**os.environ,
-                        "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable)}
+                        "SPACK_PYTHON": os.environ.get("SPACK_PYTHON", sys.executable),
+                        "SPACK_USER_CONFIG_PATH": str(private_spack_scope(root))}
         self.environ.pop("SPACK_ENV", None)
 
     def spack(self, *args: str, timeout: int = 600) -> str:

@@ -348,6 +348,33 @@ def test_a_healthcheck_gone_stale_fires(tmp_path, capsys):
                   tmp_path)
 
 
+@needs_promtool
+def test_a_drain_the_budget_refused_is_exported_and_fires(tmp_path, capsys):
+    """The healthcheck's "would drain (budget spent)" (ocibench.sweep.budget) is an
+    action of the export, and OcibenchDrainBudgetSpent fires on it; a dry run's
+    "would drain" does not."""
+    out = ""
+    for node, action in (("gpu-1", health_state.BUDGET_SPENT), ("gpu-2", "would drain")):
+        path = tmp_path / f"{node}.json"
+        health_state.write(health_state.HealthState(
+            node=node, time=1_790_000_000.0, duration_s=1.9, interval_s=300,
+            action=action, reason="ocibench: gpu_count (7x)", probes=(
+                health_state.ProbeResult("gpu_count", "fail", "7x", 1_790_000_000.0, 0.1),)),
+            path)
+        code, text, _ = export_cli("--healthcheck", str(path), capsys=capsys)
+        assert code == 0
+        out += text
+    got = samples(out)
+    assert got['ocibench_healthcheck_action{node="gpu-1",action="would drain (budget '
+               'spent)"}'] == 1
+    assert got['ocibench_healthcheck_action{node="gpu-2",action="would drain (budget '
+               'spent)"}'] == 0
+    assert_alerts(out, 5, [{"alertname": "OcibenchProbeFailing", "node": "gpu-1"},
+                           {"alertname": "OcibenchProbeFailing", "node": "gpu-2"},
+                           {"alertname": "OcibenchDrainBudgetSpent", "node": "gpu-1"}],
+                  tmp_path)
+
+
 # -- the dashboard ------------------------------------------------------------------
 
 def exported_names(history: Path) -> set[str]:

@@ -56,6 +56,30 @@ def nobody() -> pwd.struct_passwd:
         pytest.skip("no user nobody on this machine")
 
 
+@pytest.fixture(scope="module")
+def nobody_src() -> Iterator[Path]:
+    """A ``src`` directory with this checkout's ``ocibench`` that nobody can read: this
+    checkout's own, or, when it lies below a directory only its owner can enter (a
+    0700 home, Oracle Linux's default; pytest's own temporary directories), a copy in
+    the real /tmp, removed afterwards.  Without it nobody's Python finds no ocibench."""
+    if os.geteuid() != 0:
+        pytest.skip("acting as another user needs root")
+    blocked = next((p for p in [*reversed(SRC.parents), SRC]
+                    if p.stat().st_mode & 0o005 != 0o005), None)
+    if blocked is None:
+        yield SRC
+        return
+    top = Path(tempfile.mkdtemp(prefix="ocibench-src-", dir="/tmp"))
+    try:
+        shutil.copytree(SRC / "ocibench", top / "ocibench",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for path in [top, *top.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield top
+    finally:
+        shutil.rmtree(top)
+
+
 @pytest.fixture
 def in_tmp() -> Iterator[Path]:
     """A directory directly in the real /tmp (sticky, root's), removed afterwards;
@@ -190,7 +214,7 @@ def test_a_link_into_a_directory_others_may_write_is_unsafe(tree, tmp_path):
     assert module_audit.audit([tree]) == []
 
 
-def test_another_users_tree_under_sticky_tmp_is_unsafe(tree, in_tmp, nobody):
+def test_another_users_tree_under_sticky_tmp_is_unsafe(tree, in_tmp, nobody, nobody_src):
     """/tmp's sticky bit keeps others from replacing the tree, not its owner: a tree
     nobody owns may be changed by nobody between the audit and the load."""
     top = in_tmp / "modules"
@@ -207,7 +231,7 @@ def test_another_users_tree_under_sticky_tmp_is_unsafe(tree, in_tmp, nobody):
     assert _cli(str(top)).returncode == 1
     # nobody auditing its own tree to load it itself: nobody else can change it
     mine = _as(nobody, [SYSTEM_PYTHON, "-m", "ocibench.node.module_audit", str(top)],
-               cwd="/", env={"PYTHONPATH": str(SRC), "PATH": os.environ["PATH"]})
+               cwd="/", env={"PYTHONPATH": str(nobody_src), "PATH": os.environ["PATH"]})
     assert (mine.returncode, mine.stderr) == (0, "")
 
 
@@ -270,10 +294,10 @@ def test_dangling_links_are_unsafe(tree, tmp_path):
         "which does not exist")
 
 
-def test_what_the_caller_cannot_read_is_unsafe(tree, nobody):
+def test_what_the_caller_cannot_read_is_unsafe(tree, nobody, nobody_src):
     """nobody auditing a tree below root's 0700 directory: one line, no traceback."""
     done = _as(nobody, [SYSTEM_PYTHON, "-m", "ocibench.node.module_audit", str(tree)],
-               cwd="/", env={"PYTHONPATH": str(SRC), "PATH": os.environ["PATH"]})
+               cwd="/", env={"PYTHONPATH": str(nobody_src), "PATH": os.environ["PATH"]})
     blocked = next(p for p in reversed(tree.parents) if p.stat().st_mode & 0o005 != 0o005)
     first = next(p for p in [*reversed(tree.parents), tree] if p.parent == blocked)
     assert done.returncode == 1 and "Traceback" not in done.stderr

@@ -234,3 +234,40 @@ def test_a_live_check_that_could_not_judge_is_unjudged_in_the_report(tmp_path):
     by_verdict = {r["verdict"]: r["reason"] for r in summary["shapes"]["BM.Optimized3.36"]["results"]}
     assert by_verdict["unjudged"] == why
     assert "Bus error" in by_verdict["fail"]
+
+
+# --- transport names as NCCL prints them, for every net plugin --------------------------
+
+#: "via NET/<plugin name>/<dev>[(proxy rank)][/GDRDMA][(PCI)][/Shared]" (NVIDIA/nccl
+#: src/transport/net.cc sendSetup/recvSetup: "[send] via NET/%s/%d%s%s%s" with
+#: comm->ncclNet->name, a name that may hold a blank: aws-ofi-nccl's "AWS Libfabric");
+#: RCCL adds " comm 0x... nRanks N" after the transport (seen in ORNL's Frontier logs).
+@pytest.mark.parametrize("tail, transport", [
+    ("[send] via NET/AWS Libfabric/5/GDRDMA", "NET/AWS Libfabric/5/GDRDMA"),
+    ("[receive] via NET/AWS Libfabric/2/GDRDMA comm 0x9bbf3b0 nRanks 4096",
+     "NET/AWS Libfabric/2/GDRDMA"),
+    ("[send] via NET/IBext_v8/7/GDRDMA", "NET/IBext_v8/7/GDRDMA"),
+    ("[send] via NET/IB/0(1)/GDRDMA(PCI)/Shared", "NET/IB/0(1)/GDRDMA(PCI)/Shared"),
+    ("via P2P/direct pointer", "P2P/direct pointer"),
+    ("via P2P/IPC comm 0x9bbf3b0 nRanks 4096", "P2P/IPC"),
+])
+def test_transport_names_are_read_whole_blanks_and_all(tail, transport):
+    line = f"node-1:4242:4250 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] {tail}\n"
+    path = nccl_path.parse(line)
+    assert [c.transport for c in path.channels] == [transport]
+
+
+@pytest.mark.parametrize("name", ["keitaw-eks-p5-2n-tag-output-debug-2.20.3.txt",
+                                  "aws-efa-eks-p4d-tag-output.txt"])
+def test_a_plugin_network_with_gpudirect_rdma_is_the_path_between_hosts(name):
+    # Published 2-node runs over EFA (aws-ofi-nccl, "NET/AWS Libfabric/N/GDRDMA"): the
+    # path names the plugin with GDRDMA, and on a shape with an RDMA network it is the
+    # path its figures need, not a fallback.
+    text = (Path(__file__).parent / "data" / "corpus" / "nccl-tests" / name).read_text()
+    path = nccl_path.parse(text)
+    assert "between hosts NET/AWS Libfabric/GDRDMA" in path.describe()
+    rdma = shapes.load("BM.GPU.H100.8").data
+    assert nccl_path.fault(path, rdma, {"nodes": 2}) is None
+    without = nccl_path.parse(text.replace("/GDRDMA", ""))
+    assert "NET/AWS Libfabric without GPUDirect RDMA" in \
+        nccl_path.fault(without, rdma, {"nodes": 2})

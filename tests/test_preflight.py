@@ -23,6 +23,7 @@ import pytest
 
 from ocibench import capabilities, cli, shapes
 from ocibench.node import preflight
+from rdma_fakes import FakePorts
 
 SHAPE = "BM.GPU4.8"
 #: BM.GPU4.8's PCI bus ids (seed 003 sec 3-1) and NUMA nodes (the shape file).
@@ -78,7 +79,7 @@ class Node:
         self.transports = "self tcp sysv posix cma xpmem cuda_copy cuda_ipc gdr_copy rc_mlx5 rc_verbs"
         self.ompi_cuda, self.pml = "true", ""
         self.sanity_rc: int | None = 0    # None: no gdrcopy_sanity on PATH
-        self.tools = {"nvidia-smi", "ucx_info", "ompi_info"}
+        self.tools = {"nvidia-smi", "ucx_info", "ompi_info", "ethtool"}
         self.files: dict[str, str] = {
             "dev/gdrdrv": "", "dev/xpmem": "",
             "proc/modules": "nvidia_peermem 16384 0 - Live 0x0\nnvidia 1 1 nvidia_peermem, Live 0x0\n",
@@ -92,9 +93,10 @@ class Node:
             "proc/self/status": "Name:\tpython3\nCapEff:\t000001ffffffffff\n",  # root
             "proc/self/limits": "Limit  Soft Limit  Hard Limit  Units\n"
                                 "Max locked memory         unlimited            unlimited            bytes\n",
-            "sys/class/infiniband/mlx5_6/ports/1/state": "4: ACTIVE\n",
-            "sys/class/infiniband/mlx5_4/ports/1/state": "4: ACTIVE\n",
         }
+        # every RDMA port of the shape (its 16 NICs and the UCX port mlx5_4:1), with
+        # ethtool on PATH printing their RX discards (tests/rdma_fakes.py)
+        self.ports = FakePorts(shapes.load(SHAPE))
         for bus, node in zip(BUSES, NUMA):
             dev = f"sys/bus/pci/devices/0000:{bus}:00.0"
             # an idle GPU runs its link at 2.5 GT/s; the slot is Gen4 x16
@@ -105,11 +107,15 @@ class Node:
                                f"{dev}/max_link_width": "16\n"})
 
     def write(self) -> None:
-        for rel, text in self.files.items():
+        ports = self.ports.files()
+        for rel, text in {**ports, **self.files}.items():
             path = self.root / rel
+            if rel in ports and rel not in self.files and (path.is_symlink() or path.is_dir()):
+                continue   # a case put a link or a directory in the port file's place
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         self.bin.mkdir(exist_ok=True)
+        self.ports.write_ethtool(self.bin, script="ethtool" in self.tools)
         query = "".join(f"{i}, {name}, 8.0, {bus}\n" for i, name, bus in self.gpus)
         nvlink = "".join(f"GPU {g}: {MODEL} (UUID: GPU-{g})\n"
                          + "".join(f"\t Link {n}: {s}\n" for n, s in enumerate(links))
@@ -123,7 +129,7 @@ class Node:
             "ompi_info": f'case "$*" in\n *--all*) printf %s \'{OMPI_ALL.format(cuda=self.ompi_cuda)}\';;\n'
                          f' *) printf %s \'{OMPI_PML.format(pml=self.pml)}\';;\nesac',
         }
-        for tool in self.tools:
+        for tool in self.tools - {"ethtool"}:   # ethtool: the ports' own (above)
             _script(self.bin / tool, scripts[tool])
         if self.sanity_rc is not None:
             _script(self.bin / "gdrcopy_sanity",
@@ -187,6 +193,18 @@ def _set(rel: str, text: str) -> Break:
     return lambda n: n.files.__setitem__(rel, text)
 
 
+def _port(name: str, **fields) -> Break:
+    """Set fields of one RDMA port (rdma_fakes.FakePort); a dict updates a GID table."""
+    def breaks(n: Node) -> None:
+        port = n.ports[name]
+        for field, value in fields.items():
+            if isinstance(value, dict):
+                getattr(port, field).update(value)
+            else:
+                setattr(port, field, value)
+    return breaks
+
+
 GPU0 = "sys/bus/pci/devices/0000:0f:00.0"
 
 BROKEN: dict[str, tuple[Break, str, str, str]] = {
@@ -215,10 +233,23 @@ BROKEN: dict[str, tuple[Break, str, str, str]] = {
                           "nvidia_peermem", "absent", "not loaded"),
     "memlock limited": (_set("proc/self/limits", "Max locked memory  65536  65536  bytes\n"),
                         "memlock", "unexpected", "65536 bytes"),
-    "an RDMA port down": (_set("sys/class/infiniband/mlx5_6/ports/1/state", "1: DOWN\n"),
+    "an RDMA port down": (_port("mlx5_6:1", state="1: DOWN"),
                           "rdma mlx5_6:1", "unexpected", "1: DOWN"),
-    "no such RDMA device": (_drop("sys/class/infiniband/mlx5_4/ports/1/state"),
-                            "rdma mlx5_4:1", "absent", "no port 1 of mlx5_4"),
+    "no such RDMA port": (_port("mlx5_4:1", state=None),
+                          "rdma mlx5_4:1", "absent", "no port 1 of mlx5_4"),
+    "a NIC gone": (_port("mlx5_13:1", present=False), "rdma mlx5_13:1", "absent",
+                   "no RDMA device mlx5_13 (the shape's NIC at 0000:d1:00.1, GPU 7's)"),
+    "a NIC at another PCI address": (_port("mlx5_2:1", pci="0000:4d:00.0"), "rdma mlx5_2:1",
+                                     "unexpected", "mlx5_2 is the NIC at 0000:4d:00.0"),
+    "a port at half its rate": (_port("mlx5_10:1", rate="50 Gb/sec (1X HDR)"),
+                                "rdma mlx5_10:1", "unexpected",
+                                "rate 50 Gb/s, the shape's 100 Gb/s"),
+    # one reading: the count since the counters were reset, as OCI's node doctor judges
+    "RX discards over OCI's 100": (_port("mlx5_1:1", discards=[0, 0, 0, 101, 0, 0, 0, 0]),
+                                   "rdma mlx5_1:1", "unexpected",
+                                   "101 since the counters were reset, over OCI's 100"),
+    "the GID index not RoCE v2": (_port("mlx5_7:1", types={3: "IB/RoCE v1"}), "rdma mlx5_7:1",
+                                  "unexpected", "GID index 3 is 'IB/RoCE v1', not 'RoCE v2'"),
     "UCX without gdrcopy": (lambda n: setattr(n, "uct_cuda", ""), "ucx built", "unexpected",
                             "lacks gdrcopy"),
     "no ucx_info": (lambda n: n.tools.discard("ucx_info"), "ucx built", "absent",
@@ -430,6 +461,14 @@ UNREADABLE: dict[str, tuple[Break, str, str]] = {
     "ucx_info garbage": (_tool("ucx_info", "echo hello"), "ucx built", "no uct_MODULES line"),
     "port state garbage": (_set("sys/class/infiniband/mlx5_6/ports/1/state", "\x00\x01\n"),
                            "rdma mlx5_6:1", "port state reads"),
+    "port rate a directory": (_directory("sys/class/infiniband/mlx5_8/ports/1/rate"),
+                              "rdma mlx5_8:1", "rate not read"),
+    "GID index a link loop": (_link_loop("sys/class/infiniband/mlx5_9/ports/1/gids/3"),
+                              "rdma mlx5_9:1", "GID 3 not read"),
+    "PCI address unreadable": (_directory("sys/class/infiniband/mlx5_11/device/uevent"),
+                               "rdma mlx5_11:1", "PCI address of mlx5_11 not read"),
+    "RX discards garbage": (_tool("ethtool", "echo '     rx_prio0_discards: many'"),
+                            "rdma mlx5_0:1", "rx_prio0: 'many' is no count"),
 }
 
 

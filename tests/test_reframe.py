@@ -120,7 +120,7 @@ TRANSFERBENCH = {"transferbench_p2p": OTHER_VENDOR, "transferbench_a2a": OTHER_V
 
 def expected_skips(system: str, gpus: int) -> dict[str, str]:
     """Display name -> a piece of the skip reason, for a dry run with nothing set up."""
-    no_rdma = {name: "has no RDMA devices: no network.hcas" for name, _ in PERFTEST}
+    no_rdma = {name: "has no RDMA devices: no network.rdma_nics" for name, _ in PERFTEST}
     if system == "BM_GPU4_8":   # 16 HCAs: every index runs; 2 nccl size ranges per count
         return {**{name: NO_INTEL for name in INTEL}, **TRANSFERBENCH}
     if system == "BM_GPU_A100-v2_8":   # OCI's floors only: one nccl size range per count
@@ -159,15 +159,21 @@ def expected_skips(system: str, gpus: int) -> dict[str, str]:
 
 # --------------------------------------------------------------------------- helpers
 
-def reframe_env(tmp: Path, **extra: str) -> dict[str, str]:
+def reframe_env(tmp: Path, **extra: str | None) -> dict[str, str]:
+    """The test's environment for ReFrame; a variable given as None is left out."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("RFM_") and k not in ("OCIBENCH_SHAPE", "OCIBENCH_HOSTFILE")}
     env.update(OCIBENCH_PERFLOG_DIR=str(tmp / "perflogs"),
-               OCIBENCH_REPORT_DIR=str(tmp / "reports"), **extra)
+               OCIBENCH_REPORT_DIR=str(tmp / "reports"))
+    for name, value in extra.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
 
 
-def reframe(args: list[str], tmp: Path, timeout: int = 600, **env: str):
+def reframe(args: list[str], tmp: Path, timeout: int = 600, **env: str | None):
     exe = shutil.which("reframe")
     if not exe:
         pytest.skip("reframe is not on PATH (pip install -e '.[test]')")
@@ -200,14 +206,31 @@ def launch_line(case: dict) -> str:
     return re.sub(r'"\$\{OCIBENCH_HOSTFILE:\?[^}]*\}"', "HOSTFILE", line)
 
 
+def every_module_tree(root: Path) -> Path:
+    """A real Lmod tree of `local` under ``root`` holding every module an environment
+    of any shape loads (empty modulefiles): the dry runs then list the same cases and
+    skips whatever this machine installed (a module not in the tree is skipped as not
+    installed, checks/base.py)."""
+    from ocibench import accelerators
+    from ocibench.reframe import site
+
+    names = {env.module for env in site.ENVIRONMENTS} | set(site.MPI_MODULE.values())
+    for vendor in accelerators.VENDORS.values():
+        names |= {*vendor.gpu_modules, vendor.collective_tests_package}
+    _local_tree(root, {name: "" for name in sorted(names)})
+    return root
+
+
 @pytest.fixture(scope="session")
 def dry_runs(tmp_path_factory) -> dict[str, dict]:
     """--dry-run of every check on every system: {system: {cases, skips, result}}."""
     runs = {}
+    modules = every_module_tree(tmp_path_factory.mktemp("modules"))
     for system in EXPECTED:
         tmp = tmp_path_factory.mktemp(f"dry-{system}")
         report = tmp / "report.json"
-        result = reframe(["--dry-run", "--system", system, "--report-file", str(report)], tmp)
+        result = reframe(["--dry-run", "--system", system, "--report-file", str(report)], tmp,
+                         OCIBENCH_MODULES_ROOT=str(modules))
         assert report.is_file(), f"{system}: no report\n{result.stdout}\n{result.stderr}"
         cases = report_cases(report)
         runs[system] = {"result": result, "cases": cases, "skips": skip_reasons(result.stdout),
@@ -566,7 +589,7 @@ def test_the_partitions_carry_the_shapes_hardware(monkeypatch):
 
 # --------------------------------------------------------------------------- real runs
 
-def _run_local(tmp: Path, names: list[str], *options: str, **env: str):
+def _run_local(tmp: Path, names: list[str], *options: str, **env: str | None):
     args = ["-r", "--system", "local", *options]
     for name in names:
         args += ["-n", name]
@@ -576,26 +599,58 @@ def _run_local(tmp: Path, names: list[str], *options: str, **env: str):
     return result, {c["display_name"]: c for c in report_cases(report)}
 
 
-def test_missing_module_fails_the_check_clearly(tmp_path, lmod_init):
-    """A tree without the omb module: the check fails, naming the module."""
-    core = tmp_path / "modules" / "local" / "linux-test-x86_64" / "Core" / "openmpi"
-    core.mkdir(parents=True)
-    (core / "1.0.lua").write_text('whatis("an openmpi module with no omb beside it")\n')
-    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1"],
-                               OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
+def test_a_module_not_installed_skips_the_check_naming_it(tmp_path, lmod_init):
+    """A real tree without the omb module (a partial install): the check is SKIPPED,
+    naming the module, its Spack package and `make install`, never failed; a check
+    whose modules are there still runs (STREAM's, a stand-in that prints a table);
+    `ocibench report` counts the skip as one, with its reason."""
+    bench = tmp_path / "bin"
+    bench.mkdir()
+    stream = bench / "stream_c.exe"
+    stream.write_text(f"#!/bin/sh\ncat <<'EOF'\n{STREAM_OUT}EOF\n")
+    stream.chmod(0o755)
+    modules = tmp_path / "modules"
+    _local_tree(modules, {"openmpi": 'whatis("an openmpi module with no omb beside it")\n',
+                          "stream": f'prepend_path("PATH", "{bench}")\n'})
+    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1", "stream"],
+                               OCIBENCH_MODULES_ROOT=str(modules))
     case = cases["osu_latency %buffers=H-H %nodes=1"]
-    assert result.returncode != 0 and case["result"] == "fail"
-    assert "module(s) are unknown" in case["fail_reason"] and '"omb"' in case["fail_reason"]
+    assert case["result"] == "skip", case["fail_reason"]
+    assert case["skip_reason"] == (
+        "not installed: no module omb (Spack package osu-micro-benchmarks) in the Lmod "
+        f"tree {modules}/local (`make install` builds the local stack into it)")
+    ran = [c for name, c in cases.items() if name.startswith("stream") and c["result"] != "skip"]
+    assert [c["result"] for c in ran] == ["pass"], result.stdout[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:]
+    from ocibench import cli
+    assert cli.main(["report", str(tmp_path / "report.json"), "-o", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "report.json").read_text())
+    results = {r["name"]: r for shape in summary["shapes"].values() for r in shape["results"]}
+    skipped = results["osu_latency %buffers=H-H %nodes=1"]
+    assert skipped["skipped"] and skipped["reason"] == case["skip_reason"], skipped
 
 
-def test_missing_module_tree_fails_the_check_clearly(tmp_path, lmod_init):
+def test_a_missing_module_tree_on_local_skips_the_check(tmp_path, lmod_init):
+    """No tree at all where `local`'s jobs run (this machine): nothing is installed."""
     empty = tmp_path / "no-modules"
     result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1"],
                                OCIBENCH_MODULES_ROOT=str(empty))
     case = cases["osu_latency %buffers=H-H %nodes=1"]
+    assert result.returncode == 0 and case["result"] == "skip", case["fail_reason"]
+    assert case["skip_reason"] == (f"not installed: no Lmod module tree for shape local at "
+                                   f"{empty}/local (`make install` builds the stack and its tree)")
+
+
+def test_a_module_that_does_not_load_still_fails_the_check(tmp_path, lmod_init):
+    """A module that is installed but whose Lua stops Lmod is a broken install, not an
+    absent one: the check fails with Lmod's line."""
+    _local_tree(tmp_path / "modules", {"openmpi": 'whatis("openmpi")\n',
+                                       "omb": 'LmodError("omb: its prefix is gone")\n'})
+    result, cases = _run_local(tmp_path, ["osu_latency%buffers=H-H%nodes=1"],
+                               OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
+    case = cases["osu_latency %buffers=H-H %nodes=1"]
     assert result.returncode != 0 and case["result"] == "fail"
-    assert f"no Lmod module tree for shape local: nothing matches {empty}/local/Core" \
-        in case["fail_reason"]
+    assert "omb: its prefix is gone" in case["fail_reason"], case["fail_reason"]
 
 
 def _local_tree(root: Path, modulefiles: dict[str, str]) -> Path:
@@ -705,12 +760,16 @@ def test_host_checks_run_and_pass_on_local(local_tree, tmp_path):
 def test_preflight_runs_and_passes_on_local(tmp_path, lmod_init):
     """checks/preflight.py for real: `ocibench preflight --json` in the omb environment
     (here a tree of empty openmpi and omb modules: the machine's own tools), its JSON
-    kept; local requires nothing, so it passes whatever this machine lacks."""
+    kept; local requires nothing, so it passes whatever this machine lacks.  ReFrame
+    runs as docs/checks.md writes it, outside `spack env activate .`: no PYTHONPATH
+    (site/reframe_config.py finds this checkout's ocibench, and so does the job)."""
     core = tmp_path / "modules" / "local" / "linux-test-x86_64" / "Core"
     for name in ("openmpi", "omb"):
         (core / name).mkdir(parents=True)
         (core / name / "1.0.lua").write_text("")
-    result, cases = _run_local(tmp_path, ["preflight"],
+    listed = reframe(["-l"], tmp_path / "list", PYTHONPATH=None)
+    assert listed.returncode == 0 and "Found " in listed.stdout, listed.stderr[-3000:]
+    result, cases = _run_local(tmp_path, ["preflight"], PYTHONPATH=None,
                                OCIBENCH_MODULES_ROOT=str(tmp_path / "modules"))
     case = cases["preflight"]
     assert case["result"] == "pass", case["fail_reason"] or result.stdout[-3000:]

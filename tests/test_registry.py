@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,54 @@ def test_no_hand_written_list_of_checks_outside_the_registry():
                        "ocibench.benchmarks.CHECKS:\n" + "\n".join(found))
 
 
+FIGURES = paths.REPO_ROOT / "src" / "ocibench" / "figures"
+
+
+def check_name_comparisons(source: str, names: set[str]) -> list[tuple[int, list[str]]]:
+    """(line, names) of each comparison (==, !=, in, not in) with a literal check name,
+    alone or in a literal tuple, list or set: a parser that branches on which check it
+    reads, where the difference belongs in the check's registry entry."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare) or not all(
+                isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
+            continue
+        strings = []
+        for operand in (node.left, *node.comparators):
+            elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) \
+                else [operand]
+            strings += [e.value for e in elements if isinstance(e, ast.Constant)
+                        and isinstance(e.value, str) and e.value in names]
+        if strings:
+            found.append((node.lineno, strings))
+    return found
+
+
+def test_the_scan_finds_a_branch_on_a_check_name():
+    """The scan below can fail: it finds the branches the registry's fields replaced."""
+    names = set(benchmarks.CHECKS)
+    for source in ('pick = max if check == "ib_write_bw" else min',
+                   'if check != "imb_pingpong": pass',
+                   'needed = largest * ranks if check in ("osu_alltoall",) else largest',
+                   'x = spec.name not in {"osu_bw", "osu_bibw"}'):
+        assert check_name_comparisons(source, names), source
+    for source in ('if row.check == "error": pass', 'if family == "nccl-tests": pass',
+                   'if spec.metric == "bandwidth": pass'):
+        assert not check_name_comparisons(source, names), source
+
+
+def test_no_parser_or_judge_branches_on_a_check_name():
+    """What differs between the checks of one parser (unit, columns, ranks, the best of
+    the attempts) is read from the registry entry: adding ib_read_bw is one entry, never
+    a branch in figures/."""
+    names = set(benchmarks.CHECKS)
+    found = [f"{path.relative_to(paths.REPO_ROOT)}:{line}: {strings}"
+             for path in sorted(FIGURES.rglob("*.py"))
+             for line, strings in sorted(check_name_comparisons(path.read_text(), names))]
+    assert not found, ("a branch on a check's name; give the difference a field of "
+                       "ocibench.benchmarks.CheckSpec:\n" + "\n".join(found))
+
+
 # --- each former list, derived ----------------------------------------------------------
 
 def test_every_check_has_its_parser_and_title():
@@ -88,6 +137,17 @@ def test_every_check_has_its_parser_and_title():
         assert spec.parser in outputs._PARSERS, name
         if spec.parser in ("omb", "perftest", "imb"):
             assert spec.title, f"{name}: the parser looks for its title"
+        # the parsers that read a table by its column names find each metric's there
+        if spec.parser == "imb" or (spec.parser == "perftest" and spec.metric != "bandwidth"):
+            assert set(spec.columns) == set(spec.metrics), f"{name}: a column per metric"
+
+
+def test_every_family_is_a_parser_module_and_its_failure_words_a_familys():
+    """The parser table is derived from benchmarks.PARSERS (one module a family); the
+    failure words, read only in a recognised output, are keyed by those families: a
+    mistyped key would leave a family's failures unread."""
+    assert tuple(outputs._PARSERS) == benchmarks.PARSERS
+    assert set(outputs.FAILED_BY_FAMILY) <= set(benchmarks.PARSERS)
 
 
 @pytest.mark.parametrize("name", [n for n, s in benchmarks.CHECKS.items() if s.parser == "omb"])
@@ -246,3 +306,34 @@ def test_published_bandwidths_are_never_read_as_the_other_direction_count(entry)
 
 def test_osu_bibw_has_published_outputs():
     assert len([e for e in INDEX if e["check"] == "osu_bibw"]) >= 5
+
+
+# --- ib_read_bw and ib_read_lat: one entry each, no parser branch ----------------------
+
+def _perftest_entry(template: str, name: str, title: str) -> benchmarks.CheckSpec:
+    """A new perftest check as its registry entry: ib_write_*'s entry with the test's
+    own name, title and executable; nothing else in the code knows it."""
+    spec = benchmarks.CHECKS[template]
+    return dataclasses.replace(spec, name=name, title=title,
+                               command=(name, *spec.command[1:]))
+
+
+@pytest.mark.parametrize("template, name, title, params, value, unit", [
+    # BW peak 1506.02 MB/sec (perftest's MB: 2^20 bytes) at 65536 bytes, in Gb/s
+    ("ib_write_bw", "ib_read_bw", "RDMA_Read BW Test", {"size": 65536, "qps": 1},
+     1506.02 * 2**20 * 8 / 1e9, "Gb/s"),
+    # t_avg of the 8-byte row
+    ("ib_write_lat", "ib_read_lat", "RDMA_Read Latency Test",
+     {"size": 8, "iterations": 1000}, 4.16, "us"),
+])
+def test_a_new_perftest_check_is_one_registry_entry(monkeypatch, template, name, title,
+                                                    params, value, unit):
+    """ib_read_bw and ib_read_lat read with no parser change: the unit, the column and
+    the best of the attempts come from the entry (seen failing while the parser asked
+    whether the check was ib_write_bw: ib_read_bw was read as a latency, "no t_avg")."""
+    monkeypatch.setitem(benchmarks.CHECKS, name, _perftest_entry(template, name, title))
+    text = (CORPUS / "perftest" / f"daizhiyuan-{name}-a-{'MBs-' if 'bw' in name else ''}"
+            "client.txt").read_text()
+    measured = outputs.parse(name, text, params)
+    assert measured.unit == unit
+    assert measured.values == {params["size"]: pytest.approx(value)}

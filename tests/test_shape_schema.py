@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 from ocibench import accelerators, benchmarks, capabilities, metrics, paths, shapes
+from ocibench.node import preflight
 from ocibench.shapes import rules as shape_rules
 
 SITE_SHAPES = shapes.SHAPES_DIR
@@ -123,6 +124,39 @@ def test_every_two_node_gpu_figure_requires_gpudirect_one_way_or_the_other() -> 
                 assert either in capabilities.requirements(figure.get("requires")), \
                     (name, figure["id"])
     assert seen >= 5
+
+
+#: Every GPU shape with a cluster network, and how many RDMA ports OCI gives it:
+#: preflight and the healthcheck check each port that network.rdma_nics lists.
+GPU_RDMA_PORTS = {"BM.GPU4.8": 16, "BM.GPU.A100-v2.8": 16, "BM.GPU.H100.8": 16,
+                  "BM.GPU.H200.8": 8, "BM.GPU.B200.8": 8, "BM.GPU.MI300X.8": 8,
+                  "BM.GPU.MI355X.8": 8, "BM.GPU.MI355X-v1.8": 8}
+
+
+def test_every_gpu_shape_with_a_cluster_network_lists_its_nics() -> None:
+    """Issue 30 item 6: each GPU shape names every NIC of its cluster network, so that
+    every port is watched (a shape whose list went missing fails here and in the rules)."""
+    with_network = {}
+    for name in shapes.known_shapes():
+        shape = shapes.load(name)
+        network = shape.data.get("network") or {}
+        if shape.gpus and str(network.get("rdma", "none")).lower() != "none":
+            with_network[name] = shape
+    assert set(GPU_RDMA_PORTS) <= set(with_network), set(GPU_RDMA_PORTS) - set(with_network)
+    for name, shape in with_network.items():
+        nics = shape.rdma_nics
+        assert len(nics) == shape.data["network"]["ports"] == GPU_RDMA_PORTS.get(name, len(nics))
+        assert shape.data["capabilities"]["rdma"] == len(nics), name
+        assert len({(n["device"], n.get("port", 1)) for n in nics}) == len(nics), name
+        # the ports preflight and the healthcheck check: each NIC, and the UCX ports
+        checked = preflight.expectations(shape).rdma_devices
+        assert [f"{n['device']}:{n.get('port', 1)}" for n in nics] == checked[:len(nics)]
+    # where OCI's node doctor describes the shape, each NIC's PCI address and GPU too
+    for name in ("BM.GPU4.8", "BM.GPU.A100-v2.8", "BM.GPU.H100.8", "BM.GPU.H200.8",
+                 "BM.GPU.B200.8", "BM.GPU.MI300X.8"):
+        nics = with_network[name].rdma_nics
+        assert all("pci" in n and "gpu" in n for n in nics), name
+        assert sorted({n["gpu"] for n in nics}) == list(range(8)), name
 
 
 # --------------------------------------------------------------------------- faults
@@ -253,6 +287,48 @@ FAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "not YAML": (
         "BM.GPU4.8", r"^shape: BM.GPU4.8$", "shape: [BM.GPU4.8",
         ("not valid YAML at line",)),
+    # --- the cluster-network NICs (network.rdma_nics) ---
+    "NICs not listed": (
+        "BM.GPU.H100.8", r"^  rdma_nics:\n(    - \{.*\n)+", "",
+        ("network.rdma_nics: missing: a RoCEv2 network of 16 ports lists its NICs",)),
+    "a NIC fewer than the ports": (
+        "BM.GPU.H200.8", r"^    - \{device: mlx5_11, .*\n", "",
+        ("network.rdma_nics: 7 NICs, but network.ports is 8",)),
+    "a NIC listed twice": (
+        "BM.GPU.B200.8", r"device: mlx5_11, ", "device: mlx5_10, ",
+        ("network.rdma_nics[7]: port mlx5_10:1 is listed twice (network.rdma_nics[6])",)),
+    "a PCI address twice": (
+        "BM.GPU4.8", r'pci: "0000:94:00.1"', 'pci: "0000:94:00.0"',
+        ("network.rdma_nics[15].pci: 0000:94:00.0 is listed twice",)),
+    "a PCI address unquoted": (
+        "BM.GPU.MI300X.8", r'pci: "0000:41:00.0"', "pci: 0000:41:00.0",
+        ("network.rdma_nics[2].pci:", "is not a string")),
+    "a PCI address misspelt": (
+        "BM.GPU.MI300X.8", r'pci: "0000:41:00.0"', 'pci: "41:00.0"',
+        ("network.rdma_nics[2].pci: '41:00.0' does not match",)),
+    "a NIC of a GPU the shape lacks": (
+        "BM.GPU.H100.8", r'pci: "0000:d5:00.1", gpu: 7', 'pci: "0000:d5:00.1", gpu: 8',
+        ("network.rdma_nics[15].gpu: GPU 8 is no GPU of the shape",)),
+    "a NIC of a GPU on a CPU shape": (
+        "BM.Optimized3.36", r'pci: "0000:98:00.0"', 'pci: "0000:98:00.0", gpu: 0',
+        ("network.rdma_nics[0].gpu: GPU 0 is no GPU of the shape (the shape has no gpus)",)),
+    "NICs but no rdma capability": (
+        "BM.GPU.H200.8", r"^  rdma: 8 .*\n", "",
+        ("capabilities.rdma: not declared, but network.rdma_nics lists 8 RDMA ports",)),
+    "NCCL_IB_HCA not the NICs' order": (
+        "BM.GPU.MI300X.8", r"^    - \{device: mlx5_2, pci: \"0000:2a:00.0\", gpu: 1\}\n"
+        r"    - \{device: mlx5_3, pci: \"0000:41:00.0\", gpu: 2\}",
+        '    - {device: mlx5_3, pci: "0000:41:00.0", gpu: 2}\n'
+        '    - {device: mlx5_2, pci: "0000:2a:00.0", gpu: 1}',
+        ("network.collective_env.NCCL_IB_HCA names mlx5_0,mlx5_2,mlx5_3",
+         "but network.rdma_nics lists mlx5_0,mlx5_3,mlx5_2")),
+    "GID index beyond OCI's 0-3": (
+        "BM.GPU.MI355X-v1.8", r"^  gid_index: 3$", "  gid_index: 4",
+        ("network.gid_index: 4 must be <= 3",)),
+    "no MPI device on a TCP network": (
+        "loopback-cluster", r"ucx_net_devices: \{mpi: ocbnet0\}", "ucx_net_devices: {}",
+        ("network.ucx_net_devices.mpi: missing (it defaults to the first of "
+         "network.rdma_nics",)),
     "alias that contains itself": (
         "BM.Optimized3.36", r"^summary: .*$", "summary: &s [*s]",
         ("summary[0]: a YAML alias refers to the mapping or list that contains it",)),

@@ -188,6 +188,18 @@ def test_override_differs_from_builtin(directives, package):
                 + "\n".join(diff[kind]))
 
 
+@pytest.mark.parametrize("package", OVERRIDES)
+def test_override_keeps_the_builtins_builders(directives, package):
+    """Spack takes a package's builder (``CMakeBuilder``, ...) from the package's own
+    module by name, never from its base class's: an override of a recipe whose build
+    logic is in builders must bring them along.  BabelStream's did not, and `spack
+    install babelstream` ran CMake without -DMODEL, then its Fortran Makefile."""
+    assert directives[package]["builders_lost"] == [], (
+        f"{package}: the override's module lacks the builtin's "
+        f"{', '.join(directives[package]['builders_lost'])}: import them from "
+        f"spack_repo.builtin.packages.{package.replace('-', '_')}.package")
+
+
 def test_the_pinned_rocm_package_still_lacks_gfx950(spack):
     """repos/spack_repo/ocibench/amdgpu.py adds gfx950 because the pinned builtin
     ROCmPackage lacks it (spack-packages ea8584695d added it on develop).  When the pin

@@ -743,3 +743,56 @@ def test_every_stopping_signal_is_ctrl_c_and_waits_for_a_shielded_action(signum)
     assert done == ["the action ended"]
     assert signals.signum_of(err.value) == signum
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # handlers restored
+
+
+def _one_case_report(**case) -> dict:
+    """A ReFrame run report (data_version 4.2) of one passed single-node osu_latency job
+    of BM.Optimized3.36, pinned to nodeA."""
+    testcase = {"name": "osu_latency_check", "result": "pass", "check_name": "osu_latency",
+                "shape": "BM.Optimized3.36", "buffers": "H-H", "nodes": 1, "sizes": "1:1",
+                "sweep_nodes": "nodeA", "job_nodelist": ["nodeA"],
+                "perfvalues": {"generic:default:latency_1": [1.5, 0, None, None, "us", "pass"]},
+                **case}
+    return {"session_info": {"data_version": "4.2"}, "runs": [{"testcases": [testcase]}]}
+
+
+def test_an_undocumented_variant_is_recorded_and_an_unjudged_run_never_fails(tmp_path):
+    """BM.Optimized3.36 documents osu_latency on 2 nodes only: a passed 1-node job is
+    recorded (its node passes), as the live check itself decided; a job judged again as
+    unjudged is "could not judge" (rerun), never a failure of the node.  The sweep of
+    the loopback cluster once called every healthy node "fail [rerun]: failed" so."""
+    from ocibench.sweep import rfm
+    wave = plan.Wave(SINGLE, 1, (("nodeA",),), (SINGLE_CASE,))
+    path = tmp_path / "step-001.json"
+    [job] = rfm.results(_one_case_report(), path, wave, SINGLE_CASE)
+    assert job.failed is None and [r.measured for r in job.rows] == [1.5], job
+    assert verdicts.job_cell(job).verdict is NodeVerdict.PASS
+    # the documented variant at a size no figure names: nothing compared
+    pair = Case("osu_latency %buffers=H-H %nodes=2", "/b", "osu_latency", 2)
+    wave = plan.Wave(PAIRS, 1, (("nodeA", "nodeB"),), (pair,))
+    report = _one_case_report(nodes=2, sizes="2:2", sweep_nodes="nodeA+nodeB",
+                              job_nodelist=["nodeA", "nodeB"], perfvalues={
+                                  "generic:default:latency_2": [1.5, 0, None, None, "us",
+                                                                "pass"]})
+    [job] = rfm.results(report, path, wave, pair)
+    cell = verdicts.job_cell(job)
+    assert cell.verdict is NodeVerdict.UNJUDGED and cell.action is Action.RERUN, cell
+    assert job.failed.startswith("could not judge: "), job.failed
+
+
+def test_a_check_whose_module_is_not_installed_is_skipped_not_run(lmod_init, tmp_path,
+                                                                   monkeypatch):
+    """A real tree of `local` without omb: the sweep's discovery lists the single-node
+    osu_latency among the cases ReFrame skips, with the reason naming the module and
+    `make install`, and plans no job of it (it failed on every node before)."""
+    from ocibench.sweep import rfm
+    core = tmp_path / "modules" / "local" / "linux-test-x86_64" / "Core" / "openmpi"
+    core.mkdir(parents=True)
+    (core / "1.0.lua").write_text('whatis("an openmpi module with no omb beside it")\n')
+    monkeypatch.setenv("OCIBENCH_MODULES_ROOT", str(tmp_path / "modules"))
+    monkeypatch.setenv("OCIBENCH_SHAPE", "local")
+    cases, skipped = rfm.discover(["osu_latency%buffers=H-H"], [], tmp_path / "sweep", None)
+    assert cases == [], cases
+    reason = skipped["osu_latency %buffers=H-H %nodes=1"]
+    assert reason.startswith("not installed: no module omb (Spack package "
+                             "osu-micro-benchmarks)") and "`make install`" in reason, reason

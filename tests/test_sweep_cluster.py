@@ -116,11 +116,18 @@ def shapes_with(tmp_path: Path, which: str) -> Path:
     return dest
 
 
+#: ocibench's drain budget for these sweeps (docs/sweep.md): above the 2 nodes a sweep
+#: here drains and the person's `ocibench:` drain, which counts; the budget's own test
+#: is tests/test_healthcheck_cluster.py's.
+DRAIN_BUDGET = "4"
+
+
 def sweep_argv(cluster, where: Path, shapes_dir: Path, checks: str, *options,
                env: tuple = ()) -> list:
     """`ocibench sweep` on the head node, its files in ``where``; every sweep of the
     module shares one record of drains (--state), as an admin's sweeps do."""
-    return ["env", f"OCIBENCH_SHAPES_DIR={shapes_dir}", *env,
+    return ["env", f"OCIBENCH_SHAPES_DIR={shapes_dir}",
+            f"OCIBENCH_DRAIN_BUDGET={DRAIN_BUDGET}", *env,
             sys.executable, "-m", "ocibench.cli", "sweep", "-n", checks, "-S", ITERATIONS,
             "--outlier-k", OUTLIER_K, "--json", where / "sweep.json",
             "--html", where / "sweep.html", "--prefix", where / "reframe",
@@ -312,13 +319,18 @@ exec '{real}' "$@"
 
 @contextlib.contextmanager
 def modules_that_do_not_load(cluster, where: Path):
-    """The nodes' module tree replaced by one with nothing in it, so that every job's
-    `module load` fails in Lmod (the sweep's action: fix-software, a drain)."""
+    """The nodes' module tree replaced by one whose openmpi and omb stop Lmod (a broken
+    install: their prefixes gone), so that every job's `module load` fails in Lmod (the
+    sweep's action: fix-software, a drain).  Not a tree without them: software that is
+    not installed is skipped, naming the install step (checks/base.py)."""
     link = CLUSTER_DIR / "modules" / SHAPE
     before = os.readlink(link) if link.is_symlink() else None
-    (where / "empty-tree" / "Core").mkdir(parents=True, exist_ok=True)
+    for name in ("openmpi", "omb"):
+        (where / "broken-tree" / "Core" / name).mkdir(parents=True, exist_ok=True)
+        (where / "broken-tree" / "Core" / name / "1.0.lua").write_text(
+            f'LmodError("{name}: its installation prefix is gone")\n')
     tmp = link.with_name(link.name + ".test")
-    tmp.symlink_to(where / "empty-tree")
+    tmp.symlink_to(where / "broken-tree")
     os.replace(tmp, link)
     try:
         yield

@@ -1,9 +1,11 @@
 """What `make test` must leave alone: the user's installation.
 
 The user's Lmod module trees, Spack store, Spack configuration (the pinned Spack's own
-scopes, ~/.spack and /etc/spack) and global Python environment.  conftest.py takes a
-snapshot of each before the session and compares after it; tests that build use a
-private environment, module root and Spack scope instead (tests/test_local_install.py).
+scopes, ~/.spack and /etc/spack), global Python environment, results history and
+healthcheck state (with its lock).  conftest.py takes a snapshot of each before the
+session and compares after it; tests that build use a private environment, module root
+and Spack scope instead (tests/test_local_install.py), and every test's history and
+healthcheck state are temporary files (conftest.py pins them).
 
 A snapshot records every file's path, type, mode, size and modification time (and a
 symbolic link's target), not contents: a rewrite of a file changes its time, and a
@@ -20,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from ocibench import paths
+from ocibench.health import state as health_state
 
 #: One entry per file: (type, mode, size, mtime_ns, link target).
 Entry = tuple
@@ -60,6 +63,15 @@ def watched() -> dict[str, Path]:
     }
     for i, where in enumerate(sorted(python)):
         places[f"Python environment ({i}: {where})"] = Path(where)
+    # What `ocibench sweep`, `history add` and the healthcheck write by default: a
+    # file each (a snapshot of a file is its own entry; created, it shows as added).
+    history = paths.history_db()
+    places["results history"] = history
+    for suffix in ("-journal", "-wal"):
+        places[f"results history ({suffix})"] = history.with_name(history.name + suffix)
+    health = health_state.default_path()
+    places["healthcheck state"] = health
+    places["healthcheck state lock"] = health.with_name(health.name + ".lock")
     return places
 
 

@@ -81,6 +81,22 @@ seed_env() {  # the seeds' run environment (module load nvhpc openmpi), after mo
   export LD_LIBRARY_PATH
 }
 
+node_gpus() {  # the GPUs of this node, as nvidia-smi -L lists them (0 without it)
+  nvidia-smi -L 2>/dev/null | grep -c '^GPU '
+}
+
+# The buffers of the runs that compare PMLs, binaries and CMA (no D-D figure): D D
+# copies GPU 0 to GPU 1, which a node of one GPU lacks (both ranks would measure the
+# same GPU); there they run H D, which needs one.  $1: the node's GPUs.
+pair_buffers() {
+  if (($1 >= 2)); then echo "D D"; else echo "H D"; fi
+}
+
+two_gpus() {  # $1: the node's GPUs; $2...: the runs that need two (said where skipped)
+  local gpus=$1; shift
+  ((gpus >= 2)) || { echo "skipped on this node of $gpus GPU(s): $* needs two"; return 1; }
+}
+
 pe_list() {  # the cores of an H-D or D-H run ($1), in rank order, as the checks place them
   python3 -m ocibench.cli placement "$1" --placement same-numa --shape local
 }

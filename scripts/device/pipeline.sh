@@ -11,7 +11,9 @@
 #   4. beside it, the seeds' hand build (seed 000 sec 1, seed 003 sec 2) of the same
 #      OMB and nccl-tests sources against the same OpenMPI
 #   5. sanity: modules, the PML chosen (with and without pml = ucx), both PMLs' D D
-#      bandwidth, both osu_latency binaries alternating, the node's copy ceilings
+#      bandwidth, both osu_latency binaries alternating, the node's copy ceilings (on a
+#      node of one GPU, H D in the place of D D, and the D-D and one-node collective
+#      runs skipped, saying so: they need two GPUs)
 #   6. ROUNDS x (reframe -c checks/ -r -t gpu, then the seeds' command lines by hand)
 #   7. scripts/device/summarize.py: both sets of figures, ratios, fractions of the links
 #   8. OCIBENCH_BUILDCACHE=1: push UCX and Open MPI to a build cache and reinstall them
@@ -124,6 +126,9 @@ hand_build() {  # seed 000 sec 1 and seed 003 sec 2, by hand, against Spack's Op
   return $rc
 }
 
+GPUS=$(node_gpus)
+read -ra PAIR <<<"$(pair_buffers "$GPUS")"
+
 hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 sec 3-1); $2: all|pt2pt
   local d=$1 hd dh
   mkdir -p "$d"
@@ -138,14 +143,17 @@ hand_runs() {  # the seeds' command lines (seed 000 sec 2-1/2-2/2-5, seed 003 se
     export PATH=$root:$root/mpi/collective:$root/mpi/congestion:$root/mpi/one-sided:$root/mpi/pt2pt:$root/mpi/startup:$root/xccl/collective:$root/xccl/pt2pt:$PATH
     read -ra lat <<<"$SEED_LAT"; read -ra bw <<<"$SEED_BW"  # option lists, one word each
     run() { local name=$1; shift; echo "\$ $*" >"$d/$name.out"; timeout 300 "$@" >>"$d/$name.out" 2>&1; echo "rc=$?" >>"$d/$name.out"; }
-    run osu_latency_D-D mpirun -n 2 --report-bindings osu_latency "${lat[@]}" -d cuda D D
-    run osu_bw_D-D      mpirun -n 2 --report-bindings osu_bw "${bw[@]}" -d cuda D D
+    if two_gpus "$GPUS" "osu_latency and osu_bw D-D"; then
+      run osu_latency_D-D mpirun -n 2 --report-bindings osu_latency "${lat[@]}" -d cuda D D
+      run osu_bw_D-D      mpirun -n 2 --report-bindings osu_bw "${bw[@]}" -d cuda D D
+    fi
     run osu_latency_H-D_same-numa mpirun -n 2 --map-by "pe-list=$hd:ordered" --report-bindings numactl -l osu_latency "${lat[@]}" -d cuda H D
     run osu_latency_D-H_same-numa mpirun -n 2 --map-by "pe-list=$dh:ordered" --report-bindings numactl -l osu_latency "${lat[@]}" -d cuda D H
     run osu_bw_H-D_same-numa      mpirun -n 2 --map-by "pe-list=$hd:ordered" --report-bindings numactl -l osu_bw "${bw[@]}" -d cuda H D
     run osu_bw_D-H_same-numa      mpirun -n 2 --map-by "pe-list=$dh:ordered" --report-bindings numactl -l osu_bw "${bw[@]}" -d cuda D H
     # -M as in checks/osu.py: OMB 7.4 caps messages at 512 MiB without it
     [[ ${2:-all} == all ]] || exit 0   # pt2pt: the point-to-point figures only
+    two_gpus "$GPUS" "the one-node collectives (osu_xccl_allreduce, all_reduce_perf)" || exit 0
     run osu_xccl_allreduce mpirun -n 2 osu_xccl_allreduce -x 10 -i 10 -m 1073741824:1073741824 -M 1073741824 -d cuda D D
     cd "$HAND/nccl-tests" && run nccl_all_reduce_perf mpirun -n 2 ./build/all_reduce_perf -b 10G -e 10G -t 1 -g 1
   )
@@ -191,8 +199,8 @@ transports() (  # (a subshell: its modules stay out of the runs after it) what t
   for i in 1 2 3; do
     for cma in on off; do
       tls=(); [[ $cma == off ]] && tls=(-x UCX_TLS=^cma)
-      printf 'CMA %s round %s D-D lat: ' "$cma" "$i"
-      timeout 60 mpirun -n 2 "${tls[@]}" osu_latency "${lat[@]}" -d cuda D D 2>&1 | awk '$1 == 1 {print $2}'
+      printf 'CMA %s round %s %s lat: ' "$cma" "$i" "${PAIR[*]}"
+      timeout 60 mpirun -n 2 "${tls[@]}" osu_latency "${lat[@]}" -d cuda "${PAIR[@]}" 2>&1 | awk '$1 == 1 {print $2}'
       printf 'CMA %s round %s H-D bw: ' "$cma" "$i"
       timeout 60 mpirun -n 2 "${tls[@]}" --map-by "pe-list=$hd:ordered" numactl -l osu_bw "${bw[@]}" -d cuda H D 2>&1 | awk '$1 == 268435456 {print $2}'
       printf 'CMA %s round %s D-H bw: ' "$cma" "$i"
@@ -200,8 +208,10 @@ transports() (  # (a subshell: its modules stay out of the runs after it) what t
     done
   done
   echo "-- protocol tables, one run each (kept whole)"
-  timeout 60 mpirun -n 2 osu_latency "${lat[@]}" -d cuda D D >"$RES/proto-osu_latency-D-D.txt" 2>&1
-  timeout 60 mpirun -n 2 -x UCX_TLS=^cma osu_latency "${lat[@]}" -d cuda D D >"$RES/proto-osu_latency-D-D-nocma.txt" 2>&1
+  if two_gpus "$GPUS" "the D-D protocol tables"; then
+    timeout 60 mpirun -n 2 osu_latency "${lat[@]}" -d cuda D D >"$RES/proto-osu_latency-D-D.txt" 2>&1
+    timeout 60 mpirun -n 2 -x UCX_TLS=^cma osu_latency "${lat[@]}" -d cuda D D >"$RES/proto-osu_latency-D-D-nocma.txt" 2>&1
+  fi
   timeout 60 mpirun -n 2 --map-by "pe-list=$hd:ordered" numactl -l osu_bw "${bw[@]}" -d cuda H D >"$RES/proto-osu_bw-H-D.txt" 2>&1
   timeout 60 mpirun -n 2 osu_latency -x 100 -i 1000 -d cuda H H >"$RES/proto-osu_latency-H-H.txt" 2>&1
 )
@@ -209,7 +219,7 @@ transports() (  # (a subshell: its modules stay out of the runs after it) what t
 pipeline() {
   common_env
   cd "$REPO" || fail "no $REPO"
-  log "pipeline: $JOBS jobs, $ROUNDS rounds, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
+  log "pipeline: $JOBS jobs, $ROUNDS rounds, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE, $GPUS GPU(s)"
 
   step setup
   bash scripts/setup.sh >"$LOGS/01-setup.log" 2>&1 || fail "make setup (logs/01-setup.log)"
@@ -273,20 +283,20 @@ pipeline() {
     module load ucx && ucx_info -v && ucx_info -d | grep -E 'Transport|Device|Memory domain' | head -40
     grep -v '^#' "$(dirname "$(command -v mpirun)")/../etc/openmpi-mca-params.conf" | grep .
     pml_selected() {
-      timeout 60 mpirun -n 2 --mca pml_base_verbose 10 osu_latency -x 1 -i 10 -m 1:1 -d cuda D D 2>&1 \
+      timeout 60 mpirun -n 2 --mca pml_base_verbose 10 osu_latency -x 1 -i 10 -m 1:1 -d cuda "${PAIR[@]}" 2>&1 \
         | grep -iE 'select|pml|Latency|^1 ' | head -20
     }
     echo "-- the PML with the site's default (our recipe's pml = ucx):"
     pml_selected
     echo "-- the PML Open MPI picks by itself (no parameter file):"
     OMPI_MCA_mca_base_param_files=/dev/null pml_selected
-    # What each PML gives for the D D bandwidth figure, and the copy engines' ceiling
+    # What each PML gives for the D D bandwidth figure (H D on one GPU)
     for pml in ucx ob1; do
-      echo "-- osu_bw D D 256 MiB, pml $pml:"
+      echo "-- osu_bw ${PAIR[*]} 256 MiB, pml $pml:"
       # shellcheck disable=SC2086  # $SEED_BW is an option list: split on purpose
-      timeout 120 mpirun -n 2 --mca pml "$pml" osu_bw $SEED_BW -d cuda D D 2>&1 | tail -3
+      timeout 120 mpirun -n 2 --mca pml "$pml" osu_bw $SEED_BW -d cuda "${PAIR[@]}" 2>&1 | tail -3
     done
-    # osu_latency D D, Spack's binary and the hand-built one, alternating, in one
+    # osu_latency D D (H D on one GPU), Spack's binary and the hand-built one, alternating, in one
     # environment (the hand runs'): a difference left is the binaries'.
     # shellcheck disable=SC2034  # `hand` is read through ${!who} below
     ours=$(command -v osu_latency) hand=$HAND/omb/libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency
@@ -298,15 +308,18 @@ pipeline() {
         for who in ours hand; do
           printf 'A/B %s %s: ' "$i" "$who"
           # shellcheck disable=SC2086
-          timeout 60 mpirun -n 2 "${!who}" $SEED_LAT -d cuda D D 2>&1 | awk '$1 == 1 {print $2}'
+          timeout 60 mpirun -n 2 "${!who}" $SEED_LAT -d cuda "${PAIR[@]}" 2>&1 | awk '$1 == 1 {print $2}'
         done
       done
     )
     # The node's copy ceilings: the nvbandwidth check (copy engines and the pageable
     # copy) runs with the checks; here the same two commands, for the summary
     # (nvbandwidth at its default buffer size: checks/nvbandwidth.py says why).
+    # (the peer copies with two GPUs only: nvbandwidth waives them on one; the pageable
+    # copy takes the GPUs OMB's H-D and D-H runs take on this node)
+    peer=(); ((GPUS >= 2)) && peer=(device_to_device_memcpy_read_ce device_to_device_memcpy_write_ce)
     module load nvbandwidth && nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce \
-      device_to_device_memcpy_read_ce device_to_device_memcpy_write_ce | tee "$RES/copy-ceiling.txt"
+      "${peer[@]}" | tee "$RES/copy-ceiling.txt"
     python3 -m ocibench.node.pageable_copy --size $((256 * 2**20)) | tee -a "$RES/copy-ceiling.txt"
   ) >"$LOGS/07-sanity.log" 2>&1
 

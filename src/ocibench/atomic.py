@@ -21,18 +21,26 @@ def replace(path: Path, text: str, mode: int | None = None, parents: bool = Fals
     """Write ``text`` to ``path`` atomically; ``mode`` sets the new file's permissions
     (a temporary file is created 0600); ``parents`` creates missing directories (a
     caller whose directory is someone else's, node_exporter's, leaves it False: a
-    missing one is a wrong path).  Raises OSError, with nothing left behind."""
+    missing one is a wrong path).  Raises OSError, with nothing left behind.
+
+    Nothing here follows a name another user could have changed: the temporary file
+    is created exclusively and without following a link (mkstemp: O_EXCL, O_NOFOLLOW),
+    its mode is set on its descriptor, never by name (in a directory another user can
+    write, they can swap the name for a link to any file between the write and a
+    chmod, which would follow it), and rename(2) replaces the target's name, never
+    what a link there points to.  Who may write the directory is the caller's to
+    judge (the healthcheck's state and the textfile refuse one others can change)."""
     path = Path(path)
     if parents:
         path.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w") as out:
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        if mode is not None:
-            os.chmod(name, mode)
         os.replace(name, path)
     except BaseException:
         with contextlib.suppress(OSError):

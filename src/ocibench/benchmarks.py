@@ -6,8 +6,10 @@ benchmark, so that adding one is one entry here and one check class in checks/
 
 * the shape schema's ``check`` enum (site/shapes/schema.json; tests/test_shape_schema.py
   holds the two equal) and the shape rules' value keys (:mod:`ocibench.shapes.rules`);
-* the parser of each check (``parser`` names its family's parser in
-  :mod:`ocibench.figures.outputs`, which looks for ``title``);
+* the parser of each check (``parser`` names its family's module in
+  :mod:`ocibench.figures.outputs`, which looks for ``title``), and what differs between
+  the checks of one parser (``unit``, ``columns``, ``ranks``, ``message_per_rank``): a
+  parser never asks which check it reads;
 * the report's families (``family``, :mod:`ocibench.report.model`);
 * which runs' buffers are UCX memory types (``ucx_buffers``: the judge names a missed
   figure's cause from UCX's protocol tables, :meth:`ocibench.figures.judge.Facts.for_run`);
@@ -33,6 +35,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ocibench import metrics
 
 #: STREAM's four kernels, as its report names them (stream.c's label[]): the value keys
 #: of a STREAM figure.
@@ -135,7 +139,9 @@ VARIANT_PARAMS = ("buffers", "nodes", "placement", "ranks_per_node", "gpus_per_n
 #: perftest's one ``-s``, or none (STREAM, nvbandwidth: values keyed by name).
 SIZE_RANGES = ("omb", "msglog", "nccl", "single", "none")
 
-#: The parser families of :mod:`ocibench.figures.outputs` (CheckSpec.parser).
+#: The parser families (CheckSpec.parser): each is the module of its name, "-" written
+#: "_", in :mod:`ocibench.figures.outputs` (nccl-tests: figures/outputs/nccl_tests.py),
+#: from which the package derives its table of parsers.
 PARSERS = ("omb", "nccl-tests", "imb", "stream", "perftest", "nvbandwidth", "babelstream",
            "transferbench-p2p", "transferbench-a2a")
 
@@ -218,6 +224,28 @@ class CheckSpec:
     #: The collective library whose log shows the path the traffic took ("nccl":
     #: :mod:`ocibench.figures.nccl_path`); None for MPI's own benchmarks (UCX's tables say it).
     collective: str | None = None
+    #: What the figures' command fixes that its output prints and no parameter names:
+    #: the parser compares the fields the output prints with these (and with the
+    #: command's own options, :func:`command_option`), and a run that differs was
+    #: measured another way: UNJUDGED, naming the field.  ``bytes``: the size of each
+    #: copy where the command gives none (TransferBench's default); ``version``: the
+    #: major version of the benchmark the figures were measured with.
+    method: Mapping[str, Any] = field(default_factory=dict)
+    #: The unit its values are given in, where not the metric's usual one
+    #: (:func:`ocibench.metrics.default_unit`): perftest's --report_gbits bandwidth, Gb/s,
+    #: the unit of OCI's floors.  The parser converts what the output prints to it.
+    unit: str = ""
+    #: metric -> the column of the output's table that gives it, where a parser reads
+    #: the table by its column names: IMB PingPong's "t[usec]" and "Mbytes/sec",
+    #: Allreduce's "t_avg[usec]" (the mean over the ranks); perftest latency's
+    #: "t_avg[usec]" (the column OCI's floor judges).
+    columns: Mapping[str, str] = field(default_factory=dict)
+    #: How many processes a run has whatever its parameters (IMB PingPong: 2, while the
+    #: others wait in a barrier); 0: ``nodes`` x ``ranks_per_node``.
+    ranks: int = 0
+    #: Whether each rank's buffer holds one message for every rank (an all-to-all), so
+    #: that OMB's own cap on its buffers (-M) must be the largest size times the ranks.
+    message_per_rank: bool = False
 
     def __post_init__(self) -> None:
         # A new entry's slip is named when the registry is imported, not at a run.
@@ -230,10 +258,22 @@ class CheckSpec:
             raise ValueError(f"{self.name}: directions is 1 or 2, not {self.directions!r}")
         if not self.family:
             raise ValueError(f"{self.name}: no family (the report's part it is shown in)")
+        if self.unit and self.unit not in metrics.metric(self.metric).units:
+            raise ValueError(f"{self.name}: unit {self.unit!r} is not one of "
+                             f"{metrics.metric(self.metric).units} ({self.metric})")
+        unknown = set(self.columns) - set(self.metrics)
+        if unknown:
+            raise ValueError(f"{self.name}: columns for {', '.join(sorted(unknown))}, not "
+                             f"one of its metrics {self.metrics}")
 
     @property
     def metrics(self) -> tuple[str, ...]:
         return (self.metric, *self.extra_metrics)
+
+    @property
+    def figure_unit(self) -> str:
+        """The unit of its primary metric's values (:attr:`unit`, else the metric's)."""
+        return self.unit or metrics.default_unit(self.metric)
 
     def variant(self) -> tuple[str, ...]:
         """The parameters that select the documented variant, in the registry's order."""
@@ -351,7 +391,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(1), _ranks_per_node(36), _omb_sizes("1:67108864")),
               family=_OSU_COLLECTIVES, parser="omb",
               title="# OSU MPI All-to-All Personalized Exchange Latency Test",
-              size_range="omb",
+              size_range="omb", message_per_rank=True,
               # its -m scales to the node's memory (checks/osu.py largest_size)
               command=("osu_alltoall", "-x", "10", "-i", "10", "-m", "1:67108864")),
     CheckSpec("osu_allreduce", "OMB osu_allreduce -m 4:268435456", "latency",
@@ -384,10 +424,13 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
     CheckSpec("imb_pingpong", "IMB-MPI1 -msglog 3:28 PingPong (one rank per node)", "latency",
               (_MPI, _nodes(2), _MSGLOG), extra_metrics=("bandwidth",),
               family=_IMB_FAMILY, parser="imb", title="PingPong", size_range="msglog",
+              # PingPong always runs on 2 processes (others wait in MPI_Barrier)
+              ranks=2, columns={"latency": "t[usec]", "bandwidth": "Mbytes/sec"},
               command=("IMB-MPI1", "-msglog", "3:28", "PingPong")),
     CheckSpec("imb_allreduce", "IMB-MPI1 -msglog 3:28 -npmin N allreduce", "latency",
               (_MPI, _nodes(4), _ranks_per_node(36), _MSGLOG),
               family=_IMB_FAMILY, parser="imb", title="Allreduce", size_range="msglog",
+              columns={"latency": "t_avg[usec]"},
               command=("IMB-MPI1", "-msglog", "3:28", "-npmin", "144", "allreduce")),
     # OCI's floors judge the columns its health check reads: BW peak (parts[2] of the
     # 65536-byte row) and t_avg (awk '{print $6}' of the 8-byte row).
@@ -396,7 +439,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               _perftest_params(65536, (Param("qps", "-q, queue pairs", _positive_int,
                                              default=2),)),
               family=_PERFTEST_FAMILY, parser="perftest", title="RDMA_Write BW Test",
-              size_range="single",
+              size_range="single", unit="Gb/s",
               # oci-hpc's options; -d DEVICE -i PORT follow (checks/perftest.py)
               command=("ib_write_bw", "-F", "-q", "2", "-x", "3", "--report_gbits")),
     CheckSpec("ib_write_lat", "perftest ib_write_lat -F -x 3 -s 8 -n 10000 -d DEVICE (t_avg)",
@@ -404,7 +447,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               _perftest_params(8, (Param("iterations", "-n, exchanges", _positive_int,
                                          default=10000),)),
               family=_PERFTEST_FAMILY, parser="perftest", title="RDMA_Write Latency Test",
-              size_range="single",
+              size_range="single", columns={"latency": "t_avg[usec]"},
               command=("ib_write_lat", "-F", "-x", "3", "-s", "8", "-n", "10000")),
     # This node's copy ceilings, keyed by name (ocibench.figures.outputs.NVBANDWIDTH_CEILINGS),
     # in MB/s as OMB prints its bandwidths.
@@ -433,7 +476,11 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                      "(unset: as many as the output holds)", _positive_int)),
               family="GPU memory bandwidth (BabelStream)", parser="babelstream",
               keys=BABELSTREAM_KERNELS, key_name="BabelStream kernel",
-              command=("babelstream", "-n", "50", "-s", "268435456")),
+              command=("babelstream", "-n", "50", "-s", "268435456"),
+              # AMD's example of its acceptance run prints 'Version: 5.0'
+              # (ROCm/system-acceptance-docs docs/mi300x/performance-bench.rst@b754ce7,
+              # tests/data/corpus/babelstream/sad-mi300x-8gpu-5.0-elided.txt)
+              method={"version": "5"}),
     # Copies between the GPUs of a node, AMD's peer-to-peer acceptance
     # (ROCm/system-acceptance-docs docs/gpus/mi300x.md, "TransferBench p2p").
     CheckSpec("transferbench_p2p", "TransferBench p2p (GPU->GPU: the averages AMD compares, "
@@ -441,7 +488,10 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(1, (1,)),),
               family=_TRANSFERBENCH_FAMILY, parser="transferbench-p2p",
               keys=TRANSFERBENCH_KEYS, key_name="TransferBench p2p value",
-              command=("TransferBench", "p2p")),
+              command=("TransferBench", "p2p"),
+              # no size given: DEFAULT_BYTES_PER_TRANSFER, 1 << 26 (ROCm/TransferBench
+              # src/include/TransferBench.hpp, v1.52; the client's default since)
+              method={"bytes": 2**26}),
     # Every GPU copying to every other at once, AMD's all-to-all acceptance (mi300x.md,
     # "TransferBench a2a"; ROCm/TransferBench src/client/Presets/AllToAll.hpp).
     CheckSpec("transferbench_a2a", "TransferBench a2a (the average GPU pair while all copy "
@@ -449,7 +499,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(1, (1,)),),
               family=_TRANSFERBENCH_FAMILY, parser="transferbench-a2a",
               keys=TRANSFERBENCH_A2A_KEYS, key_name="TransferBench a2a value",
-              command=("TransferBench", "a2a")),
+              command=("TransferBench", "a2a"), method={"bytes": 2**26}),
 )}
 
 #: Above this many message sizes a range is surely a typo (and would be slow to list).
@@ -460,6 +510,13 @@ def spec(check: str) -> CheckSpec:
     if check not in CHECKS:
         raise ParamError(f"unknown check {check!r}; known: {', '.join(CHECKS)}")
     return CHECKS[check]
+
+
+def command_option(check: str, flag: str) -> str | None:
+    """The value the figures' command gives ``flag`` ("-s" of BabelStream's), or None."""
+    command = spec(check).command
+    return next((value for option, value in zip(command, command[1:]) if option == flag),
+                None)
 
 
 def resolve(check: str, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,12 +4,15 @@ Cheap passive probes (GPU count and model, Xid errors, row remaps, PCIe links, t
 between the GPUs (NVLink, xGMI), RDMA ports and their flapping, this node's latest
 verdicts and drift in the results history), each pass, fail or unknown with its
 evidence.  A
-failure drains the node with an ``ocibench:`` reason; an unknown never does; only a
+failure drains the node with an ``ocibench:`` reason, within ocibench's drain budget
+(--drain-budget, $OCIBENCH_DRAIN_BUDGET); an unknown never does; only a
 drain this command wrote is resumed, once the node is clean.  Exit status: 0 every
 probe passed; 1 a probe failed (the node drained, already drained, or Slurm could not
-be told); 3 none failed but one could not be judged; 4 none failed and Slurm could not
-be asked or told; 2 a usage error.
-With --prolog: 1 when a probe failed (Slurm then requeues the job), else 0.  See
+be told); 3 none failed but one could not be judged (or nothing was: another run held
+the node's lock, one line); 4 none failed and Slurm could not be asked or told; 2 a
+usage error.
+With --prolog: 1 when a probe failed and Slurm holds the node drained (Slurm then
+requeues the job), else 0 (the budget spent included: the job runs).  See
 docs/healthcheck.md.
 """
 
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from ocibench import accelerators, hostnames, paths, shapes
 from ocibench.health import check, probes, state
+from ocibench.sweep import budget
 
 
 def _seconds(text: str) -> float:
@@ -57,6 +61,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deadline", type=_seconds, default=check.DEADLINE_S,
                         metavar="S", help="seconds by which every probe has answered "
                         f"(default {check.DEADLINE_S:g})")
+    parser.add_argument("--drain-budget", metavar="N|P%", default=None,
+                        help="the most nodes of a partition ocibench may hold drained at "
+                             f"once, shared with the sweep (default ${budget.ENV}, else "
+                             f"{budget.DEFAULT}, at least 1; docs/healthcheck.md)")
     parser.add_argument("--timeout", type=_seconds, default=probes.TOOL_TIMEOUT_S,
                         metavar="S", help="seconds one tool may take "
                         f"(default {probes.TOOL_TIMEOUT_S:g})")
@@ -74,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         shape = shapes.load(args.shape or shapes.detect())
         probes.vendor_of(shape)
-    except (shapes.ShapeError, accelerators.VendorError) as err:
+        drain_budget = budget.configured(args.drain_budget)
+    except (shapes.ShapeError, accelerators.VendorError, budget.BudgetError) as err:
         print(f"ocibench healthcheck: {err}", file=sys.stderr)
         return check.USAGE
     node = args.node or check.node_name()
@@ -89,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                             tool_timeout_s=args.timeout,
                             interval_s=check.slurm_interval(),
                             history_db=args.history or paths.history_db(),
-                            clear_kernel_log=args.clear_kernel_log, started=started)
+                            budget=drain_budget, clear_kernel_log=args.clear_kernel_log,
+                            started=started)
     outcome = check.check(options)
     print(f"healthcheck of {outcome.state.node} against {shape.name}")
     print("\n".join(outcome.lines))

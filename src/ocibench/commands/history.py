@@ -197,38 +197,39 @@ def _show(args: argparse.Namespace) -> int:
             shown = ", ".join(nodes[:5]) + (", ..." if len(nodes) > 5 else "")
             return _usage(f"--node {args.node}: no such node in {args.db} "
                           f"({len(nodes)} node(s): {shown or 'none'})")
+        if args.html is not None:
+            return _page(args, history)
         if args.node is not None:
             records = history.history(args.node, args.check, args.since)
-        else:
-            records = [r for n in nodes for r in history.latest(n)
-                       if (args.check is None or r.check == args.check)
-                       and (args.since is None or r.time >= args.since)]
-        if args.html is not None:
-            return _page(args, history, records)
+        else:   # the fleet's newest, read session by session (not node by node)
+            records = [r for r in history.newest(args.check)
+                       if args.since is None or r.time >= args.since]
     print(_table(records))
     if not records:
         print("ocibench history: no figure matches", file=sys.stderr)
     return 0
 
 
-def _page(args: argparse.Namespace, history, records) -> int:
+def _page(args: argparse.Namespace, history) -> int:
     try:  # here, not at the top: every ocibench command imports this module
         from ocibench.report import history as page
         from ocibench.report.output import OutputError, staged
     except ModuleNotFoundError as err:
-        if err.name not in ("matplotlib", "jinja2"):
+        if err.name != "jinja2":   # the pages' charts are SVG: no matplotlib
             raise
         return _usage(f"the page needs {err.name}: pip install 'ocibench[report]'")
-    text = page.render(history, records, args.node, args.since, args.db)
+    if args.node is not None:
+        done = page.node_page(history, args.node, args.check, args.since, args.db)
+    else:
+        done = page.cluster_page(history, args.check, args.since, args.db)
     try:
         with staged(args.html.parent) as stage:   # a reader sees the old page or the new
-            (stage / args.html.name).write_text(text)
+            (stage / args.html.name).write_text(done.text)
     except OutputError as err:
         return _usage(str(err))
     except OSError as err:
         return _usage(f"cannot write {err.filename or args.html}: {err.strerror}")
-    print(f"{args.html}: {len({r.key for r in records})} figure(s) of "
-          f"{len({r.node for r in records})} node(s)")
+    print(f"{args.html}: {done.figures} figure(s) of {done.nodes} node(s)")
     return 0
 
 

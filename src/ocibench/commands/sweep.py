@@ -3,7 +3,7 @@
 Every single-node check on every node, the 2-node checks over a ring of pairs, the
 4-node collectives on groups of 4, all through ReFrame on Slurm; per node pass, fail,
 outlier, unreachable or unjudged, with an action (drain, rerun, fix-software); --drain
-drains within a cap.  See docs/sweep.md.
+drains within a cap and ocibench's drain budget.  See docs/sweep.md.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _setvar(text: str) -> str:
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    from ocibench.sweep import actions, slurm, verdicts
+    from ocibench.sweep import actions, budget, slurm, verdicts
 
     parser.add_argument("--partition", metavar="P", help="the Slurm partition to sweep")
     parser.add_argument("--nodes", metavar="HOSTLIST",
@@ -79,7 +79,13 @@ def register(parser: argparse.ArgumentParser) -> None:
                         default=actions.MAX_DRAIN_FRACTION, metavar="F",
                         help="drain at most this fraction of the nodes (default "
                              f"{actions.MAX_DRAIN_FRACTION})")
-    parser.add_argument("--force", action="store_true", help="drain even above the cap")
+    parser.add_argument("--force", action="store_true",
+                        help="drain even above the cap (never above the drain budget)")
+    parser.add_argument("--drain-budget", metavar="N|P%", default=None,
+                        help="the most nodes of a partition ocibench may hold drained at "
+                             "once, the healthcheck's drains included (default "
+                             f"${budget.ENV}, else {budget.DEFAULT}, at least 1; "
+                             "docs/sweep.md)")
     parser.add_argument("--state", type=Path, metavar="FILE",
                         help="the record of the drains sweeps made, which --undrain trusts "
                              f"(default {STATE_FILE})")
@@ -103,16 +109,21 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ocibench.sweep import plan, rfm, signals, slurm, state
+    from ocibench.sweep import budget, plan, rfm, signals, slurm, state
     from ocibench.sweep import run as sweeping
 
     if args.drain and args.dry_run:
         return _usage("--drain and --dry-run exclude each other")
+    try:
+        drain_budget = budget.configured(args.drain_budget)
+    except budget.BudgetError as err:
+        return _usage(str(err))
     prefix = args.prefix or REPORTS_DIR / "sweep" / time.strftime("%Y%m%d-%H%M%S")
     options = sweeping.Options(
         partition=args.partition, nodes=args.nodes, names=args.names,
         excludes=args.excludes, drain=args.drain, undrain=args.undrain,
         max_drain_fraction=args.max_drain_fraction, force=args.force,
+        drain_budget=drain_budget,
         outlier_k=args.outlier_k, start_timeout=args.start_timeout, prefix=prefix,
         setvars=args.setvars, state=args.state or STATE_FILE,
         history=None if args.no_history else (args.history or paths.history_db()))
@@ -183,8 +194,12 @@ def _report(args: argparse.Namespace, result) -> int:
         print(f"drained: {', '.join(result.drained)}")
     if result.not_drained:
         print(f"not drained: {', '.join(result.not_drained)}")
+    for node, why in result.budget_spent.items():
+        print(f"{node}: would drain, {why}")
     if result.undrained:
         print(f"returned to service: {', '.join(result.undrained)}")
+    for line in result.cluster_events:   # the fleet's own moves: once, no node's drift
+        print(f"cluster event: {line}")
     counts = ", ".join(f"{n} {v}" for v, n in result.summary().items())
     print(f"{len(result.nodes)} node(s): {counts}")
     for line in result.errors + failed:

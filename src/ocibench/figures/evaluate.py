@@ -155,10 +155,14 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
         unjudged = _keys_missed(shape, check, figures, rows)
     elif figures:
         unjudged = _named_values_missing(shape, check, figures, measurement)
-    if measurement.method and figures:
-        # The values are sane but were measured another way than the figure's: they
-        # are shown, never compared (a healthy -g 2 run must not fail for its method).
-        unjudged = measurement.method
+    method = "; ".join(why for why in (measurement.method, _other_device(shape, measurement))
+                       if why)
+    if method and (figures or documented and not measurement.values):
+        # The values are sane but were measured another way than the figure's (or on
+        # another GPU): they are shown, never compared (a healthy -g 2 run must not fail
+        # for its method).  Where the method leaves no value of the check's own metric
+        # (a one-rank nccl-tests: no busbw), the method is why, whatever variant ran.
+        unjudged = "; ".join(why for why in (method, unjudged) if why)
         rows = [judge.judge(shape, [], row.metric, row.key, row.measured, row.unit)
                 for row in rows]
     return Evaluation(check, shape.name, resolved, tuple(rows), unjudged=unjudged,
@@ -177,6 +181,27 @@ def _other_vendor(shape: shapes.Shape, measurement: outputs.Measurement) -> str 
     return (f"the output names {theirs.vendor}'s GPU software ({theirs.collective}, "
             f"-d {theirs.buffer_flag}); {shape.name}'s GPUs are {vendor.vendor}'s: judge "
             f"it on one of {theirs.vendor}'s shapes")
+
+
+def _other_device(shape: shapes.Shape, measurement: outputs.Measurement) -> str | None:
+    """Why ``measurement`` was measured on another GPU than ``shape``'s, quoting the line
+    that names it (BabelStream's "Using HIP device Fiji" against MI300X figures), or
+    None where they are the same or either is not known."""
+    model = str((shape.gpus or {}).get("model") or "")
+    if not measurement.device or not model:
+        return None
+    if _same_gpu(model, measurement.device):
+        return None
+    return (f"the output ran on {measurement.device} ({measurement.device_line!r}); "
+            f"{shape.name}'s GPUs are {model}: judge it on that GPU's shape")
+
+
+def _same_gpu(model: str, device: str) -> bool:
+    """One GPU by its two names, as the shape file and the tool print them: equal but
+    for case and blanks, or one the other's start ("AMD Instinct MI300X" and the "AMD
+    Instinct MI300X OAM" some tools print)."""
+    a, b = (" ".join(name.lower().split()) for name in (model, device))
+    return a == b or a.startswith(b + " ") or b.startswith(a + " ")
 
 
 def _keys_missed(shape: shapes.Shape, check: str, figures: list[references.Figure],

@@ -293,6 +293,8 @@ class Facts:
           stated as one (the report may be of another node or another time);
         * the tables show no such lane: lacking, and if preflight found the
           capability present, the reason says the node has it and UCX did not use it;
+          but tables that name no gdr_copy lane at all (``ucx_proto.UNPRINTED``) do not
+          outweigh a preflight that found gdrdrv: not lacking;
         * no tables: preflight's absent is lacking, its present is not;
         * a group is lacking only when every one of its capabilities is."""
         routes = (ucx_proto.taken(self.tables, size, self.memories, self.nodes)
@@ -312,7 +314,11 @@ class Facts:
                         f"yet preflight found {name} {self.absent[name]} (was the preflight "
                         "report taken on this node, at this time?)")
                     continue
-                if shown and name in self.present:
+                if shown and name in self.present and name in ucx_proto.UNPRINTED \
+                        and not ucx_proto.names(name, self.tables):
+                    # the tables cannot show this lane here: preflight's word stands
+                    present.append(f"{name} {self.present[name]}")
+                elif shown and name in self.present:
                     missing.append(name)
                     why.append(f"{shown}, though preflight found {name} "
                                f"{self.present[name]}: UCX did not use it")

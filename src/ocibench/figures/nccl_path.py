@@ -41,9 +41,14 @@ DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}
 #: The log prefix NCCL writes before INFO (host:pid:tid [cuda device]), once the
 #: launchers' own prefixes are gone (outputs.without_launcher_prefixes).
 _PREFIX = re.compile(r"\s*([^\s:]+):\d+:\d+ \[\d+\] NCCL INFO ")
+#: The transport is the rest of the line: a net plugin's name may hold a blank (NET's
+#: "via NET/%s/%d%s%s%s" prints comm->ncclNet->name: aws-ofi-nccl's "AWS Libfabric"), and
+#: so does "P2P/direct pointer".  RCCL appends " comm 0x... nRanks N" (its channel
+#: lines on Frontier), which is not part of the transport.
 _CHANNEL = re.compile(
     r"NCCL INFO (?:Channel|Ring) (\d+)(?:/\d+)? ?: (\d+)\[[0-9a-fx]+\] -> (\d+)\[[0-9a-fx]+\]"
-    r"(?: \[(?:send|receive)\])? via (\S+)")
+    r"(?: \[(?:send|receive)\])? via (\S(?:[^\n]*?\S)?)"
+    r"(?: comm 0x[0-9a-f]+ nRanks \d+)?[ \t\r]*$")
 #: 2.12+: "comm 0x.. rank 0 nRanks 2 nNodes 1 ..."; before: "comm 0x.. rank 0 nranks 2
 #: cudaDev 0 busId 1a000 - Init COMPLETE" (no node count, the host from the prefix).
 _COMM = re.compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (\d+) n[Rr]anks (\d+)(?: nNodes (\d+))?")
@@ -183,11 +188,13 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
 
     * GPUs of one host that talked over NET (a socket, or the NIC's loopback) have lost
       peer access and shared memory alike: always a fault.
-    * On a shape whose GPUs are NVLink-connected (its ``links.nvlink_gbs``), a channel
-      within the host over SHM is a fallback from NVLink to host memory.
+    * On a shape whose GPUs are NVLink-connected (its ``links.nvlink_gbs``, unless it
+      declares ``capabilities.nvlink: 0``), a channel within the host over SHM is a
+      fallback from NVLink to host memory.  Without NVLink (L40S, A10), P2P over PCIe
+      and SHM are both healthy paths.
     * Between hosts of a shape with an RDMA cluster network (``network.rdma``), a
-      channel over a socket, or over the NIC without GPUDirect RDMA (no ``GDRDMA``),
-      is not the path OCI's figures were measured on."""
+      channel over a socket, or over the NIC without GPUDirect RDMA (no ``GDRDMA``,
+      whichever net plugin NCCL used), is not the path OCI's figures were measured on."""
     if not path.known:
         return None
     links = shape_data.get("links") or {}
@@ -198,7 +205,7 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
                 f"(channel {over_net[0].channel:02d}: rank {over_net[0].source} -> "
                 f"{over_net[0].target}), not peer access or shared memory{path.causes()}")
     over_shm = [c for c in local if c.kind == "SHM"]
-    if over_shm and links.get("nvlink_gbs"):
+    if over_shm and _nvlink_connected(shape_data):
         return (f"NCCL connected GPUs of one host over {_short(over_shm[0].transport)} "
                 f"(host memory), though this shape's GPUs are NVLink-connected "
                 f"(links.nvlink_gbs {links['nvlink_gbs']} GB/s): P2P over NVLink expected"
@@ -206,13 +213,27 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
     rdma = (shape_data.get("network") or {}).get("rdma")
     between = [c for c in path.channels if path.local(c) is False]
     if rdma and between and _nodes(params) > 1:
-        slow = next((c for c in between if c.kind != "NET" or "/IB" not in
-                     c.transport.upper() or not c.gdrdma), None)
+        # Whichever net plugin carries it (NCCL's own IB, IBext, AWS Libfabric, OFI...),
+        # GDRDMA says the NIC reads the GPU's memory; a socket never does.
+        slow = next((c for c in between if c.kind != "NET" or not c.gdrdma), None)
         if slow is not None:
-            return (f"NCCL connected the hosts over {_short(slow.transport)}, not "
-                    f"NET/IB with GPUDirect RDMA (GDRDMA) over the {rdma} cluster network"
+            how = ("without GPUDirect RDMA (no GDRDMA)" if slow.kind == "NET"
+                   else "outside the network")
+            return (f"NCCL connected the hosts over {_short(slow.transport)} {how}, not "
+                    f"with GPUDirect RDMA (GDRDMA) over the {rdma} cluster network"
                     f"{path.causes()}")
     return None
+
+
+def _nvlink_connected(shape_data: Mapping[str, Any]) -> bool:
+    """Whether the shape's GPUs are NVLink-connected: it states an NVLink rate
+    (``links.nvlink_gbs``) and does not declare ``capabilities.nvlink: 0``.  A PCIe
+    shape (L40S, A10: no NVLink) has P2P over PCIe or SHM as its healthy path inside a
+    host, and the NVLink rules never apply to it, whatever else its file says."""
+    declared = (shape_data.get("capabilities") or {}).get("nvlink")
+    if declared is not None and not (isinstance(declared, int) and declared > 0):
+        return False
+    return bool((shape_data.get("links") or {}).get("nvlink_gbs"))
 
 
 def _nodes(params: Mapping[str, Any]) -> int:

@@ -318,6 +318,18 @@ def describe(size: int, routes: list[Taken]) -> str:
     return text + (f"; their data: {'; '.join(phases)}" if phases else "")
 
 
+#: Capabilities whose lane the tables need not print where it serves: gdr_copy copies GPU
+#: memory to a host bounce buffer inside UCX's memory-type endpoint (src/ucp/dt/dt.c,
+#: ucp_mem_type_pack), whose lanes no table lists.  Tables that name no such lane at all
+#: say nothing against a preflight that found the capability present.
+UNPRINTED = ("gdrdrv",)
+
+
+def names(capability: str, tables: Iterable[Table]) -> bool:
+    """Whether any row of ``tables`` names ``capability``'s transport."""
+    return any(_is(tl, capability) for tl in named_transports(list(tables)))
+
+
 def lacks(capability: str, routes: list[Taken], tables: list[Table]) -> str | None:
     """What the tables show of a required capability: None when a route of these
     messages used its transport (or nothing is known of it); else the line that says

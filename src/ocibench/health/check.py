@@ -4,7 +4,9 @@ It acts as LBNL NHC and oci-hpc's healthchecks.sh do, with one difference in how
 knows its own drains:
 
 * a probe that fails drains the node with ``Reason="ocibench: <probe> (<evidence>)"``,
-  unless the node is drained already (by anyone: a person's reason is never replaced);
+  unless the node is drained already (by anyone: a person's reason is never replaced),
+  and only within ocibench's drain budget (ocibench.sweep.budget): above it, the run
+  says "would drain (budget spent)" and drains nothing;
 * an unknown probe never drains, and never resumes a node drained for that probe;
 * a node is resumed only when Slurm holds it drained with exactly the reason this
   healthcheck wrote and recorded in its state file, and the probes that failed then
@@ -26,12 +28,13 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ocibench import shapes
 from ocibench.health import probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState, ProbeResult
+from ocibench.sweep import budget as drain_budget
 from ocibench.sweep import slurm
 from ocibench.sweep.actions import MAX_REASON, REASON_PREFIX
 
@@ -61,6 +64,10 @@ class Options:
     tool_timeout_s: float = probes.TOOL_TIMEOUT_S
     interval_s: int | None = None
     history_db: Path | None = None
+    #: how many nodes ocibench may hold drained (ocibench.sweep.budget; the command
+    #: reads --drain-budget, else $OCIBENCH_DRAIN_BUDGET)
+    budget: drain_budget.Budget = field(
+        default_factory=lambda: drain_budget.parse(drain_budget.DEFAULT, "the default"))
     #: acknowledge every kernel log record there is now (--clear-kernel-log)
     clear_kernel_log: bool = False
     #: time.monotonic() the command started (the deadline counts from it: loading the
@@ -73,6 +80,9 @@ class Outcome:
     state: HealthState
     lines: list[str]        # what the run says, one line each
     code: int
+    #: Slurm holds the node drained after the run (by it, or by anyone before): the
+    #: prolog's exit 1 then adds no drain of Slurm's own
+    held: bool = False
 
 
 def node_name() -> str:
@@ -208,11 +218,15 @@ def check(options: Options) -> Outcome:
         with state.locked(path):
             return _check(options, path)
     except state.StateError as err:    # only the lock raises it: _check says its own
-        # no lock, no state file either (the same directory): the run still probes and
-        # says what it found, and drains nothing (state.write refuses below)
-        outcome = _check(options, path)
-        outcome.lines.insert(0, f"warning: {err}")
-        return outcome
+        # No lock: another run of this node holds it past state.LOCK_WAIT_S (that run
+        # judges the node), or it cannot be taken (its directory refused).  Without it
+        # a run could write over another's drain record: this one probes nothing,
+        # writes nothing, drains nothing, and says why in one line (exit 3; as the
+        # prolog 0, the job runs); a state left unwritten is the staleness alert's.
+        record = HealthState(node=options.node or node_name(), time=time.time(),
+                             duration_s=0.0, interval_s=options.interval_s,
+                             action=state.NONE, reason="")
+        return Outcome(record, [f"{err}: this run judged nothing"], UNJUDGED)
 
 
 def _check(options: Options, path: Path) -> Outcome:
@@ -239,7 +253,7 @@ def _check(options: Options, path: Path) -> Outcome:
                          if previous else ("", -1),
                          acknowledge_kernel_log=options.clear_kernel_log)
     results = run_probes(ctx)
-    said = len(lines)   # the probes' lines go here, once judged (a resume re-judges)
+    probes_at = len(lines)   # the probes' lines go here, once judged (a resume re-judges)
     failed = [r for r in results if r.state == FAIL]
     unknown = [r for r in results if r.state == UNKNOWN]
 
@@ -287,10 +301,18 @@ def _check(options: Options, path: Path) -> Outcome:
 
     if failed and current is not None:
         reason = drain_reason(failed)
+        # a new drain only within ocibench's drain budget, counted from Slurm now
+        room = None if drained else drain_budget.count([node], options.budget,
+                                                       timeout=SLURM_TIMEOUT_S)
         if drained:
             who = "this healthcheck" if ours else "someone else"
             lines.append(f"{node} is drained already, by {who} ({current.reason}): "
                          "left as it is")
+        elif room is not None and node in room.unknown:
+            lines.append(f"{room.unknown[node]}: not drained (unknown)")
+        elif room is not None and node in room.spent:
+            action = state.BUDGET_SPENT
+            lines.append(f"{node}: would drain, {room.spent[node]}")
         elif options.dry_run:
             action = state.WOULD_DRAIN
         else:
@@ -307,7 +329,7 @@ def _check(options: Options, path: Path) -> Outcome:
             action, reason = state.RESUME, drained_reason
             drained_reason, drained_probes = "", ()
 
-    lines[said:said] = [f"{r.name}: {r.state}: {r.evidence}" for r in results]
+    lines[probes_at:probes_at] = [f"{r.name}: {r.state}: {r.evidence}" for r in results]
     kernel = _kernel_fields(ctx, results, previous, options.dry_run)
     if any(r.state == FAIL and r.name == _kernel_item(ctx) for r in results):
         lines.append("the kernel log's record fails every run until the node reboots, or "
@@ -325,23 +347,43 @@ def _check(options: Options, path: Path) -> Outcome:
         lines.append(f"{err}: nothing done in Slurm (a drain without its record could "
                      "never be resumed)")
         return Outcome(record, lines, SLURM if code != FAILED else FAILED)
+    held, undone = drained, ""
     try:
         if action == state.DRAIN:
             slurm.drain(node, reason, SLURM_TIMEOUT_S)
+            held = True
+            # other nodes may have counted the same room in the same moment
+            undo, said = drain_budget.recount({node: reason}, options.budget,
+                                              SLURM_TIMEOUT_S)
+            lines += [said] if said else []
+            if node in undo:
+                slurm.resume(node, SLURM_TIMEOUT_S)
+                held, undone = False, undo[node]
         elif action == state.RESUME:
             slurm.resume(node, SLURM_TIMEOUT_S)
     except slurm.SlurmError as err:
         lines.append(f"Slurm refused: {err}")
         code = FAILED if failed else SLURM
-    if action != state.NONE:
-        lines.append(f"{node}: {action}: {reason}")
+    if undone:
+        lines.append(f"{node}: drained, then resumed: would drain, {undone}")
+        record = replace(record, action=state.BUDGET_SPENT, drained_reason="",
+                         drained_probes=())
+        try:
+            state.write(record, path)
+        except state.StateError as err:
+            lines.append(f"{err}: the state file still records the drain just undone")
+    if record.action != state.NONE:
+        lines.append(f"{node}: {record.action}: {reason}")
     record = replace(record, duration_s=round(time.monotonic() - began, 4))
-    return Outcome(record, lines, code)
+    return Outcome(record, lines, code, held)
 
 
 def exit_code(outcome: Outcome, prolog: bool) -> int:
-    """As a prolog, only a failure stops the job (Slurm then requeues it elsewhere):
-    an unknown, or Slurm not answering, lets the job run."""
+    """As a prolog, only a failure on a node Slurm now holds drained stops the job
+    (Slurm then requeues it elsewhere): an unknown, Slurm not answering, or the drain
+    budget spent lets the job run, since a prolog's exit 1 makes Slurm drain the node
+    itself ("Prolog error"), a drain outside the budget."""
     if prolog:
-        return FAILED if any(p.state == FAIL for p in outcome.state.probes) else OK
+        failed = any(p.state == FAIL for p in outcome.state.probes)
+        return FAILED if failed and outcome.held else OK
     return outcome.code

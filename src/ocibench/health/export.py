@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ocibench import atomic, metrics
 from ocibench.health import state as health_state
+from ocibench.node import module_audit
 
 PREFIX = "ocibench_"
 
@@ -176,15 +177,16 @@ def figure_families(records: Iterable, drifts: Iterable = ()) -> tuple[list[Fami
                "latest value ran, in seconds since the epoch.").add(names, record.time)
         drift = flagged.pop((record.node, record.check, record.variant, record.size,
                              record.figure), None)
-        family("figure_drifting", "1 when the node's recent median of the figure is worse "
-               "than its own baseline and the cluster's median (history.drift), else 0."
+        family("figure_drifting", "1 when the node's recent median of the figure has fallen "
+               "behind its peers of the same sweeps, beyond where it usually sits among them "
+               "(history.drift), else 0."
                ).add(names, 1 if drift else 0)
         if drift is not None:
             family("figure_drift_drop_ratio", "How much worse the recent median is than "
-                   "the node's baseline (lower for a rate, higher for a latency), as a "
-                   "fraction of the baseline.").add(names, drift.drop)
+                   "the node's usual place among its peers (lower for a rate, higher for a "
+                   "latency), as a fraction of the peers' median.").add(names, drift.drop)
             family("figure_drift_threshold_ratio", "The drop beyond which the figure is "
-                   "flagged (history.drift), as a fraction of the baseline."
+                   "flagged (history.drift), as a fraction of the peers' median."
                    ).add(names, drift.threshold)
         offender = drift is not None and drift.repeat_offender
         repeat[record.node] = repeat.get(record.node, False) or offender
@@ -204,15 +206,16 @@ def from_history(path: Path, now: float | None = None) -> tuple[list[Family], li
     # included) imports this module through `ocibench metrics`; only this export needs these
     from ocibench.history import drift, store
 
-    records, drifts = [], []
     try:
         with store.History(path, readonly=True) as history:
-            for node in history.nodes():
-                records += history.latest(node)
-                drifts += drift.drifting(history, node, now=now)
+            # The fleet at once: its newest records read session by session, and its
+            # drift in one pass (never node by node: 1,000 nodes x 50 figures, docs/
+            # monitoring.md, "Size").
+            records = history.newest()
+            found = drift.drifting_nodes(history, history.nodes(), now=now)
     except store.HistoryError as err:  # one line naming the file, already
         raise ExportError(str(err)) from None
-    return figure_families(records, drifts)
+    return figure_families(records, [d for drifts in found.values() for d in drifts])
 
 
 # -- the healthcheck, from its state file ------------------------------------------
@@ -269,8 +272,14 @@ def write_textfile(text: str, path: Path) -> None:
     """Replace ``path`` atomically: node_exporter reads every *.prom file in its
     directory at each scrape, so the text goes to a hidden name that does not end in
     .prom in the same directory (the same filesystem: rename is atomic there),
-    synced, then renamed over the target."""
+    synced, then renamed over the target.  Only in a directory nobody but root (or
+    the caller) can change, as the module audit judges one: in another user's (Debian
+    makes node_exporter's directory ``prometheus``'s) that user could swap the names
+    root writes; refused, in one line."""
     path = Path(path)
+    problems = module_audit.audit_directory(path.parent, "the directory of the textfile")
+    if problems:
+        raise ExportError(problems[0])
     try:
         atomic.replace(path, text, mode=0o644)  # node_exporter runs as its own user
     except OSError as err:

@@ -32,7 +32,7 @@ from ocibench import accelerators, capabilities, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
 from ocibench.history import current
-from ocibench.node import preflight
+from ocibench.node import preflight, rdma
 from ocibench.shapes.probe import Ran
 
 #: Seconds one tool may take (nvidia-smi answers in well under a second with
@@ -347,41 +347,18 @@ def link_of(ctx: Context) -> str:
 
 
 def probe_rdma(ctx: Context) -> list[Finding]:
-    """Each RDMA port of the shape: its state (preflight's rdma item: ACTIVE or not),
-    and its link_downed counter against the previous run's, which rises each time the
-    link went down in between: a flapping port."""
+    """Each RDMA port of the shape, as ocibench.node.rdma reads it for preflight too: the
+    NIC at its PCI address, ACTIVE, at the shape's rate, the RoCE GID the jobs use, and
+    its counters against the previous run's: link_downed rising (the link went down in
+    between: flapping) and RX discards added past OCI's threshold.  The counters read
+    are kept for the next run (``ctx.counters``: the state file's ``link_downed``)."""
+    before = dict(ctx.previous.link_downed) if ctx.previous else {}
     findings = []
-    no_gpus: tuple[list[preflight.Gpu], Ran] = ([], Ran(""))
-    before = ctx.previous.link_downed if ctx.previous else None
-    for device in ctx.exp.rdma_devices:
-        name = f"rdma {device}"
-        item = preflight.probe_rdma_device(device)(ctx.root, ctx.exp, no_gpus)
-        state, detail = _state_of(item), item.detail
-        dev, _, port = device.partition(":")
-        rel = f"sys/class/infiniband/{dev}/ports/{port}/counters/link_downed"
-        where = f"[{item.evidence}, {ctx.root / rel}]"
-        read = preflight._read(ctx.root, rel)
-        text = (read.text or "").strip()
-        if not re.fullmatch(r"[0-9]{1,19}", text):
-            shown = read.why or ("missing" if read.missing else f"reads {text[:40]!r}")
-            if state == PASS:
-                state = UNKNOWN     # active, but whether it flaps cannot be told
-            findings.append(Finding(name, state, f"{detail}; link_downed not read: {shown} "
-                                    + where))
-            continue
-        count = int(text)
-        ctx.counters[device] = count
-        last = before.get(device) if before is not None else None
-        if last is not None and count > last:
-            state = FAIL
-            detail += (f"; link_downed rose from {last} to {count} since the last run "
-                       "(the link went down in between: flapping)")
-        elif last is None:
-            detail += f"; link_downed {count} (first reading)"
-        else:
-            # fell: the counters were reset (driver reload, reboot); the new value counts
-            detail += f"; link_downed {count} (was {last})"
-        findings.append(Finding(name, state, f"{detail} {where}"))
+    for reading in rdma.read_ports(ctx.root, ctx.exp.rdma_ports, since=before,
+                                   timeout=ctx.timeout):
+        ctx.counters.update(reading.counters)
+        item = reading.item(required=True)
+        findings.append(Finding(item.name, _state_of(item), _evidence(item)))
     return findings
 
 
@@ -444,32 +421,35 @@ def probe_history(ctx: Context) -> list[Finding]:
 
 
 def probe_drift(ctx: Context) -> list[Finding]:
-    """This node's figures drifting below its own past (ocibench.history.drift), as
-    its snapshot says.  The sweep's action on drift is "rerun, then drain if it
-    persists"; the healthcheck follows it: a drift that persists (the publishing
-    sweep's judgement) fails here, a first flag is unknown (the next sweep re-measures
-    it), and so is a node none of whose figures has the sweeps drift needs."""
+    """This node's figures drifting against its peers (ocibench.history.drift), as its
+    snapshot says.  The sweep's action on drift is "rerun, then drain if it persists"
+    (low in two separate sweeps); the healthcheck follows it: a drift that persists
+    fails here, a first flag is unknown (the next sweep re-measures it), and so is a
+    node none of whose figures drift could judge; what was measured before a person
+    resumed the node is not held against it."""
     snap = _snapshot(ctx, "drift")
     if isinstance(snap, Finding):
         return [snap]
-    persisting = [d for d in snap.drifting if d.persists and d.time > ctx.history_since]
+    held = [d for d in snap.drifting if d.time > ctx.history_since]
+    persisting = [d for d in held if d.persists]
     if persisting:
         more = f"; and {len(persisting) - 1} more" if len(persisting) > 1 else ""
-        return [Finding("drift", FAIL, f"{persisting[0].reason} (flagged at its previous "
-                        f"sweep too){more} [{snap.path}]")]
+        return [Finding("drift", FAIL, f"{persisting[0].reason}{more} [{snap.path}]")]
+    if held:
+        more = f"; and {len(held) - 1} more" if len(held) > 1 else ""
+        return [Finding("drift", UNKNOWN, f"{held[0].reason}{more}: flagged, not yet "
+                        "persisting; the next sweep re-measures it (rerun, then drain if "
+                        f"it persists) [{snap.path}]")]
     if snap.drifting:
-        first = snap.drifting
-        more = f"; and {len(first) - 1} more" if len(first) > 1 else ""
-        return [Finding("drift", UNKNOWN, f"{first[0].reason}{more}: flagged once, or "
-                        "before a person resumed the node; the next sweep re-measures it "
-                        f"(rerun, then drain if it persists) [{snap.path}]")]
+        return [Finding("drift", UNKNOWN, f"{snap.drifting[0].reason}: measured before a "
+                        f"person resumed the node {_when(ctx.history_since)}, not held "
+                        f"against it; the next sweep re-measures it [{snap.path}]")]
     if not snap.drift_judged:
         return [Finding("drift", UNKNOWN, f"none of the {snap.drift_figures} figures of "
                         f"{ctx.node} has the {snap.drift_needed} sweeps drift needs to "
                         f"judge it [{snap.path}]")]
     short = snap.drift_figures - snap.drift_judged
-    unjudged = f" ({short} with fewer than {snap.drift_needed} sweeps not judged)" \
-        if short else ""
+    unjudged = f" ({short} without the sweeps drift needs, not judged)" if short > 0 else ""
     return [Finding("drift", PASS, f"no figure of {ctx.node} drifting: {snap.drift_judged} "
                     f"judged{unjudged} [{snap.path}]")]
 

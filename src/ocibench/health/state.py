@@ -4,7 +4,8 @@ One JSON file per node, replaced atomically by every run (a reader, such as the
 Prometheus export, sees the previous run or this one, never half of one):
 
     {"node": "gpu-3", "time": 1790000000.0, "duration_s": 0.8, "interval_s": 300,
-     "action": "none" | "drain" | "resume" | "would drain" | "would resume",
+     "action": "none" | "drain" | "resume" | "would drain" | "would resume"
+               | "would drain (budget spent)",
      "reason": "ocibench: ..." | "",
      "probes": [{"name": "gpu_count", "state": "pass" | "fail" | "unknown",
                  "evidence": "...", "time": 1790000000.0, "duration_s": 0.05}],
@@ -37,15 +38,20 @@ exports for each of its checks.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import hashlib
 import json
 import os
+import stat
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ocibench import atomic, hostnames, jsonfile, metrics, paths
+from ocibench.node import module_audit
 
 #: A probe's three states (the project's verdicts, as a probe says them): it compared
 #: and held; it found the node broken; it could not tell (a missing tool, a timeout,
@@ -53,10 +59,13 @@ from ocibench import atomic, hostnames, jsonfile, metrics, paths
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 STATES = (PASS, FAIL, UNKNOWN)
 
-#: What a run did to its node in Slurm (the "would" forms: ``--dry-run``).
+#: What a run did to its node in Slurm (the "would" forms: ``--dry-run``; "would drain
+#: (budget spent)": a failure it did not drain, ocibench's drain budget being spent,
+#: ocibench.sweep.budget).
 NONE, DRAIN, RESUME, WOULD_DRAIN, WOULD_RESUME = (
     "none", "drain", "resume", "would drain", "would resume")
-ACTIONS = (NONE, DRAIN, RESUME, WOULD_DRAIN, WOULD_RESUME)
+BUDGET_SPENT = "would drain (budget spent)"
+ACTIONS = (NONE, DRAIN, RESUME, WOULD_DRAIN, WOULD_RESUME, BUDGET_SPENT)
 
 #: Where the state lives on a node that runs the healthcheck as root (slurmd does):
 #: node-local, as NHC's /var/run/nhc, so that nodes sharing a filesystem never share it.
@@ -113,42 +122,194 @@ def default_path() -> Path:
     return paths.cache_dir() / "healthcheck.json"
 
 
+# --- Whose files these are ------------------------------------------------------------
+# The healthcheck runs as root on every node, unattended: it reads, writes and locks
+# only files that nobody but root (or the user running it) can change or hold.  The
+# rule is the module audit's (ocibench.node.module_audit): the state's directory, and
+# every directory on the way to it, owned by root or the caller and not writable by
+# others; the files opened without following a link, created exclusively, their modes
+# set on the descriptor; a file owned by anyone else is not this run's.
+
+#: What the owners guard, in the module audit's line about an owner.
+GUARDED = "the healthcheck's state"
+#: Where root's locks live: a directory of root's that only root can open (0700), on
+#: the runtime filesystem (emptied at boot).  $OCIBENCH_RUN_DIR moves it.
+RUN_DIR = Path("/run/ocibench")
+#: Seconds a run waits for another run of the node to let go of the lock.  The health
+#: check and the prolog may start together; each ends within its deadline (3.5 s) and
+#: its Slurm calls.  Past this the run gives up (one line, exit 3; the prolog lets the
+#: job run), far within the 60 s after which Slurm kills the program.
+LOCK_WAIT_S = 5.0
+
+
+class LockBusy(StateError):
+    """Another run holds the node's lock; the message names the lock (and its holder)."""
+
+
+def run_dir() -> Path:
+    """$OCIBENCH_RUN_DIR, else :data:`RUN_DIR`: root's lock directory."""
+    return Path(os.environ.get("OCIBENCH_RUN_DIR") or RUN_DIR)
+
+
+def lock_path(path: Path) -> Path:
+    """The lock of the state file ``path``.  root: in :func:`run_dir`, named after the
+    state file and a digest of its absolute path (one lock per state file: nodes that
+    share a machine, as the loopback cluster's, keep theirs apart); anyone else:
+    ``<file>.lock`` beside it, in their own directory."""
+    path = Path(os.path.abspath(path))
+    if os.geteuid() != 0:
+        return path.with_name(path.name + ".lock")
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:12]
+    return run_dir() / f"{path.name}.{digest}.lock"
+
+
+def _refused(problems: list[str]) -> StateError:
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return StateError(problems[0] + more)
+
+
+def _directory(directory: Path, mode: int | None = None) -> None:
+    """Refuse ``directory`` unless only root or the caller can change it (the module
+    audit's rule); with ``mode``, make it the caller's with that mode where missing
+    (module_audit.own_directory)."""
+    if mode is None:
+        problems = module_audit.audit_directory(directory, GUARDED)
+    else:
+        problems = module_audit.own_directory(directory, mode, GUARDED)
+    if problems:
+        raise _refused(problems)
+
+
+def _why(err: OSError) -> str:
+    if err.errno == errno.ELOOP:
+        return "a symbolic link (never followed)"
+    return err.strerror or str(err)
+
+
+def _not_ours(path: Path, info: os.stat_result) -> str | None:
+    """Why an opened file is not one this run may trust or hold, or None."""
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path}: not a regular file"
+    if not module_audit.may_own(info.st_uid):
+        me = "root" if os.geteuid() == 0 else f"root or {module_audit.who(os.geteuid())}"
+        return f"{path}: owned by {module_audit.who(info.st_uid)}, not {me}"
+    return None
+
+
 def write(state: HealthState, path: Path) -> None:
-    """Replace the state file atomically: a temporary file beside it, synced, renamed."""
+    """Replace the state file atomically: a temporary file beside it, created exclusively
+    (ocibench.atomic), synced, its mode set on its descriptor, renamed; only in a
+    directory nobody else can change (made 0755 when missing)."""
     path = Path(path)
     text = json.dumps(state.to_dict(), indent=1, sort_keys=True) + "\n"
     try:
+        _directory(path.parent, mode=None if path.parent.is_dir() else 0o755)
         # readable by the exporter, whoever runs it
-        atomic.replace(path, text, mode=0o644, parents=True)
+        atomic.replace(path, text, mode=0o644)
+    except StateError as err:
+        raise StateError(f"cannot write {path}: {err}") from None
     except OSError as err:
         raise StateError(f"cannot write {path}: {err.strerror or err}") from None
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """One run at a time on a node: the health check and the prolog may start
     together, and each reads the state, probes, then writes it; without the lock the
-    later writer would drop the drain the other recorded.  ``<file>.lock`` beside it,
-    held for the run (each run ends within its deadline and Slurm's timeouts)."""
-    path = Path(path)
+    later writer would drop the drain the other recorded.  The lock is
+    :func:`lock_path`, a file of the caller's, 0600, in a directory only root (or the
+    caller) can change: nobody else can open it, so nobody else can hold it.  A lock
+    another run holds is waited for ``wait_s`` seconds, then :class:`LockBusy`."""
+    lock = lock_path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path.with_name(path.name + ".lock"), "a")
-    except OSError as err:
-        raise StateError(f"cannot lock {path}: {err.strerror or err}") from None
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        # root's: a directory of its own, 0700; anyone else's: the state's, as written
+        _directory(lock.parent, 0o700 if os.geteuid() == 0
+                   else None if lock.parent.is_dir() else 0o755)
+        handle = _open_lock(lock)
+    except StateError as err:
+        raise StateError(f"cannot lock {path}: {err}") from None
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = _holder(handle)
+                    held = f"held by pid {holder}; " if holder else ""
+                    raise LockBusy(f"{lock}: another run holds this node's lock "
+                                   f"({held}waited {wait_s:g} s)") from None
+                time.sleep(0.05)
         yield
+    finally:
+        os.close(handle)
+
+
+def _open_lock(lock: Path) -> int:
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        try:
+            handle = os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            handle = os.open(lock, flags)
+    except OSError as err:
+        raise StateError(f"{lock}: {_why(err)}") from None
+    try:
+        info = os.fstat(handle)
+        why = _not_ours(lock, info)
+        if why:
+            raise StateError(why)
+        if stat.S_IMODE(info.st_mode) != 0o600:
+            os.fchmod(handle, 0o600)
+    except BaseException:
+        os.close(handle)
+        raise
+    return handle
+
+
+def _holder(handle: int) -> str:
+    """The pid that holds the flock on ``handle``'s file, from /proc/locks; "" when not
+    found there (fs/locks.c: "FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode>")."""
+    info = os.fstat(handle)
+    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            for line in locks:
+                fields = line.split()
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == device:
+                    return fields[4]
+    except OSError:
+        pass
+    return ""
 
 
 def read(path: Path) -> HealthState | None:
     """The state a run left; None when no run has written one yet.  A file that is not
-    one is a :class:`StateError` naming the file and the field."""
+    one is a :class:`StateError` naming the file and the field; so is one this run
+    cannot trust: in a directory others can change, a link, not a regular file, or
+    owned by another user than root and the caller (what another user wrote is not
+    this node's memory: no drain of it is looked after)."""
     path = Path(path)
-    if not path.exists() and not path.is_symlink():
-        return None
+    problems = module_audit.audit_directory(path.parent, GUARDED)
+    if problems:
+        raise StateError(f"{_refused(problems)}: {path} not trusted")
     try:
-        data = jsonfile.load(path, limit=MAX_BYTES)
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise StateError(f"{path}: {_why(err)}: not trusted") from None
+    with os.fdopen(handle, "rb") as opened:
+        why = _not_ours(path, os.fstat(handle))
+        if why:
+            raise StateError(f"{why}: not trusted")
+        raw = opened.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise StateError(f"{path}: larger than {MAX_BYTES} bytes (not an ocibench "
+                         "healthcheck state file)")
+    try:
+        data = jsonfile.parse(raw, str(path))
     except jsonfile.JsonFileError as err:
         raise StateError(f"{err} (not an ocibench healthcheck state file)") from None
     return from_dict(data, str(path))

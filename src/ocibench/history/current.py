@@ -16,15 +16,16 @@ node it wrote, in a small file per node that a reader opens in O(1) and never wa
      "history": {"figures": 50, "newest": 1789990000.0,
                  "failed": [{"figure": "osu_bw ... 80 GB/s (floor 95)",
                              "time": 1789990000.0, "session": "sweep-..."}]},
-     "drift": {"figures": 50, "judged": 48, "needed": 17,
+     "drift": {"figures": 50, "judged": 48, "needed": 18,
                "drifting": [{"reason": "...", "persists": true,
                              "time": 1789990000.0}]}}
 
 ``history``: the node's newest value of each figure (History.latest), its failures
-listed; ``drift``: the figures drift judged (those with the sweeps the rule needs) and
-those drifting (ocibench.history.drift), each with whether it persists (the sweep's
-"rerun, then drain if it persists") and its newest value's time, against which the
-healthcheck holds a person's resume (its state file's ``history_since``).
+listed; ``drift``: the figures drift judged (those with the baseline the rule needs)
+and those drifting (ocibench.history.drift), each with whether it persists
+(Drift.persists: the sweep's "rerun, then drain if it persists") and its newest
+value's time, against which the healthcheck holds a person's resume (its state file's
+``history_since``).
 
 **Never stale unnoticed.**  A writer first leaves ``<history>.current/writing/<id>.json``
 naming the nodes it is about to write (and holds a POSIX lock on it while it lives),
@@ -59,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 from ocibench import atomic, hostnames, jsonfile, metrics
 
 if TYPE_CHECKING:   # the writer's: the reader (the healthcheck) never loads SQLite
+    from ocibench.history import drift
     from ocibench.history.store import History, Record
 
 FORMAT = "ocibench-node-snapshot"
@@ -154,45 +156,53 @@ def figure_line(record: Record) -> str:
 def snapshots(history: History, nodes: Sequence[str], session: str,
               now: float | None = None) -> dict[str, Snapshot]:
     """The snapshot of each of ``nodes`` that the history holds figures of, read from
-    ``history``; drift judged once for all of them (drift.drifting_nodes)."""
+    ``history``; drift judged once for all of them, from one pass over the history
+    (drift.read, as drift.drifting_nodes reads it)."""
     from ocibench.history import drift
 
     now = time.time() if now is None else now
     nodes = list(dict.fromkeys(nodes))
-    drifts = drift.drifting_nodes(history, nodes)
-    needed = drift.RECENT_K + drift.MIN_BASELINE
+    fleet = drift.read(history)
+    drifts = fleet.drifting(nodes)
+    judged = _judged(fleet, set(nodes))
     found = {}
     for node in nodes:
         latest = history.latest(node)
         if not latest:
             continue
         measured = {r.key: r.time for r in latest}
-        events = history.events(node) if drifts.get(node) else []
-        drifting = []
-        for d in drifts.get(node, []):
-            newest = measured.get((d.check, d.variant, d.size, d.figure), 0.0)
-            persisting = getattr(d, "persists", None)
-            if persisting is None:
-                # Fallback until drift's Drift.persists (>= 2 separate low values) is
-                # merged: the coordinator removes it then.  What the sweep knew when it
-                # measured the newest value: its own flag of that sweep comes after the
-                # value's time and does not count.
-                before = [e for e in events if e[0] < newest]
-                persisting = drift.flagged_since(before, d.previous)
-            drifting.append(Drifting(d.reason, bool(persisting), newest))
-        # what the rule could judge: a figure of a unit with a direction and the sweeps
-        # it needs of sane values (drift.SANE); the rest it never flags
-        directed = [r for r in latest if drift.higher_is_better(r.unit) is not None]
-        counts = history.counts(node, drift.SANE) if directed else {}
-        judged = sum(1 for r in directed if counts.get(r.key, 0) >= needed)
+        drifting = [Drifting(d.reason, d.persists,
+                             measured.get((d.check, d.variant, d.size, d.figure), 0.0))
+                    for d in drifts.get(node, [])]
         failed = [Failure(figure_line(r), r.time, r.session) for r in latest
                   if r.verdict == metrics.Verdict.FAIL.value]
         found[node] = Snapshot(
             node=node, published=now, session=session, figures=len(latest),
             newest=max(r.time for r in latest), failed=tuple(failed[:MAX_ITEMS]),
-            drift_figures=len(directed), drift_judged=judged, drift_needed=needed,
+            drift_figures=sum(1 for r in latest if drift.higher_is_better(r.unit) is not None),
+            drift_judged=judged.get(node, 0),
+            drift_needed=drift.MIN_BASELINE + drift.PERSIST_WINDOW,
             drifting=tuple(drifting[:MAX_ITEMS]))
     return found
+
+
+def _judged(fleet: drift.Fleet, nodes: set[str]) -> dict[str, int]:
+    """How many figures of each of ``nodes`` drift could judge: those whose residuals
+    since their baseline began give the rule its numbers (drift.assess: a baseline of
+    MIN_BASELINE sweeps before the recent ones, peers to compare with, a spread of the
+    figure).  The others it never flags: a node none of whose figures it could judge
+    is unknown, never a pass."""
+    from ocibench.history import drift
+
+    mads = fleet.mads()
+    judged: dict[str, int] = {}
+    for sid in fleet.series:
+        node, figure = fleet.meta[sid]
+        mad = mads[figure]
+        if node in nodes and mad is not None and \
+                drift.assess(fleet.residuals(sid)[0], mad) is not None:
+            judged[node] = judged.get(node, 0) + 1
+    return judged
 
 
 def publish(path: Path, history: History, nodes: Iterable[str], session: str,

@@ -1,108 +1,121 @@
-"""Drift, the lemon list: a node slipping below its own past, named before it fails a floor.
+"""Drift, the lemon list: a node slipping against its peers, named before it fails a floor;
+and the moves the whole fleet makes together, named once as cluster events.
 
-The rule (issue 23, item 3), per node and figure, on the node's values one per sweep:
+A sweep is one session of the history: every node measured the same figures under the
+same conditions (the same fabric load, the same day).  So a node is judged by its place
+among its **peers of the same session**, not by its raw values (docs/drift.md):
 
-* **recent**: the median of its last :data:`RECENT_K` sweeps;
-* **baseline**: the median of up to :data:`WINDOW` sweeps before those, at least
-  :data:`MIN_BASELINE` of them (fewer: no baseline, no flag);
-* **MAD**: the figure's run-to-run spread: the median absolute deviation of baseline
-  values from their node's baseline, as a fraction of it, pooled over the node and up
-  to :data:`POOL` - 1 other nodes that measured the figure (:func:`figure_mad`), and
-  *scaled* by :data:`MAD_SCALE` (1.4826) so that it estimates a standard deviation for
-  normal noise, as ``ocibench.sweep.verdicts`` scales the cluster's spread;
-* **drift** when the recent median is worse than the baseline by more than
-  max(:data:`MAD_K` x MAD, :data:`MIN_DROP`) of the baseline, *and* worse than the
-  cluster's median of the same figure over the same sweeps.  "Worse" is lower for a rate
-  and higher for a latency (``ocibench.metrics``: each unit's metric knows its
-  direction).  The cluster condition keeps a change every node shares (a new driver, a
-  busier fabric) off the list, and a node that was always the cluster's slowest but has
-  not moved off its own past is no drift.
+* **residual**: per node, figure and session, how much worse the node's value is than
+  the median of its peers' (the other nodes of the session that measured the figure, on
+  the same image and driver, at least :data:`MIN_PEERS` of them), as a fraction of that
+  median: positive is worse ("worse" is lower for a rate, higher for a latency: the
+  metric's direction, ``ocibench.metrics``).  A change every node shares (a driver, a
+  busier fabric) moves the node and its peers together: its residual does not move.
+* **reference**: the node's usual place among its peers: the median of its residuals
+  over up to :data:`WINDOW` sweeps before the recent :data:`PERSIST_WINDOW` (at least
+  :data:`MIN_BASELINE`), or the median of all it has since its baseline began (up to
+  :data:`HORIZON` sweeps), or its peers' own level (residual 0), whichever is the
+  worst: a node that falls back to where it used to be, or to where its peers are,
+  after a spell of being better, has not drifted.
+* **MAD**: the figure's spread of residuals: the median absolute deviation of every
+  node's baseline residuals from their node's baseline median, pooled over the fleet,
+  scaled by :data:`MAD_SCALE` (an estimate of the standard deviation).
+* **drifting** (flagged: the sweep reruns it) when the median of its last
+  :data:`RECENT_K` residuals is worse than its reference by more than the threshold
+  max(:data:`MAD_K` x MAD, :data:`MIN_DROP`);
+* **persists** (the sweep and the healthcheck drain it) when, besides, at least
+  :data:`PERSIST_LOW` of its last :data:`PERSIST_WINDOW` residuals are *each* worse
+  than the reference by more than the threshold: two separate low sweeps, never the
+  mean of a low one and a normal one.
 
-Why these numbers: scripts/bench-drift.py measures the rule on 1,000 synthetic series per
-figure, built from the run-to-run spreads this project recorded (docs/drift.md).  With
-k = 2, the pooled scaled MAD and a baseline of at least 15 sweeps, a sustained drop of
-max(5 %, 4 x MAD) is flagged within 3 sweeps in 94-100 % of the series (the noisiest
-latency misses 95 % narrowly), and at most 0.8 % of the noise-only series are ever
-flagged over 52 sweeps.  k = 3 misses the
-detection target (its median is all dropped only at the third sweep: one chance), the
-node's own MAD (20 values: off by 25 %) or the unscaled one (3 x 0.67 sigma) flag noise
-too often, and so does a baseline of 5 or 10 sweeps.
+**Baselines start again** at a change of the node's image or driver that is its own: a
+change the majority of its session's nodes made with it (on the majority's software
+before and after) moves its peers with it, so its place among them is still comparable
+and is kept; a change it made alone, or with a minority (a re-imaged node, the first
+batch of a rolling upgrade), starts its baseline again.
 
-Only sane values count: a figure whose verdict is fail or unjudged is already the sweep's
-finding (or no measurement to trust), and never part of a baseline or a recent median.
+**Cluster events** (:func:`cluster_events`): the median of each session's values of a
+figure over the fleet, judged by the same rule against its own past (either direction):
+a step of it is one event ("moved -10.0 % on 100 of 100 nodes since session ..., with
+driver 560.35.03"), never a node's drift.
 
-The statistics (:func:`assess`, :func:`flags`) work on plain sequences of floats, so that
-the benchmark measures the same code the sweep and the health check run; :func:`drifting`
-is the thin layer over :class:`~ocibench.history.store.History`.
+Only sane values count: a figure whose verdict is fail or unjudged is the sweep's finding
+already (or no measurement to trust).  Sessions are in the order they arrived
+(``History.arrivals``), never sorted by their timestamps.
+
+The statistics (:func:`assess`, :func:`residual_mad`, :func:`fleet_shift`) work on plain
+sequences of floats, so that scripts/bench-drift.py measures the code the sweep runs;
+:func:`read` is the one pass over the history that :func:`drifting_nodes` and
+:func:`cluster_events` share.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+import time as clock
+from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ocibench import metrics
-from ocibench.history.store import History, Record
+from ocibench.history.store import History
 
-#: Sweeps in the recent median.  2: by the second and the third sweep after a drop,
-#: every value of the median is dropped (two chances to flag it within 3 sweeps; k = 3
-#: has one), and one low sweep among normal ones moves it half as far (docs/drift.md).
+#: Sweeps in the recent median (the flag).  2: by the second and the third sweep after a
+#: drop, every value of the median is dropped: two chances to flag it within 3 sweeps.
 RECENT_K = 2
-#: At most this many sweeps before the recent ones make the baseline: long enough that
-#: its median is steady, short enough that a node's figure from long ago (an older
-#: image, a replaced part) ages out.
+#: The recent sweeps persistence looks at, and that the baseline leaves out.
+PERSIST_WINDOW = 3
+#: Separate low sweeps among the recent ones that make a drift persist (a drain).
+PERSIST_LOW = 2
+#: At most this many sweeps (before the recent ones) make the baseline: long enough that
+#: its median is steady, short enough that an old level ages out.
 WINDOW = 20
-#: Fewer baseline sweeps than this: no baseline yet, never a flag.  With 5 or 10, the
-#: young baselines' noise flags up to 4.5 % or 1.6 % of the noisy figures' noise-only
-#: series over 52 sweeps (docs/drift.md); a new node is judged from its 17th sweep.
+#: Fewer baseline sweeps than this: no baseline yet, never a flag (docs/drift.md: 5 or 10
+#: flag up to 4.5 % or 1.6 % of a noisy figure's noise-only series over 52 sweeps).
 MIN_BASELINE = 15
-#: Scaled MADs of a drop that make drift (the issue's 3).
+#: The newest sweeps drift reads (sessions of at least MIN_PEERS + 1 nodes): the
+#: baseline, the recent ones, and the node's longer normal level.
+HORIZON = 48
+#: Scaled MADs of a drop that make drift (issue 23: 3).
 MAD_K = 3.0
-#: A drop never counts as drift below this fraction of the baseline (the issue's 3 %):
-#: a node whose figure barely moves would otherwise be flagged for a hair.
+#: A drop never counts below this fraction (issue 23: 3 %): a figure that barely moves
+#: would otherwise be flagged for a hair.
 MIN_DROP = 0.03
-#: Nodes whose baselines make a figure's MAD (the node itself and up to POOL - 1 others
-#: that measured the same figure): :func:`figure_mad`.
-POOL = 16
 #: MAD x 1.4826 estimates the standard deviation of normally distributed values
 #: (Rousseeuw and Croux, JASA 88 (1993) 1273); the same constant as the sweep's outliers.
 MAD_SCALE = 1.4826
-#: Verdicts of values a baseline or a recent median may use (metrics.Verdict and
-#: RunVerdict words): read and not found broken.
+#: Other nodes of the same session and software a residual needs: the smallest median
+#: that one odd peer cannot move far.
+MIN_PEERS = 3
+#: Verdicts of values drift may use (metrics.Verdict and RunVerdict words).
 SANE = frozenset({"pass", "suspicious", "no reference", "recorded"})
 
+Key = tuple[str, str, "int | None", str]
 
-@dataclass(frozen=True)
-class Assessment:
-    """A node's figure against its own past: the numbers the rule compares."""
 
-    baseline: float
-    recent: float
-    mad: float          # scaled, in the figure's unit
-    drop: float         # fraction of the baseline, positive when recent is worse
-    threshold: float    # fraction of the baseline: max(MAD_K x mad / |baseline|, MIN_DROP)
-    count: int          # baseline sweeps
-
-    @property
-    def beyond(self) -> bool:
-        return self.drop > self.threshold
-
+# --------------------------------------------------------------------------- the rule
 
 def worse_by(value: float, reference: float, higher_is_better: bool) -> float:
     """How much worse ``value`` is than ``reference``, as a fraction of ``reference``
     (negative when better); inf when the reference is 0 and the value worse."""
     delta = (reference - value) if higher_is_better else (value - reference)
     if reference == 0:
-        return float("inf") if delta > 0 else 0.0
+        return math.inf if delta > 0 else 0.0
     return delta / abs(reference)
 
 
-def baseline_values(values: Sequence[float], k: int = RECENT_K,
-                    window: int = WINDOW) -> Sequence[float]:
-    """The values of the baseline: up to ``window`` before the last ``k``."""
-    return values[:-k][-window:] if k > 0 else values[-window:]
+def median_without(ordered: Sequence[float], index: int) -> float:
+    """The median of the sorted ``ordered`` without its element at ``index``: a node's
+    peers' median, from the sorted values of the session it is one of."""
+    count = len(ordered) - 1
+
+    def at(j: int) -> float:
+        return ordered[j if j < index else j + 1]
+
+    middle = count // 2
+    return at(middle) if count % 2 else (at(middle - 1) + at(middle)) / 2
 
 
 def relative_mad(values: Sequence[float]) -> float | None:
@@ -114,59 +127,114 @@ def relative_mad(values: Sequence[float]) -> float | None:
     return MAD_SCALE * statistics.median(abs(v - middle) for v in values) / abs(middle)
 
 
-def figure_mad(series: Iterable[Sequence[float]], *, k: int = RECENT_K, window: int = WINDOW,
-               min_baseline: int = MIN_BASELINE) -> float | None:
-    """The figure's run-to-run spread: the scaled MAD, as a fraction, of the baseline
-    values of several nodes pooled, each value taken around its own node's baseline
-    median (so that nodes at different levels pool); series with fewer than
-    ``min_baseline`` baseline values are left out.  None without any.
+def baseline_of(residuals: Sequence[float], window: int = WINDOW,
+                persist_window: int = PERSIST_WINDOW) -> Sequence[float]:
+    """The baseline: up to ``window`` residuals before the last ``persist_window``."""
+    return residuals[:-persist_window][-window:] if persist_window else residuals[-window:]
+
+
+def residual_mad(series: Iterable[Sequence[float]], *, window: int = WINDOW,
+                 persist_window: int = PERSIST_WINDOW,
+                 min_baseline: int = MIN_BASELINE) -> float | None:
+    """The figure's spread: the scaled MAD of the baseline residuals of every series
+    pooled, each around its own series' baseline median (so that a node that always
+    sits 5 % below its peers pools with the others); series with fewer than
+    ``min_baseline`` are left out.  None without any.
 
     Why pooled: a MAD of one node's 20 values is itself off by about 25 % (one standard
-    deviation), and a threshold of 3 MADs drawn low flags noise (docs/drift.md: 7-8 % of
-    noise-only series over 52 sweeps, against the 1 % allowed); 16 nodes' values give the
-    figure's spread within about 6 %."""
+    deviation), and a threshold drawn low flags noise (docs/drift.md)."""
     pooled: list[float] = []
-    for values in series:
-        earlier = baseline_values(values, k, window)
-        if len(earlier) < min_baseline:
+    for residuals in series:
+        base = baseline_of(residuals, window, persist_window)
+        if len(base) < min_baseline:
             continue
-        middle = statistics.median(earlier)
-        if middle:
-            pooled += [abs(v - middle) / abs(middle) for v in earlier]
+        middle = statistics.median(base)
+        pooled += [abs(v - middle) for v in base]
     return MAD_SCALE * statistics.median(pooled) if pooled else None
 
 
-def assess(values: Sequence[float], higher_is_better: bool, *, mad: float | None = None,
-           k: int = RECENT_K, window: int = WINDOW, min_baseline: int = MIN_BASELINE,
+@dataclass(frozen=True)
+class Assessment:
+    """A node's figure against its usual place among its peers: the numbers compared.
+    Residuals and everything here are fractions of the peers' median, positive worse."""
+
+    baseline: float     # median of the baseline residuals
+    normal: float       # median of every residual before the recent ones
+    reference: float    # max(baseline, normal, 0): its usual place, never better than peers
+    recent: float       # median of the last RECENT_K residuals
+    mad: float          # the figure's scaled MAD (a fraction)
+    drop: float         # recent - reference
+    threshold: float    # max(MAD_K x mad, MIN_DROP)
+    low: int            # of the last PERSIST_WINDOW residuals, those each beyond the threshold
+    count: int          # baseline sweeps
+    persist_low: int = PERSIST_LOW
+
+    @property
+    def beyond(self) -> bool:
+        return self.drop > self.threshold
+
+    @property
+    def persists(self) -> bool:
+        return self.beyond and self.low >= self.persist_low
+
+
+def assess(residuals: Sequence[float], mad: float, *, k: int = RECENT_K,
+           window: int = WINDOW, persist_window: int = PERSIST_WINDOW,
+           persist_low: int = PERSIST_LOW, min_baseline: int = MIN_BASELINE,
            mad_k: float = MAD_K, min_drop: float = MIN_DROP) -> Assessment | None:
-    """The rule's numbers for ``values`` (one per sweep, oldest first), or None while
-    there are fewer than ``k`` recent and ``min_baseline`` earlier values.  ``mad`` is
-    the figure's scaled MAD as a fraction (:func:`figure_mad`); without it, the node's
-    own baseline's."""
-    earlier = baseline_values(values, k, window)
-    if k < 1 or len(earlier) < min_baseline:
+    """The rule's numbers for a node's ``residuals`` (one per sweep, oldest first, since
+    its baseline began), or None while its baseline has fewer than ``min_baseline``.
+    ``mad`` is the figure's (:func:`residual_mad`)."""
+    earlier = residuals[:-persist_window] if persist_window else residuals
+    base = earlier[-window:]
+    if k < 1 or len(base) < min_baseline or len(residuals) < max(k, persist_window):
         return None
-    recent = statistics.median(values[-k:])
-    baseline = statistics.median(earlier)
-    spread = relative_mad(earlier) if mad is None else mad
-    if spread is None:   # a baseline of 0: no fraction of it means anything
-        return None
-    return Assessment(baseline, recent, spread * abs(baseline),
-                      worse_by(recent, baseline, higher_is_better),
-                      max(mad_k * spread, min_drop), len(earlier))
+    baseline, normal = statistics.median(base), statistics.median(earlier)
+    reference = max(baseline, normal, 0.0)
+    recent = statistics.median(residuals[-k:])
+    threshold = max(mad_k * mad, min_drop)
+    low = sum(1 for v in residuals[len(residuals) - persist_window:]
+              if v - reference > threshold)
+    return Assessment(baseline, normal, reference, recent, mad, recent - reference,
+                      threshold, low, len(base), persist_low)
 
 
-def flags(values: Sequence[float], cluster_median: float | None, higher_is_better: bool,
-          **rule: Any) -> Assessment | None:
-    """The assessment when ``values`` drift (beyond the threshold and worse than the
-    cluster's median), else None.  No cluster median (no other node measured the
-    figure) is no flag: the rule cannot tell the node's change from the cluster's."""
-    found = assess(values, higher_is_better, **rule)
-    if found is None or not found.beyond or cluster_median is None:
+def flags(residuals: Sequence[float], mad: float, **rule: Any) -> Assessment | None:
+    """The assessment when ``residuals`` drift (flagged), else None."""
+    found = assess(residuals, mad, **rule)
+    return found if found is not None and found.beyond else None
+
+
+@dataclass(frozen=True)
+class Shift:
+    """The fleet's median of a figure against its own past: a fraction of the baseline,
+    signed as the value moved (negative: lower)."""
+
+    baseline: float
+    recent: float
+    shift: float
+    threshold: float
+
+    @property
+    def beyond(self) -> bool:
+        return abs(self.shift) > self.threshold
+
+
+def fleet_shift(medians: Sequence[float], *, k: int = RECENT_K, window: int = WINDOW,
+                persist_window: int = PERSIST_WINDOW, min_baseline: int = MIN_BASELINE,
+                mad_k: float = MAD_K, min_drop: float = MIN_DROP) -> Shift | None:
+    """The same rule on the fleet's per-session medians (oldest first), in either
+    direction: None without a baseline."""
+    base = baseline_of(medians, window, persist_window)
+    if len(base) < min_baseline or len(medians) < max(k, persist_window):
         return None
-    if worse_by(found.recent, cluster_median, higher_is_better) <= 0:
+    spread = relative_mad(base)
+    baseline = statistics.median(base)
+    if spread is None:
         return None
-    return found
+    recent = statistics.median(medians[-k:])
+    return Shift(baseline, recent, (recent - baseline) / abs(baseline),
+                 max(mad_k * spread, min_drop))
 
 
 def higher_is_better(unit: str) -> bool | None:
@@ -176,11 +244,15 @@ def higher_is_better(unit: str) -> bool | None:
     return found.pop() if len(found) == 1 else None
 
 
-# --------------------------------------------------------------------------- the history
+# --------------------------------------------------------------------------- the results
 
 @dataclass(frozen=True)
 class Drift:
-    """One figure of one node drifting: the numbers, and one line that names them."""
+    """One figure of one node drifting: the numbers, and one line that names them.
+    ``baseline``, ``recent`` and ``cluster_median`` are in the figure's unit: the value
+    its usual place among its peers would give now, the median of its last RECENT_K
+    values, and its peers' median of those sweeps; ``drop`` and ``threshold`` are
+    fractions of the peers' median."""
 
     node: str
     check: str
@@ -190,8 +262,8 @@ class Drift:
     baseline: float
     recent: float
     cluster_median: float | None
-    drop: float            # fraction of the baseline, positive: worse
-    threshold: float       # fraction of the baseline the drop exceeds
+    drop: float            # positive: worse than its usual place
+    threshold: float       # the drop beyond which it is flagged
     repeat_offender: bool
     reason: str
     unit: str = ""
@@ -199,6 +271,30 @@ class Drift:
     offences: int = 0
     #: Time of the node's sweep of this figure before its newest (None: no earlier one)
     previous: float | None = None
+    #: At least PERSIST_LOW separate sweeps of the last PERSIST_WINDOW were each low:
+    #: what the sweep and the healthcheck drain for (a single low sweep is rerun)
+    persists: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """A move of a figure the fleet made together: shown once, never a node's drift."""
+
+    check: str
+    variant: str
+    size: int | None
+    figure: str
+    unit: str
+    session: str           # the first session of the move
+    time: float            # that session's time (the median of its values' times)
+    shift: float           # fraction of the fleet's earlier median, signed as the value moved
+    worse: bool
+    baseline: float        # the fleet's median before, in the figure's unit
+    recent: float          # and since
+    moved: int             # nodes whose own value moved at least half as far, the same way
+    measured: int          # nodes measured both before and since
+    software: str | None   # the image or driver change it began with, if any
+    text: str
 
 
 def offences(events: Iterable[tuple[float, str, str]], before: float | None = None) -> int:
@@ -216,125 +312,388 @@ def offences(events: Iterable[tuple[float, str, str]], before: float | None = No
 
 
 def flagged_since(events: Iterable[tuple[float, str, str]], since: float | None) -> bool:
-    """The node's newest event at or after ``since`` is a flag: it was flagged then (its
-    previous sweep) and has not been drained or resumed since.  ``since`` None: never."""
+    """The node's newest event at or after ``since`` is a flag.  Persistence is no
+    longer told from events (:attr:`Drift.persists`); kept for readers of the events."""
     if since is None:
         return False
     newest = [kind for time, kind, _reason in events if time >= since]
     return bool(newest) and newest[-1] == "flagged"
 
 
-def _sane(records: Iterable[Record], now: float | None) -> list[Record]:
-    return [r for r in records if r.verdict in SANE and (now is None or r.time <= now)]
+# --------------------------------------------------------------------------- one pass
+
+#: One node's figure over the sweeps read is one flat array of doubles, newest sweep
+#: first, :data:`_STRIDE` numbers a sweep (one array a series, not one object a value:
+#: 2.4 M values of 1,000 nodes x 50 figures x 48 sweeps): the session id, the value,
+#: its residual (NaN: no peers), the peers' median, the time, and the software (id x 2,
+#: + 1 where it is the session's majority's for the figure).
+_SESSION, _VALUE, _RESIDUAL, _PEERS, _TIME, _SOFTWARE = range(6)
+_STRIDE = 6
 
 
-Key = tuple[str, str, "int | None", str]
+def _field(series: array, index: int, field: int) -> float:
+    return series[index * _STRIDE + field]
 
 
-class _Figures:
-    """What the nodes of one judgement share per figure, read once: the nodes the
-    figure's MAD is pooled over (the first POOL in name order with a baseline, trying at
-    most 4 x POOL nodes, so that a cluster where few nodes measure the figure costs no
-    more) and their values."""
+@dataclass
+class _FleetPoint:
+    """A session's values of one figure over the fleet."""
 
-    def __init__(self, history: History, now: float | None) -> None:
+    session: int
+    median: float
+    count: int
+    majority: int          # its most common software id
+    time: float
+
+
+class Fleet:
+    """What one pass over the newest :data:`HORIZON` sweeps of a history holds: every
+    node's residual series of every figure, and the fleet's median per session.
+    :meth:`drifting` and :meth:`events` judge from it without reading again."""
+
+    def __init__(self, history: History, now: float | None = None) -> None:
         self.history, self.now = history, now
-        self.nodes = history.nodes()
-        self.pools: dict[Key, dict[str, list[float]]] = {}
+        index = history.series_index()
+        self.software_names = history.software_index()
+        self.keys: list[Key] = []
+        self.units: list[str] = []
+        self.higher: list[bool] = []
+        figure_of: dict[Key, int] = {}
+        #: series id -> (node, figure index), for the figures whose direction is known
+        self.meta: dict[int, tuple[str, int]] = {}
+        for sid, (node, check, variant, size, figure, unit) in index.items():
+            higher = higher_is_better(unit)
+            if higher is None:
+                continue
+            key = (check, variant, size, figure)
+            if key not in figure_of:
+                figure_of[key] = len(self.keys)
+                self.keys.append(key)
+                self.units.append(unit)
+                self.higher.append(higher)
+            self.meta[sid] = (node, figure_of[key])
+        #: series id -> figure index (the reading loop's one lookup)
+        self.figure_of = {sid: figure for sid, (_node, figure) in self.meta.items()}
+        self.series: dict[int, array] = {}
+        self.fleet: list[list[_FleetPoint]] = [[] for _ in self.keys]
+        self.names: dict[int, str] = {}
+        self._read()
+        self._residuals: dict[int, tuple[list[float], list[int]]] = {}
 
-    def pool(self, key: Key) -> dict[str, list[float]]:
-        if key not in self.pools:
-            found: dict[str, list[float]] = {}
-            for node in self.nodes[:4 * POOL]:
-                values = [r.value for r in _sane(self.history.series(node, *key), self.now)]
-                if len(values) >= RECENT_K + MIN_BASELINE:
-                    found[node] = values
-                    if len(found) == POOL:
-                        break
-            self.pools[key] = found
-        return self.pools[key]
+    # ------------------------------------------------------------------ reading
 
-    def mad(self, key: Key, node: str, values: Sequence[float]) -> float | None:
-        """The figure's MAD: ``node``'s values and up to POOL - 1 others'."""
-        others = [v for n, v in self.pool(key).items() if n != node][:POOL - 1]
-        return figure_mad([values, *others])
+    def _read(self) -> None:
+        swept = 0
+        for session, name in self.history.arrivals():
+            if swept >= HORIZON:
+                break
+            self.names[session] = name
+            if self._session(session, self.history.session_values(session, SANE)):
+                swept += 1
+
+    def _session(self, session: int, rows: list[tuple[Any, ...]]) -> bool:
+        """Take one session's sane values; True when it was a sweep (a figure of it
+        measured by MIN_PEERS + 1 nodes or more)."""
+        figure_of, now, store = self.figure_of, self.now, self.series
+        if now is not None:
+            rows = [row for row in rows if row[2] <= now]
+        # (figure, software) as one int: one dict lookup a value (2.4 M of them)
+        grouped: dict[int, list[tuple[float, int, float]]] = {}
+        for sid, value, time, software in rows:
+            figure = figure_of.get(sid)
+            if figure is not None:
+                grouped.setdefault(figure << 32 | software, []).append((value, sid, time))
+        groups: dict[int, dict[int, list[tuple[float, int, float]]]] = {}
+        for key, members in grouped.items():
+            groups.setdefault(key >> 32, {})[key & 0xFFFFFFFF] = members
+        swept = False
+        for figure, by_software in groups.items():
+            everyone = [v for members in by_software.values() for v, _sid, _t in members]
+            if len(everyone) <= MIN_PEERS:
+                continue
+            swept = True
+            majority = max(by_software, key=lambda s: (len(by_software[s]), -s))
+            times = [t for members in by_software.values() for _v, _sid, t in members]
+            self.fleet[figure].append(_FleetPoint(session, statistics.median(everyone),
+                                                  len(everyone), majority,
+                                                  statistics.median(times)))
+            sign = 1.0 if self.higher[figure] else -1.0   # residual: (peers - value) x sign
+            for software, members in by_software.items():
+                tag = 2 * software + (software == majority)
+                for (value, sid, time), peers in zip(members, _peers(members)):
+                    # NaN peers (too few) give NaN; a median of 0 gives no fraction
+                    residual = math.nan if not peers else sign * (peers - value) / abs(peers)
+                    series = store.get(sid)
+                    if series is None:
+                        series = store[sid] = array("d")
+                    series.extend((session, value, residual, peers, time, tag))
+        return swept
+
+    # ------------------------------------------------------------------ nodes
+
+    @staticmethod
+    def since_change(series: array) -> int:
+        """How many of the newest values of ``series`` are since its baseline began: the
+        newest change of software that was the node's own (see the module's text)."""
+        tags = series[_SOFTWARE::_STRIDE]   # newest first
+        if tags.count(tags[0]) == len(tags):   # one software throughout: the usual case
+            return len(tags)
+        tags = [int(t) for t in tags]
+        for i in range(len(tags) - 1):
+            newer, older = tags[i], tags[i + 1]
+            if newer >> 1 != older >> 1 and not (newer & 1 and older & 1):
+                return i + 1
+        return len(tags)
+
+    def residuals(self, sid: int) -> tuple[list[float], list[int]]:
+        """The series' residuals since its baseline began, oldest first, and the
+        positions (newest first) they came from."""
+        if sid not in self._residuals:
+            series = self.series[sid]
+            kept = self.since_change(series)
+            values = series[_RESIDUAL::_STRIDE][:kept]
+            if not math.isnan(math.fsum(values)):    # every value had peers: the usual case
+                self._residuals[sid] = (values[::-1].tolist(), list(range(kept)))
+            else:
+                positions = [i for i in range(kept - 1, -1, -1) if not math.isnan(values[i])]
+                self._residuals[sid] = ([values[i] for i in positions], positions[::-1])
+        return self._residuals[sid]
+
+    def mads(self) -> list[float | None]:
+        """Each figure's residual MAD, pooled over every node."""
+        pooled: list[list[list[float]]] = [[] for _ in self.keys]
+        for sid in self.series:
+            pooled[self.meta[sid][1]].append(self.residuals(sid)[0])
+        return [residual_mad(s) for s in pooled]
+
+    def drifting(self, nodes: Sequence[str], session: str | None = None) -> dict[str, list[Drift]]:
+        """Each of ``nodes``' drifting figures (``session`` given: only the figures whose
+        newest record is of that session)."""
+        wanted = set(nodes)
+        found: dict[str, list[Drift]] = {node: [] for node in nodes}
+        mads = self.mads()
+        only = None if session is None else self._newest_in(session)
+        for sid, series in self.series.items():
+            node, figure = self.meta[sid]
+            if node not in wanted or (only is not None and sid not in only):
+                continue
+            mad = mads[figure]
+            residuals, positions = self.residuals(sid)
+            judged = None if mad is None else flags(residuals, mad)
+            if judged is None:
+                continue
+            found[node].append(self._drift(node, figure, series, judged, positions))
+        repeats = {node: offences(self.history.events(node), self.now)
+                   for node, drifts in found.items() if drifts}
+        return {node: [self._named(d, repeats.get(node, 0)) for d in sorted(
+            drifts, key=lambda d: (d.check, d.variant, d.size or -1, d.figure))]
+            for node, drifts in found.items()}
+
+    def _newest_in(self, session: str) -> set[int]:
+        """The series whose newest record (any verdict) is of ``session``: those it
+        holds, less those of a session that arrived after it (a sweep judges its own
+        figures, and a later one may have arrived meanwhile)."""
+        ids = [sid for sid, name in self.names.items() if name == session]
+        if not ids:
+            return set()
+        later = [sid for sid in self.names if sid > ids[0]]
+        return self.history.series_of(ids) - self.history.series_of(later)
+
+    def _drift(self, node: str, figure: int, series: array, judged: Assessment,
+               positions: list[int]) -> Drift:
+        check, variant, size, name = self.keys[figure]
+        higher = self.higher[figure]
+        recent = positions[:RECENT_K]
+        peers = statistics.median(_field(series, i, _PEERS) for i in recent)
+        value = statistics.median(_field(series, i, _VALUE) for i in recent)
+        usual = peers * (1 - judged.reference) if higher else peers * (1 + judged.reference)
+        previous = _field(series, positions[1], _TIME) if len(positions) > 1 else None
+        return Drift(node, check, variant, size, name, usual, value, peers, judged.drop,
+                     judged.threshold, False, _reason(self.keys[figure], self.units[figure],
+                                                      higher, value, peers, judged),
+                     self.units[figure], 0, previous, judged.persists)
+
+    @staticmethod
+    def _named(found: Drift, repeats: int) -> Drift:
+        if not repeats:
+            return found
+        reason = (f"{found.reason}; repeat offender: flagged, drained and resumed {repeats} "
+                  f"time{'s' if repeats > 1 else ''} before")
+        return replace(found, repeat_offender=True, offences=repeats, reason=reason)
+
+    # ------------------------------------------------------------------ the fleet
+
+    def events(self) -> list[ClusterEvent]:
+        """One event per figure whose fleet median moved (either way), by figure."""
+        found = []
+        for figure in sorted(range(len(self.keys)), key=lambda f: _sort_key(self.keys[f])):
+            event = self._event(figure)
+            if event is not None:
+                found.append(event)
+        return found
+
+    def _event(self, figure: int) -> ClusterEvent | None:
+        points = self.fleet[figure][::-1]    # oldest first
+        medians = [p.median for p in points]
+        shift = fleet_shift(medians)
+        if shift is None or not shift.beyond:
+            return None
+        up = shift.shift > 0
+        # the move: the newest sessions beyond the threshold, the same way
+        start = len(points)
+        while start > 0 and _beyond(points[start - 1].median, shift, up):
+            start -= 1
+        if start == len(points):       # the newest is back within: no move now
+            return None
+        since = [p.median for p in points[start:]]
+        after = statistics.median(since)
+        moved_by = (after - shift.baseline) / abs(shift.baseline)
+        higher = self.higher[figure]
+        worse = (moved_by < 0) == higher
+        before = {p.session for p in points[max(0, start - WINDOW):start]}
+        after_sessions = {p.session for p in points[start:]}
+        moved, measured = self._moved(figure, before, after_sessions, moved_by)
+        software = None
+        if start > 0:
+            software = self._change(points[start - 1].majority, points[start].majority)
+        first = points[start]
+        check, variant, size, name = self.keys[figure]
+        unit = self.units[figure]
+        text = (f"{_figure_name(self.keys[figure])}: the fleet moved {100 * moved_by:+.1f} % "
+                f"({'worse' if worse else 'better'}: median {shift.baseline:.4g} -> "
+                f"{after:.4g} {unit}) on {moved} of {measured} nodes since session "
+                f"{self.names.get(first.session, first.session)} "
+                f"({_when(first.time)})"
+                + (f", with {software}" if software else ", with no image or driver change")
+                + ": a change the fleet shares, no node's drift")
+        return ClusterEvent(check, variant, size, name, unit,
+                            self.names.get(first.session, str(first.session)), first.time,
+                            moved_by, worse, shift.baseline, after, moved, measured,
+                            software, " ".join(text.split()))
+
+    def _moved(self, figure: int, before: set[int], after: set[int],
+               shift: float) -> tuple[int, int]:
+        moved = measured = 0
+        for sid, series in self.series.items():
+            if self.meta[sid][1] != figure:
+                continue
+            pairs = list(zip(series[_SESSION::_STRIDE], series[_VALUE::_STRIDE]))
+            old = [v for s, v in pairs if s in before]
+            new = [v for s, v in pairs if s in after]
+            if not old or not new:
+                continue
+            measured += 1
+            middle = statistics.median(old)
+            if middle and (statistics.median(new) - middle) / abs(middle) * (
+                    1 if shift > 0 else -1) >= abs(shift) / 2:
+                moved += 1
+        return moved, measured
+
+    def _change(self, older: int, newer: int) -> str | None:
+        if older == newer:
+            return None
+        was = self.software_names.get(older, (None, None))
+        now = self.software_names.get(newer, (None, None))
+        parts = [f"{what} {now[i] or 'unknown'} (was {was[i] or 'unknown'})"
+                 for i, what in enumerate(("image", "driver")) if was[i] != now[i]]
+        return " and ".join(parts) or None
 
 
-def _size(size: int | None) -> str:
-    return "" if size is None else f" size {size}"
+def _peers(members: list[tuple[float, int, float]]) -> list[float]:
+    """The median of the others' values for each of one session's members of a figure
+    and software (value, series, time); NaN where fewer than MIN_PEERS others.
+    :func:`median_without` for each, without its call: without one element, the median
+    of a sorted list is one of three (the element is below, at or above the middle)."""
+    ordered = sorted(v for v, _sid, _t in members)
+    n = len(ordered)
+    if n - 1 < MIN_PEERS:
+        return [math.nan] * n
+    h = (n - 1) // 2
+    pivot = ordered[h]
+    if n % 2 == 0:        # n - 1 others, odd: one middle element
+        below = ordered[h + 1]
+        return [pivot if v > pivot else below for v, _sid, _t in members]
+    high = (ordered[h - 1] + pivot) / 2                 # it is above the middle
+    low = (pivot + ordered[h + 1]) / 2                  # it is below
+    middle = (ordered[h - 1] + ordered[h + 1]) / 2      # it is the middle
+    under = ordered[h - 1]
+    return [high if v > pivot else low if v <= under else middle for v, _sid, _t in members]
 
 
-def _reason(record: Record, found: Assessment, cluster: float, higher: bool,
-            mad: float, repeats: int) -> str:
+def _beyond(median: float, shift: Shift, up: bool) -> bool:
+    moved = (median - shift.baseline) / abs(shift.baseline)
+    return moved > shift.threshold if up else moved < -shift.threshold
+
+
+def _sort_key(key: Key) -> tuple[str, str, int, str]:
+    check, variant, size, figure = key
+    return (check, variant, -1 if size is None else size, figure)
+
+
+def _figure_name(key: Key) -> str:
+    check, variant, size, figure = key
+    return " ".join(f"{check} {variant}{'' if size is None else f' size {size}'} {figure}"
+                    .split())
+
+
+def _when(stamp: float) -> str:
+    try:
+        return clock.strftime("%Y-%m-%d %H:%M UTC", clock.gmtime(stamp))
+    except (OverflowError, OSError, ValueError):
+        return "an unknown time"
+
+
+def _reason(key: Key, unit: str, higher: bool, value: float, peers: float,
+            judged: Assessment) -> str:
     side = "below" if higher else "above"
-    unit = record.unit
-    text = (f"{record.check} {record.variant}{_size(record.size)} {record.figure}: drifting: "
-            f"median of its last {RECENT_K} sweeps {found.recent:.4g} {unit} is "
-            f"{100 * found.drop:.1f} % {side} its baseline {found.baseline:.4g} {unit} "
-            f"({found.count} sweeps before; threshold {100 * found.threshold:.1f} % = "
-            f"max({MAD_K:g} x MAD {100 * mad:.1f} %, {100 * MIN_DROP:g} %)) and {side} "
-            f"the cluster median {cluster:.4g} {unit}")
-    if repeats:
-        text += (f"; repeat offender: flagged, drained and resumed {repeats} time"
-                 f"{'s' if repeats > 1 else ''} before")
+    where = (f"{100 * judged.reference:.1f} % {side}" if judged.reference > 0
+             else "level with or better than")
+    persists = (f"low in {judged.low} of its last {PERSIST_WINDOW} sweeps: persists"
+                if judged.persists else
+                f"low in {judged.low} of its last {PERSIST_WINDOW} sweeps: "
+                f"{PERSIST_LOW} make it persist")
+    text = (f"{_figure_name(key)}: drifting: median of its last {RECENT_K} sweeps "
+            f"{value:.4g} {unit} is {100 * judged.recent:.1f} % {side} its peers' median "
+            f"{peers:.4g} {unit} of the same sweeps, where it is usually {where} them "
+            f"({judged.count} sweeps before): {100 * judged.drop:.1f} % worse, threshold "
+            f"{100 * judged.threshold:.1f} % = max({MAD_K:g} x MAD {100 * judged.mad:.1f} %, "
+            f"{100 * MIN_DROP:g} %); {persists}")
     return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- the interface
+
+def read(history: History, *, now: float | None = None) -> Fleet:
+    """One pass over the newest sweeps of ``history`` (values stamped after ``now``
+    left out, None: everything kept): judge nodes and the fleet from it."""
+    return Fleet(history, now)
 
 
 def drifting(history: History, node: str, *, now: float | None = None,
              session: str | None = None) -> list[Drift]:
     """The figures of ``node`` that drift, as of ``now`` (None: everything kept).
     ``session`` given: only the figures whose newest record is of that session (what a
-    sweep measured).  A figure of a unit no metric states, or of too short a history,
-    is never flagged."""
+    sweep measured).  A node is judged against its peers: this reads the fleet's newest
+    sweeps, as :func:`drifting_nodes` does for all of them at once."""
     return drifting_nodes(history, [node], now=now, session=session)[node]
 
 
 def drifting_nodes(history: History, nodes: Sequence[str], *, now: float | None = None,
                    session: str | None = None) -> dict[str, list[Drift]]:
-    """:func:`drifting` of each of ``nodes``, reading what they share once (the sweep's
-    way: each figure's pool of nodes, and the cluster's median)."""
-    shared = _Figures(history, now)
-    recent: dict[Key, list[tuple[str, Record, list[Record]]]] = {}
-    for node in nodes:
-        for latest in history.latest(node):
-            if session is not None and latest.session != session:
-                continue
-            if higher_is_better(latest.unit) is None:
-                continue
-            mine = _sane(history.series(node, *latest.key), now)
-            if len(mine) >= RECENT_K + MIN_BASELINE:
-                recent.setdefault(latest.key, []).append((node, latest, mine))
-    found: dict[str, list[Drift]] = {node: [] for node in nodes}
-    repeats = {node: offences(history.events(node), now) for node in nodes}
-    for key, judged in recent.items():
-        # The cluster's median: every node's newest value since the earliest of the
-        # judged nodes' last RECENT_K sweeps (one read per figure; for one node, since
-        # its own).
-        since = min(mine[-RECENT_K].time for _node, _latest, mine in judged)
-        cluster = history.cluster_median(*key, since=since)
-        if cluster is None:
-            continue
-        for node, latest, mine in judged:
-            higher = bool(higher_is_better(latest.unit))
-            values = [r.value for r in mine]
-            mad = shared.mad(key, node, values)
-            flagged = None if mad is None else flags(values, cluster, higher, mad=mad)
-            if flagged is None or mad is None:
-                continue
-            found[node].append(Drift(
-                node, latest.check, latest.variant, latest.size, latest.figure,
-                flagged.baseline, flagged.recent, cluster, flagged.drop, flagged.threshold,
-                repeats[node] > 0,
-                _reason(latest, flagged, cluster, higher, mad, repeats[node]),
-                latest.unit, repeats[node], mine[-2].time))
-    return found
+    """:func:`drifting` of each of ``nodes``, from one pass over the history."""
+    return read(history, now=now).drifting(nodes, session)
+
+
+def cluster_events(history: History, *, now: float | None = None) -> list[ClusterEvent]:
+    """The moves the fleet made together, one per figure that moved (see the module's
+    text): shown once, never a node's drift."""
+    return read(history, now=now).events()
 
 
 def latest_flag(history: History, node: str) -> tuple[float, str] | None:
     """(time, reason) of the node's newest event where that is a flag (the last sweep
     that judged it found it drifting, and it was not drained or resumed since), else
-    None: what the sweep decided, read without judging drift again (a health check's
-    way; :func:`drifting` reads the figure's pool and the cluster's median)."""
+    None: what the sweep decided, read without judging drift again."""
     events = history.events(node)
     if not events or events[-1][1] != "flagged":
         return None

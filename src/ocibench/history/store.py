@@ -30,8 +30,28 @@ and POSIX locks are safe (NFS: the locks need a working lock manager; ``nolock``
 corrupt it: https://www.sqlite.org/howtocorrupt.html section 2.1).  A writer waits up to
 :data:`BUSY_TIMEOUT_S` for another's lock.
 
+**Summaries.**  Each session's values of each figure are also kept summarised, one row
+of ``summaries`` per (session, figure): how many nodes, the median, the quartiles, the
+10th and 90th percentiles, the extremes, the failures, the most common software.  The
+cluster's page and the cluster's median per session read those (18,000 rows for a year
+of 50 figures) instead of every node's values (18 M): a writer recomputes the rows of
+the sessions it adds, from the results of those sessions only.
+
+**Time.**  "Newest" is the order of arrival, never the largest timestamp: a session's
+id is given when its first record is added (SQLite's rowid: one more than the largest),
+so the rows of a series are read in the order their sessions arrived, and a node's
+events in the order they were kept.  A record or event stamped ahead of this machine's
+clock by more than :data:`MAX_SKEW_S` (a node or a login node with a bad clock: year
+3000) is refused with one line naming it; one that a history written before that rule
+still holds reads with the newest trusted time before its session arrived
+(:meth:`History._trusted`), so that no clock can make a record "newer" than the ones
+that came after it, or newer than a person's resume forever (docs/history.md, "Time").
+
 **Version.**  ``PRAGMA application_id`` marks the file as ours, ``PRAGMA user_version``
-is the schema's version (:data:`SCHEMA_VERSION`).  A file that is not SQLite, another
+is the schema's version (:data:`SCHEMA_VERSION`).  Schema 2 added the summaries: a
+writer that opens a schema 1 file adds them, for every session already kept, in one
+transaction (:meth:`History._upgrade`); a reader of a schema 1 file computes them from
+the results, slowly, and never writes.  A file that is not SQLite, another
 program's database, or one of a newer schema is refused with one line
 (:class:`HistoryError`), never a traceback, and never changed.
 """
@@ -43,6 +63,7 @@ import math
 import os
 import sqlite3
 import statistics
+import time as clock
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,13 +75,22 @@ from ocibench import hostnames, metrics
 #: file is not taken for ours (https://www.sqlite.org/pragma.html#pragma_application_id).
 APPLICATION_ID = 0x6F636268
 #: ``PRAGMA user_version``: the schema this module writes and reads.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Seconds a record's or an event's time may be ahead of the clock of the machine that
+#: adds it: Kerberos' default clock skew (MIT krb5.conf ``clockskew``, 300 s), the
+#: tolerance of a protocol that also refuses a stamp from a clock that is not kept; an
+#: NTP-kept cluster is within milliseconds, and a run cannot have ended in the future.
+MAX_SKEW_S = 300.0
 #: Seconds a writer waits for another writer's lock before it gives up.
 BUSY_TIMEOUT_S = 60.0
 #: Page cache of a connection, KiB (SQLite's default is 2,000).
 CACHE_KIB = 64 * 1024
 #: Sessions probed per query when looking for each series' newest row.
 _PROBE = 8
+#: Above this many series wanted, their newest rows are found by reading each session
+#: whole rather than by probing each series in it (the fleet's 50,000: one range of the
+#: key per session, against 50,000 probes).
+_SCAN_ABOVE = 2048
 #: The node events drift's repeat offenders are told from.
 EVENT_KINDS = ("flagged", "drained", "resumed")
 #: Stored size of a figure that has none (SQLite's UNIQUE treats NULLs as distinct).
@@ -112,6 +142,32 @@ PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 """
 
+#: Schema 2: each session's values of each figure, summarised (:class:`Summary`).  Keyed
+#: by session first, as ``results`` is: a sweep's rows are appended.
+_SUMMARIES = """
+CREATE TABLE summaries (
+    session INTEGER NOT NULL REFERENCES sessions (id),
+    "check" TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    figure TEXT NOT NULL,
+    unit TEXT NOT NULL,      -- every value converted to it
+    time REAL NOT NULL,      -- the session's earliest value of the figure
+    nodes INTEGER NOT NULL,  -- values summarised: one per node
+    least REAL NOT NULL,
+    low REAL NOT NULL,       -- 10th percentile
+    q1 REAL NOT NULL,
+    median REAL NOT NULL,
+    q3 REAL NOT NULL,
+    high REAL NOT NULL,      -- 90th percentile
+    most REAL NOT NULL,
+    fails INTEGER NOT NULL,  -- values whose verdict is fail
+    software INTEGER NOT NULL REFERENCES software (id),   -- the most common
+    softwares INTEGER NOT NULL,                           -- how many distinct
+    PRIMARY KEY (session, "check", variant, size, figure)
+) WITHOUT ROWID
+"""
+
 
 class HistoryError(RuntimeError):
     """The history cannot be opened, read or written, or a record is malformed; one
@@ -122,8 +178,10 @@ class _HotJournal(Exception):
     """A read-only open found a journal a dead writer left (History._open)."""
 
 
-#: SQLite's extended result code for a read-only connection that found a hot journal.
+#: SQLite's extended result code for a read-only connection that found a hot journal,
+#: and its code for a lock another connection held past the busy timeout.
 _SQLITE_READONLY_ROLLBACK = 776
+_SQLITE_BUSY = 5
 
 
 @dataclass(frozen=True)
@@ -149,6 +207,47 @@ class Record:
     def key(self) -> tuple[str, str, int | None, str]:
         """(check, variant, size, figure): which figure of a node this is."""
         return (self.check, self.variant, self.size, self.figure)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One figure's values in one session, over the nodes that session measured: what
+    the cluster's page plots (a median and its bands) instead of every node's value."""
+
+    check: str
+    variant: str
+    size: int | None
+    figure: str
+    session: str
+    time: float          # the session's earliest value of the figure
+    unit: str            # every value converted to it (the unit most of them had)
+    nodes: int           # values summarised: one per node
+    least: float
+    low: float           # 10th percentile
+    q1: float
+    median: float
+    q3: float
+    high: float          # 90th percentile
+    most: float
+    fails: int           # values whose verdict is fail
+    image: str | None    # the most common software among the values
+    driver: str | None
+    softwares: int       # how many distinct (image, driver) pairs the values had
+
+    @property
+    def key(self) -> tuple[str, str, int | None, str]:
+        return (self.check, self.variant, self.size, self.figure)
+
+
+@dataclass(frozen=True)
+class Event:
+    """A node flagged (drifting), drained or resumed, and the session that did it."""
+
+    node: str
+    time: float
+    kind: str
+    reason: str
+    session: str
 
 
 def variant(params: dict[str, Any]) -> str:
@@ -186,6 +285,32 @@ def _check(record: Any, index: int) -> None:
         value = getattr(record, name)
         if value is not None and type(value) is not str:
             raise HistoryError(f"record {index}.{name}: {value!r} is not a string")
+
+
+def _not_ahead(records: list[Record], now: float) -> None:
+    """Refuse the records when one is stamped more than MAX_SKEW_S ahead of ``now``:
+    one line naming the first, and how many more."""
+    limit = now + MAX_SKEW_S
+    ahead = [i for i, r in enumerate(records) if r.time > limit]
+    if ahead:
+        first = records[ahead[0]]
+        more = f" (and {len(ahead) - 1} more)" if len(ahead) > 1 else ""
+        raise HistoryError(
+            f"record {ahead[0]}.time: {first.time!r} ({_utc(first.time)}) of {first.node} "
+            f"{first.check} {first.figure}, session {first.session}{more}: "
+            f"{_ahead(first.time, now)}; nothing added")
+
+
+def _ahead(stamp: float, now: float) -> str:
+    return (f"{stamp - now:.0f} s ahead of this machine's clock ({_utc(now)}), more than "
+            f"the {MAX_SKEW_S:g} s allowed (a bad clock where it ran?)")
+
+
+def _utc(stamp: float) -> str:
+    try:
+        return clock.strftime("%Y-%m-%d %H:%M:%S UTC", clock.gmtime(stamp))
+    except (OverflowError, OSError, ValueError):   # beyond what gmtime can show
+        return "beyond the calendar"
 
 
 _TEXT_FIELDS = ("node", "check", "figure", "unit", "verdict", "session")
@@ -282,6 +407,10 @@ class History:
         except sqlite3.DatabaseError as err:   # "file is not a database"
             if self.readonly and self._hot_journal(err):
                 raise _HotJournal() from None
+            if getattr(err, "sqlite_errorcode", None) == _SQLITE_BUSY or \
+                    "database is locked" in str(err):
+                raise HistoryError(f"{self.path}: cannot read: a writer held it past "
+                                   f"{BUSY_TIMEOUT_S:g} s ({_why(err)})") from None
             raise HistoryError(f"{self.path}: not an ocibench history ({_why(err)})") from None
         with self._errors("read"):
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -293,6 +422,8 @@ class History:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         self._db.execute(statement)
+                self._db.execute(_SUMMARIES)
+            self.version = SCHEMA_VERSION
             return
         if app != APPLICATION_ID:
             raise HistoryError(f"{self.path}: not an ocibench history (a SQLite database "
@@ -303,6 +434,23 @@ class History:
         if version < 1:
             raise HistoryError(f"{self.path}: a history of no schema version "
                                f"(user_version {version})")
+        self.version = version
+        if version < 2 and not self.readonly:
+            self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Schema 1 to 2: the summaries of every session already kept, in one
+        transaction (about a minute for a year of 1,000 nodes x 50 figures: once, by the
+        first writer of this version; readers go on reading meanwhile).  Another writer
+        that upgraded first leaves nothing to do."""
+        with self._errors("upgrade"), self._transaction():
+            if self._db.execute("PRAGMA user_version").fetchone()[0] >= 2:
+                self.version = 2
+                return
+            self._db.execute(_SUMMARIES)
+            self._store_summaries([i for (i,) in self._db.execute("SELECT id FROM sessions")])
+            self._db.execute("PRAGMA user_version = 2")
+        self.version = 2
 
     # ------------------------------------------------------------------ plumbing
 
@@ -337,13 +485,15 @@ class History:
 
     # ------------------------------------------------------------------ writing
 
-    def add(self, records: Iterable[Record]) -> int:
+    def add(self, records: Iterable[Record], *, now: float | None = None) -> int:
         """Add ``records`` in one transaction; returns how many were new.  A record of
         a (node, figure, session) already kept is left out (a session added twice adds
-        nothing); all or nothing: a malformed record adds none."""
+        nothing); all or nothing: a malformed record, or one stamped more than
+        :data:`MAX_SKEW_S` ahead of ``now`` (this machine's clock), adds none."""
         records = list(records)
         for index, record in enumerate(records):
             _check(record, index)
+        _not_ahead(records, clock.time() if now is None else now)
         if not records:
             return 0
         if self.readonly:
@@ -368,7 +518,10 @@ class History:
             cursor = self._db.executemany(
                 "INSERT OR IGNORE INTO results (series, session, time, value, verdict, "
                 "documented, floor, software) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            return cursor.rowcount
+            added = cursor.rowcount
+            if added:
+                self._store_summaries(sorted(set(sessions.values())))
+            return added
 
     def _converted(self, record: Record, unit: str) -> tuple[float | None, ...]:
         """A record's value, documented figure and floor in the series' unit."""
@@ -428,6 +581,9 @@ class History:
             raise HistoryError(f"event node: {hostnames.why_not(node)}")
         if not metrics.is_number(time):
             raise HistoryError(f"event time {time!r}: not a finite number")
+        if time > clock.time() + MAX_SKEW_S:
+            raise HistoryError(f"event time {time!r} ({_utc(time)}) of {node}: "
+                               f"{_ahead(time, clock.time())}; not kept")
         if self.readonly:
             raise HistoryError(f"{self.path}: opened read-only")
         with self._errors("write"), self._transaction():
@@ -447,10 +603,12 @@ class History:
     def _rows(self, series: dict[int, tuple[Any, ...]], since: float | None,
               sessions: Iterable[int] | None = None) -> list[tuple[Any, ...]]:
         """The results rows of ``series`` (at or after ``since``; of ``sessions``, else
-        of every session), oldest first.  Sessions are the outer loop (CROSS JOIN keeps
-        SQLite to that order, which it cannot know is the fast one without statistics)
-        and each is one range of the key (session, series): a node's series are one
-        run of ids, read as ``BETWEEN``, else probed one by one (``IN``)."""
+        of every session), in the order their sessions arrived (see "Time").  Sessions
+        are the outer loop (CROSS JOIN keeps SQLite to that order, which it cannot know
+        is the fast one without statistics) and each is one range of the key (session,
+        series): a node's series are one run of ids, read as ``BETWEEN``, else probed
+        one by one (``IN``).  That loop is already in the order asked for, so ORDER BY
+        costs no sort (EXPLAIN QUERY PLAN: no temporary B-tree)."""
         if not series:
             return []
         ids = sorted(int(i) for i in series)   # integers from this file
@@ -462,13 +620,14 @@ class History:
             rows = self._db.execute(
                 "SELECT r.series, r.value, r.verdict, r.time, n.name, r.documented, "
                 "r.floor, r.software FROM sessions n CROSS JOIN results r "
-                f"ON r.session = n.id AND r.series {within} WHERE r.time >= ? {only}",
+                f"ON r.session = n.id AND r.series {within} WHERE r.time >= ? {only}"
+                "ORDER BY n.id, r.series",
                 (-math.inf if since is None else since,)).fetchall()
-        rows.sort(key=_by_time)   # in Python: SQLite would sort through a temporary B-tree
         return rows
 
     def _records(self, series: dict[int, tuple[Any, ...]],
                  rows: list[tuple[Any, ...]]) -> list[Record]:
+        rows = self._trusted(rows)
         with self._errors("read"):
             software = {i: (image or None, driver or None) for i, image, driver in
                         self._db.execute("SELECT id, image, driver FROM software")}
@@ -486,32 +645,81 @@ class History:
             found.append(record)
         return found
 
+    def _trusted(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """``rows`` where a time ahead of this machine's clock by more than MAX_SKEW_S
+        (kept before add() refused such times) is read as the newest trusted time of
+        the sessions that arrived before its own: when it was measured is unknown, and
+        that is the latest time known to have come before it.  Where no session came
+        before, the clock's time (a finding is never made older than it may be)."""
+        now = clock.time()
+        limit = now + MAX_SKEW_S
+        if not any(row[3] > limit for row in rows):
+            return rows
+        trusted: dict[str, float] = {}
+        with self._errors("read"):
+            for name in {row[4] for row in rows if row[3] > limit}:
+                (before,) = self._db.execute(
+                    "SELECT max(time) FROM sessions WHERE time <= ? AND id < "
+                    "(SELECT id FROM sessions WHERE name = ?)", (limit, name)).fetchone()
+                trusted[name] = now if before is None else before
+        return [row if row[3] <= limit else (*row[:3], trusted[row[4]], *row[4:])
+                for row in rows]
+
     def _newest(self, series: dict[int, tuple[Any, ...]],
                 since: float | None) -> list[tuple[Any, ...]]:
         """The newest row of each of ``series`` (at or after ``since``): sessions are
-        probed newest first until every series has its row (usually the first)."""
+        probed in the reverse order of their arrival until every series has its row
+        (usually the first)."""
         wanted, found = dict(series), []
         with self._errors("read"):
             sessions = [i for (i,) in self._db.execute(
-                "SELECT id FROM sessions WHERE time >= ? ORDER BY time DESC, id DESC",
+                "SELECT id FROM sessions WHERE time >= ? ORDER BY id DESC",
                 (-math.inf if since is None else since,))]
-        for start in range(0, len(sessions), _PROBE):
-            if not wanted:
-                break
-            rows = self._rows(wanted, since, sessions[start:start + _PROBE])
-            newest: dict[int, tuple[Any, ...]] = {}   # rows are by time: the last wins
+        start = 0
+        while wanted and start < len(sessions):
+            # Many series (the fleet's): each session read whole, one range of the key,
+            # rather than probed series by series.
+            scan = len(wanted) > _SCAN_ABOVE
+            batch = sessions[start:start + (1 if scan else _PROBE)]
+            start += len(batch)
+            rows = self._session_rows(batch, since) if scan else \
+                self._rows(wanted, since, batch)
+            newest: dict[int, tuple[Any, ...]] = {}   # rows are by arrival: the last wins
             for row in rows:
-                newest[row[0]] = row
+                if row[0] in wanted:
+                    newest[row[0]] = row
             found += newest.values()
             for sid in newest:
                 wanted.pop(sid, None)
         return found
 
+    def _session_rows(self, sessions: list[int], since: float | None) -> list[tuple[Any, ...]]:
+        """Every results row of ``sessions`` (at or after ``since``), as :meth:`_rows`
+        gives them, session by session (:meth:`_newest` reads one session at a time)."""
+        with self._errors("read"):
+            rows = self._db.execute(
+                "SELECT r.series, r.value, r.verdict, r.time, n.name, r.documented, "
+                "r.floor, r.software FROM sessions n CROSS JOIN results r "
+                f"ON r.session = n.id WHERE n.id IN ({','.join(str(int(i)) for i in sessions)}) "
+                "AND r.time >= ? ORDER BY n.id, r.series",
+                (-math.inf if since is None else since,)).fetchall()
+        return rows
+
     def latest(self, node: str) -> list[Record]:
-        """The newest record of each figure of ``node`` (check, variant, size, figure)."""
+        """The newest record of each figure of ``node`` (check, variant, size, figure):
+        of the session that arrived last, whatever the records' times say."""
         series = self._series("WHERE node = ?", (node,))
         found = self._records(series, self._newest(series, None))
         return sorted(found, key=lambda r: (r.check, r.variant, r.size or -1, r.figure))
+
+    def newest(self, check: str | None = None) -> list[Record]:
+        """Every node's :meth:`latest` (of one check), read session by session, not node
+        by node: what the cluster's page and the head node's export read."""
+        series = self._series("" if check is None else 'WHERE "check" = ?',
+                              () if check is None else (check,))
+        found = self._records(series, self._newest(series, None))
+        return sorted(found, key=lambda r: (r.node, r.check, r.variant, r.size or -1,
+                                            r.figure))
 
     def history(self, node: str, check: str | None = None,
                 since: float | None = None) -> list[Record]:
@@ -559,39 +767,127 @@ class History:
     def cluster_medians(self, check: str, variant: str, size: int | None, figure: str,
                         since: float | None = None) -> list[tuple[float, float]]:
         """(time, median) per session of the figure, over the nodes that session
-        measured, oldest first; a session's time is its earliest record's."""
-        series = self._figure_series((check, variant, size, figure))
-        sessions: dict[str, tuple[float, list[float]]] = {}
-        for _sid, value, _verdict, time, session, *_ in self._rows(series, since):
-            start, values = sessions.setdefault(session, (time, []))
-            values.append(value)
-        return sorted((start, statistics.median(values))
-                      for start, values in sessions.values())
+        measured, oldest first; a session's time is its earliest record's
+        (:meth:`summaries`)."""
+        found = self.summaries(check, since).get((check, variant, size, figure), [])
+        return [(s.time, s.median) for s in found]
 
-    def counts(self, node: str, verdicts: Iterable[str] | None = None
-               ) -> dict[tuple[str, str, int | None, str], int]:
-        """How many values each figure of ``node`` holds (of those whose verdict is one
-        of ``verdicts``), counted in SQLite: the node's rows of each session, as
-        :meth:`history` reads them, without building a Record of each (what the
-        published snapshot says of the history drift had: ocibench.history.current)."""
-        series = self._series("WHERE node = ?", (node,))
-        if not series:
-            return {}
-        ids = sorted(int(i) for i in series)   # integers from this file
-        within = f"BETWEEN {ids[0]} AND {ids[-1]}" if ids[-1] - ids[0] + 1 == len(ids) \
-            else f"IN ({','.join(map(str, ids))})"
-        wanted = sorted(set(verdicts)) if verdicts is not None else None
-        only = "" if wanted is None else f"AND r.verdict IN ({','.join('?' * len(wanted))})"
+    def summaries(self, check: str | None = None,
+                  since: float | None = None) -> dict[tuple[str, str, int | None, str],
+                                                      list[Summary]]:
+        """Each figure's :class:`Summary` per session (of one check; of the sessions
+        whose earliest value of it is at or after ``since``), oldest first."""
         with self._errors("read"):
-            rows = self._db.execute(
-                "SELECT r.series, count(*) FROM sessions n CROSS JOIN results r "
-                f"ON r.session = n.id AND r.series {within} WHERE 1 {only} "
-                "GROUP BY r.series", wanted or ()).fetchall()
-        found = {}
-        for sid, count in rows:
-            _node, check, variant_, size, figure, _unit = series[sid]
-            found[(check, variant_, None if size == _NO_SIZE else size, figure)] = count
+            software = {i: (image or None, driver or None) for i, image, driver in
+                        self._db.execute("SELECT id, image, driver FROM software")}
+            names = dict(self._db.execute("SELECT id, name FROM sessions"))
+            if self.version >= 2:
+                rows = self._db.execute(
+                    "SELECT * FROM summaries" + ("" if check is None else
+                                                 ' WHERE "check" = ?'),
+                    () if check is None else (check,)).fetchall()
+            else:   # schema 1, read-only: computed from every value (slow)
+                rows = [row for session in names for row in self._summary_rows(session)
+                        if check is None or row[1] == check]
+        found: dict[tuple[str, str, int | None, str], list[Summary]] = {}
+        for (session, check_, variant_, size, figure, unit, time, nodes, least, low, q1,
+             median, q3, high, most, fails, soft, softwares) in rows:
+            if since is not None and time < since:
+                continue
+            size = None if size == _NO_SIZE else size
+            found.setdefault((check_, variant_, size, figure), []).append(Summary(
+                check_, variant_, size, figure, names[session], time, unit, nodes, least,
+                low, q1, median, q3, high, most, fails, *software[soft], softwares))
+        for summaries in found.values():
+            summaries.sort(key=lambda s: s.time)
         return found
+
+    def summarise(self, sessions: Iterable[str] | None = None) -> None:
+        """Recompute the summaries of ``sessions`` (names; None: every session) from
+        their results: for a file whose results were written without :meth:`add` (a
+        bulk load: scripts/bench-history.py)."""
+        if self.readonly:
+            raise HistoryError(f"{self.path}: opened read-only")
+        names = None if sessions is None else set(sessions)
+        with self._errors("write"), self._transaction():
+            ids = [i for i, name in self._db.execute("SELECT id, name FROM sessions")
+                   if names is None or name in names]
+            self._store_summaries(ids)
+
+    def _store_summaries(self, sessions: Iterable[int]) -> None:
+        """Replace the summaries rows of ``sessions`` (ids), inside the caller's
+        transaction."""
+        for session in sessions:
+            self._db.execute("DELETE FROM summaries WHERE session = ?", (session,))
+            self._db.executemany(f"INSERT INTO summaries VALUES ({','.join('?' * 18)})",
+                                 self._summary_rows(session))
+
+    def _summary_rows(self, session: int) -> list[tuple[Any, ...]]:
+        """The summaries rows of one session (an id), from its results: one range of
+        the results' key, each row's series found by its id."""
+        figures: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        for row in self._db.execute(
+                'SELECT s."check", s.variant, s.size, s.figure, s.unit, r.value, r.verdict, '
+                "r.time, r.software FROM results r CROSS JOIN series s ON s.id = r.series "
+                "WHERE r.session = ?", (session,)):
+            figures.setdefault(row[:4], []).append(row[4:])
+        found = []
+        for key, values in figures.items():
+            row = _summary_row(key, values)
+            if row is not None:
+                found.append((session, *key, *row))
+        return found
+
+    def event_log(self, node: str | None = None, since: float | None = None) -> list[Event]:
+        """The events (of one node; at or after ``since``) in the order they were kept,
+        with the session that wrote each."""
+        where = " AND ".join(w for w, on in (("node = ?", node is not None),
+                                             ("time >= ?", since is not None)) if on)
+        args = tuple(a for a in (node, since) if a is not None)
+        with self._errors("read"):
+            return [Event(*row) for row in self._db.execute(
+                "SELECT node, time, kind, reason, session FROM events"
+                + (f" WHERE {where}" if where else "") + " ORDER BY rowid", args)]
+
+    # ------------------------------------------------------------------ the fleet, by session
+
+    def series_index(self) -> dict[int, tuple[str, str, str, int | None, str, str]]:
+        """Every series: id -> (node, check, variant, size, figure, unit)."""
+        return {sid: (node, check, variant_, None if size == _NO_SIZE else size, figure, unit)
+                for sid, (node, check, variant_, size, figure, unit)
+                in self._series("", ()).items()}
+
+    def software_index(self) -> dict[int, tuple[str | None, str | None]]:
+        """Every software id of the results: id -> (image, driver), None where unknown."""
+        with self._errors("read"):
+            return {i: (image or None, driver or None) for i, image, driver in
+                    self._db.execute("SELECT id, image, driver FROM software")}
+
+    def arrivals(self) -> list[tuple[int, str]]:
+        """(id, name) of every session, newest arrival first."""
+        with self._errors("read"):
+            return [tuple(row) for row in self._db.execute(
+                "SELECT id, name FROM sessions ORDER BY id DESC")]
+
+    def session_values(self, session: int, verdicts: Iterable[str]) -> list[tuple[Any, ...]]:
+        """The values of ``session`` (an id from :meth:`arrivals`) whose verdict is one of
+        ``verdicts``, as (series, value, time, software): one range of the key, the
+        whole fleet's figures of a sweep at once (what drift reads)."""
+        verdicts = list(verdicts)
+        with self._errors("read"):
+            return self._db.execute(
+                "SELECT series, value, time, software FROM results WHERE session = ? AND "
+                f"verdict IN ({','.join('?' * len(verdicts))})",
+                (int(session), *verdicts)).fetchall()
+
+    def series_of(self, sessions: Iterable[int]) -> set[int]:
+        """The ids of the series ``sessions`` hold a value of, whatever its verdict."""
+        ids = ",".join(str(int(i)) for i in sessions)
+        if not ids:
+            return set()
+        with self._errors("read"):
+            return {sid for (sid,) in self._db.execute(
+                f"SELECT series FROM results WHERE session IN ({ids})")}
 
     def nodes(self) -> list[str]:
         with self._errors("read"):
@@ -599,15 +895,49 @@ class History:
                 "SELECT DISTINCT node FROM series ORDER BY node")]
 
     def events(self, node: str) -> list[tuple[float, str, str]]:
-        """(time, kind, reason) of ``node``'s events, oldest first."""
+        """(time, kind, reason) of ``node``'s events in the order they were kept (the
+        newest last, whatever its time says: see "Time")."""
         with self._errors("read"):
             return [tuple(row) for row in self._db.execute(
-                "SELECT time, kind, reason FROM events WHERE node = ? ORDER BY time, rowid",
+                "SELECT time, kind, reason FROM events WHERE node = ? ORDER BY rowid",
                 (node,))]
 
 
-def _by_time(row: tuple[Any, ...]) -> tuple[float, int]:
-    return (row[3], row[0])
+def _summary_row(key: tuple[Any, ...], values: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """(unit, time, nodes, least, low, q1, median, q3, high, most, fails, software,
+    softwares) of one figure's ``values`` (unit, value, verdict, time, software) in one
+    session; None when no value converts to the figure's unit."""
+    units: dict[str, int] = {}
+    for unit, *_ in values:
+        units[unit] = units.get(unit, 0) + 1
+    unit = min(units, key=lambda u: (-units[u], u))   # the most common; ties by name
+    numbers, fails, times, software = [], 0, [], {}
+    for their, value, verdict, time, soft in values:
+        if their != unit:
+            try:
+                value = metrics.convert(value, their, unit)
+            except metrics.UnknownMetric:
+                continue   # a unit of another metric: kept in its series, not summarised
+        numbers.append(value)
+        fails += verdict == "fail"
+        times.append(time)
+        software[soft] = software.get(soft, 0) + 1
+    if not numbers:
+        return None
+    numbers.sort()
+    return (unit, min(times), len(numbers), numbers[0], quantile(numbers, 0.1),
+            quantile(numbers, 0.25), quantile(numbers, 0.5), quantile(numbers, 0.75),
+            quantile(numbers, 0.9), numbers[-1], fails,
+            min(software, key=lambda s: (-software[s], s)), len(software))
+
+
+def quantile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted values, linearly interpolated between the two nearest
+    (numpy's default, and ``statistics.quantiles``' "inclusive"): at 0.5, the median."""
+    position = q * (len(ordered) - 1)
+    below = int(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
 
 
 def _stored_key(key: tuple[str, str, int | None, str]) -> tuple[str, str, int, str]:

@@ -41,6 +41,12 @@ And the audit itself cannot be fooled by a change during its walk: it walks from
 ``/`` through entries only root and the caller can change, so the first entry another
 user controls is always reached, and reported, whatever that user does to it.
 
+The same rule guards what ocibench writes or installs as root (one rule, here): the
+healthcheck's state and lock directories and the Prometheus textfile's directory
+(:func:`audit_directory`, :func:`own_directory`), and an air-gapped bundle, which is
+verified in place only when :func:`audit_tree` finds it safe (else a copy of the
+caller's is: ocibench.spack.bundle_verify).
+
 ``ocibench audit-modules`` runs :func:`audit` on a shape's tree and every
 ``MODULEPATH`` entry; every ReFrame job runs ``python3 -m ocibench.node.module_audit``
 before its first ``module use`` (:func:`ocibench.reframe.site.module_use_cmds`), so a
@@ -49,6 +55,7 @@ check whose tree is unsafe fails, naming the path, without loading anything from
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import stat
@@ -63,7 +70,12 @@ _SHARED_WRITE = stat.S_IWGRP | stat.S_IWOTH
 MAX_LINKS = 40
 
 
-def _who(uid: int) -> str:
+def may_own(uid: int) -> bool:
+    """The ownership rule: only root and the user running this may own what it trusts."""
+    return uid in (0, os.geteuid())
+
+
+def who(uid: int) -> str:
     try:
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
     except KeyError:
@@ -105,8 +117,9 @@ class _Missing:
 class _Audit:
     """One audit: its problems, each a line naming its path, in the order found, once."""
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "what Lmod loads") -> None:
         self.caller = os.geteuid()
+        self.what = what   # what the owners guard, in the owner's line
         self.problems: dict[str, None] = {}
 
     def add(self, line: str) -> None:
@@ -114,12 +127,12 @@ class _Audit:
         self.problems.setdefault(line.encode("utf-8", "backslashreplace").decode("utf-8"))
 
     def owner(self, path: str, info: os.stat_result) -> None:
-        if info.st_uid in (0, self.caller):
+        if may_own(info.st_uid):
             return
         allowed = ("root (who runs this audit)" if self.caller == 0
-                   else f"root and {_who(self.caller)}, who runs this audit,")
-        self.add(f"{path}: {_kind(info.st_mode)} owned by {_who(info.st_uid)}; only "
-                 f"{allowed} may own what Lmod loads: they can change it")
+                   else f"root and {who(self.caller)}, who runs this audit,")
+        self.add(f"{path}: {_kind(info.st_mode)} owned by {who(info.st_uid)}; only "
+                 f"{allowed} may own {self.what}: they can change it")
 
     def on_the_way(self, parent: Path, info: os.stat_result, entry: Path) -> None:
         """``entry`` lies in ``parent``: can another user replace it there?"""
@@ -266,14 +279,84 @@ def _absolute(path: Path) -> Path:
     return path if path.is_absolute() else Path(os.getcwd()) / path
 
 
-def audit_tree(top: Path) -> list[str]:
-    """Every problem of one tree, each a line naming its path; [] when it is safe."""
-    checker = _Audit()
+def audit_tree(top: Path, what: str = "what Lmod loads") -> list[str]:
+    """Every problem of one tree, each a line naming its path; [] when it is safe.
+    ``what`` names what the owners guard, for the owner's line (an air-gapped bundle is
+    audited so too: ocibench.spack.bundle_verify)."""
+    checker = _Audit(what)
     try:
         checker.tree(_absolute(Path(top)))
     except OSError as err:   # getcwd: the working directory was removed
         checker.add(f"{top}: the working directory cannot be read ({err.strerror})")
     return list(checker.problems)
+
+
+def audit_directory(directory: Path, what: str) -> list[str]:
+    """Every problem of one directory a program writes its own files in (the
+    healthcheck's state and lock, a Prometheus textfile, a bundle's staged copy), each a
+    line naming its path; [] when it is safe.  The same rules as a module tree's, for
+    the directory alone (its contents are not listed): the way to it as above, and the
+    directory itself owned by root or the caller and writable by neither group nor
+    others, sticky or not (in /tmp, anyone can create the name first: a link, a lock
+    they hold).  One that does not exist is safe only where nobody else can create it.
+    ``what`` names what the owners guard, for the owner's line."""
+    checker = _Audit(what)
+    try:
+        top = _absolute(Path(directory))
+        found = checker.lookup(top)
+    except OSError as err:   # getcwd: the working directory was removed
+        checker.add(f"{directory}: the working directory cannot be read ({err.strerror})")
+        return list(checker.problems)
+    if isinstance(found, _Missing):
+        checker.missing(top, found)
+    elif isinstance(found, _Found):
+        if stat.S_ISDIR(found.info.st_mode):
+            checker.in_tree(_shown(top, found.real), found.info)
+        else:
+            checker.add(f"{_shown(top, found.real)}: not a directory")
+    return list(checker.problems)
+
+
+def own_directory(directory: Path, mode: int, what: str) -> list[str]:
+    """A directory of the caller's with ``mode``, for files only the caller may change
+    (root's lock directory, 0700; a bundle's staged copy, 0700; a state directory, 0755):
+    :func:`audit_directory` first; a missing one is then made (its missing parents
+    0755) and an existing one given ``mode``, each mode set on the directory's
+    descriptor, never by name; one owned by anyone but the caller is refused; then
+    audited again.  The problems, each a line naming its path; [] when it is ready."""
+    directory = _absolute(Path(directory))
+    problems = audit_directory(directory, what)
+    if problems:
+        return problems
+    made = []
+    try:
+        for part in reversed((directory, *directory.parents)):
+            if not os.path.lexists(part):
+                os.mkdir(part, 0o700)   # the audit below judges one made meanwhile
+                made.append(part)
+        for part in made:
+            _chmod_directory(part, mode if part == directory else 0o755, own=True)
+        if directory not in made:
+            _chmod_directory(directory, mode, own=True)
+    except OSError as err:
+        why = "a symbolic link (never followed)" if err.errno == errno.ELOOP \
+            else err.strerror or str(err)
+        return [f"{err.filename or directory}: {why}"]
+    return audit_directory(directory, what)
+
+
+def _chmod_directory(directory: Path, mode: int, own: bool) -> None:
+    """``chmod mode`` on the directory's descriptor (opened without following a link);
+    PermissionError naming its owner when ``own`` and the caller is not it."""
+    handle = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        info = os.fstat(handle)
+        if own and info.st_uid != os.geteuid():
+            raise PermissionError(f"owned by {who(info.st_uid)}, not {who(os.geteuid())}")
+        if stat.S_IMODE(info.st_mode) != mode:
+            os.fchmod(handle, mode)
+    finally:
+        os.close(handle)
 
 
 def audit(trees: Iterable[Path]) -> list[str]:

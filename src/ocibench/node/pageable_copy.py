@@ -14,6 +14,9 @@ The vendor is the first whose driver library loads.
 
     python3 -m ocibench.node.pageable_copy [--size BYTES] [--copies N] [--h2d-gpu G] [--d2h-gpu G]
 
+(the GPUs default to those of OMB's host<->device runs on this node: GPU 1 and GPU 0,
+or GPU 0 for both where the node has one)
+
 prints one line per direction, which ``ocibench.figures.outputs`` reads::
 
     pageable host_to_device GPU 1: 8.21 GB/s (268435456 bytes, median of 20 copies)
@@ -35,9 +38,16 @@ from ocibench import accelerators
 #: OMB's osu_bw message in the checks (-m 268435456): the rate at that size.
 SIZE = 268435456
 COPIES, WARMUP = 20, 3
-#: The GPUs of OMB's host<->device runs (ocibench.placement.host_device_cores): the device
-#: rank of H-D is rank 1 on GPU 1, that of D-H rank 0 on GPU 0.
-H2D_GPU, D2H_GPU = 1, 0
+#: The ranks of OMB's host<->device runs whose buffers are on a GPU
+#: (ocibench.placement.host_device_cores): rank 1 for H-D, rank 0 for D-H; OMB gives
+#: rank r GPU r mod GPUs, so on one GPU both are GPU 0.
+H2D_RANK, D2H_RANK = 1, 0
+
+
+def default_gpus(count: int) -> tuple[int, int]:
+    """(H-D's GPU, D-H's GPU) on a node of ``count`` GPUs, as OMB picks them: GPU 1 and
+    GPU 0 on two or more, GPU 0 for both on one."""
+    return H2D_RANK % count, D2H_RANK % count
 
 
 class CopyError(RuntimeError):
@@ -64,6 +74,17 @@ def _call(api: accelerators.HostCopyApi, lib: ctypes.CDLL, name: str, *args) -> 
         getattr(lib, api.error_string)(status, ctypes.byref(text))
         why = text.value.decode() if text.value else f"status {status}"
         raise CopyError(f"{name}: {why}")
+
+
+def gpu_count() -> int:
+    """The GPUs the vendor's driver sees here."""
+    api, lib = _driver()
+    _call(api, lib, api.init, 0)
+    count = ctypes.c_int()
+    _call(api, lib, api.device_count, ctypes.byref(count))
+    if count.value < 1:
+        raise CopyError("the driver sees no GPU")
+    return count.value
 
 
 def measure(gpu: int, to_device: bool, size: int = SIZE, copies: int = COPIES) -> float:
@@ -102,10 +123,16 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=SIZE, help="bytes per copy")
     parser.add_argument("--copies", type=int, default=COPIES, help="timed copies")
-    parser.add_argument("--h2d-gpu", type=int, default=H2D_GPU)
-    parser.add_argument("--d2h-gpu", type=int, default=D2H_GPU)
+    parser.add_argument("--h2d-gpu", type=int, default=None,
+                        help="default: OMB's H-D device rank's GPU, 1 (0 on one GPU)")
+    parser.add_argument("--d2h-gpu", type=int, default=None,
+                        help="default: OMB's D-H device rank's GPU, 0")
     args = parser.parse_args(argv)
     try:
+        if args.h2d_gpu is None or args.d2h_gpu is None:
+            h2d, d2h = default_gpus(gpu_count())
+            args.h2d_gpu = h2d if args.h2d_gpu is None else args.h2d_gpu
+            args.d2h_gpu = d2h if args.d2h_gpu is None else args.d2h_gpu
         for direction, gpu, to_device in (("host_to_device", args.h2d_gpu, True),
                                           ("device_to_host", args.d2h_gpu, False)):
             rate = measure(gpu, to_device, args.size, args.copies)

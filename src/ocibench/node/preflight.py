@@ -102,7 +102,9 @@ class Expectations:
     gpu_model: str | None
     gpu_numa: list[int]            # NUMA node of GPU i
     capabilities: dict[str, Any]   # ocibench.capabilities names -> declared value
-    rdma_devices: list[str]        # "mlx5_6:1", from network.ucx_net_devices
+    #: Every RDMA port to check (ocibench.node.rdma.Port): network.rdma_nics, then the
+    #: RDMA ports of network.ucx_net_devices not among them.
+    rdma_ports: list[Any]
     vendor: accelerators.Accelerator | None = None   # the GPUs' row, from gpus.vendor
     gpu_arch: str | None = None    # gpus.arch: "80", "gfx942"
 
@@ -110,25 +112,32 @@ class Expectations:
     def gpu_count(self) -> int:
         return len(self.gpu_numa)
 
+    @property
+    def rdma_devices(self) -> list[str]:
+        """The ports' names, "mlx5_6:1": the items ``rdma <name>``."""
+        return [p.name for p in self.rdma_ports]
+
     def requires(self, capability: str) -> bool:
         return self.binding and capabilities.present(self.capabilities.get(capability))
 
 
 def expectations(shape: shapes.Shape) -> Expectations:
+    from ocibench.node import rdma  # it reads files with this module's readers
+
     data = shape.data
     # The shape file's declaration is the one source (ocibench.capabilities): a shape
     # that declares nothing requires nothing of its nodes.
     caps = dict(data.get("capabilities") or {})
     devices = (shape.gpus or {}).get("devices") or []
-    # "mlx5_6:1" names an RDMA device and port; "ocbnet0" (a plain interface) does not.
-    rdma = [d for d in shape.ucx_net_devices.values() if re.fullmatch(r"[\w-]+:\d+", str(d))]
+    ports = rdma.ports_of(data, shape.ucx_net_devices, shape.gid_index) \
+        if caps.get("rdma") or shape.rdma_nics else []
     return Expectations(
         shape=shape.name,
         binding=bool(data["software"]["compilers"]),
         gpu_model=(shape.gpus or {}).get("model"),
         gpu_numa=[int(d["numa_node"]) for d in sorted(devices, key=lambda d: d["index"])],
         capabilities=caps,
-        rdma_devices=sorted(set(rdma)) if caps.get("rdma") else [],
+        rdma_ports=ports,
         vendor=accelerators.of(shape.gpus),
         gpu_arch=str((shape.gpus or {}).get("arch") or "") or None,
     )
@@ -666,29 +675,6 @@ def probe_memlock(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) ->
                 "(ulimit -l unlimited, /etc/security/limits.conf)", evidence, required)
 
 
-def probe_rdma_device(device: str) -> Callable[..., Item]:
-    def probe(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
-        name, _, port = device.partition(":")
-        rel = f"sys/class/infiniband/{name}/ports/{port}/state"
-        read = _read(root, rel)
-        evidence = f"read {root / rel}"
-        if read.why:
-            return Item(f"rdma {device}", UNKNOWN, read.why, evidence, exp.binding)
-        if read.text is None:
-            return Item(f"rdma {device}", ABSENT, f"no port {port} of {name}", evidence,
-                        exp.binding)
-        state = read.text.strip()
-        # sysfs: "4: ACTIVE" (ib_verbs's port states, include/rdma/ib_verbs.h)
-        if not re.fullmatch(r"[0-9]: [A-Z_]+", state):
-            return Item(f"rdma {device}", UNKNOWN, f"port state reads {state[:40]!r}",
-                        evidence, exp.binding)
-        if state != "4: ACTIVE":
-            return Item(f"rdma {device}", UNEXPECTED, f"port state {state}", evidence,
-                        exp.binding)
-        return Item(f"rdma {device}", PRESENT, state, evidence, exp.binding)
-    return probe
-
-
 def _needed(exp: Expectations, table: dict[str, str], gpus: str | None) -> list[str]:
     """What UCX must have for the capabilities the shape requires, and ``gpus`` (the
     vendor's module or copy transport) where the shape has GPUs."""
@@ -848,7 +834,9 @@ class Preflight:
 def preflight(shape: shapes.Shape, root: Path = Path("/")) -> Preflight:
     exp = expectations(shape)
     gpus = list_gpus(accelerators.of(shape.gpus))
-    probes = list(PROBES) + [probe_rdma_device(d) for d in exp.rdma_devices]
+    from ocibench.node import rdma  # it reads files with this module's readers
+
+    probes = list(PROBES) + [rdma.port_probe(p) for p in exp.rdma_ports]
     items = [item for item in (p(root, exp, gpus) for p in probes)
              if item.name not in _other_vendors_gpudirect(shape)]
     for group in capabilities.GPUDIRECT_GROUPS:

@@ -43,7 +43,7 @@ Extras (partition)
     ``gpu_numa`` (NUMA node of GPU *i*)); ``memory_gib``,
     ``nodes`` (nodes a job may span in this partition), ``ucx_net_devices``
     (``{mpi, nccl}``), ``scheduler``, ``rdma_hcas`` (the RDMA devices the perftest checks
-    run on: ``network.hcas``; on ``local`` those of /sys/class/infiniband), ``gid_index``
+    run on: ``network.rdma_nics``; on ``local`` those of /sys/class/infiniband), ``gid_index``
     (their RoCE GID index, perftest's ``-x``: :attr:`ocibench.shapes.Shape.gid_index`),
     ``stream_threads`` (the OMP_NUM_THREADS of the shape's STREAM figures, if any) and
     ``nccl_sizes`` (nodes -> the size options of each documented nccl-tests range:
@@ -179,6 +179,53 @@ def module_dirs(shape: str) -> list[Path]:
     return [p for p in found if p.is_dir()]
 
 
+def tree_modules(root: Path) -> set[str]:
+    """The module names a Lmod tree holds: each directory below ``root`` with a
+    ``<version>.lua`` in it, at any level of the hierarchy (Spack's
+    ``<arch>/Core/openmpi/4.1.4.lua``, ``<arch>/openmpi/4.1.4-<hash>/Core/omb/7.4.lua``)."""
+    return {Path(top).name for top, _, files in os.walk(root)
+            if any(name.endswith(".lua") for name in files)}
+
+
+def package_of_module(module: str) -> str:
+    """The Spack package whose module users load as ``module`` (modules.yaml's
+    projections read backwards: omb is osu-micro-benchmarks)."""
+    import yaml  # as paths.module_name: only where a tree is judged
+
+    conf = yaml.safe_load(paths.MODULES_YAML.read_text())
+    projections = conf["modules"]["default"]["lmod"].get("projections", {})
+    named = {str(p).split("/")[0]: package for package, p in projections.items()
+             if package != "all" and "{name}" not in str(p).split("/")[0]}
+    return named.get(module, module)
+
+
+def absent_modules(shape: shapes.Shape, modules: list[str], detected: bool,
+                   held: set[str] | None = None) -> str | None:
+    """Why a check cannot run because its software is not installed, or None.
+
+    Judged only where this machine sees what the jobs will load: a tree with a
+    ``Core`` level (the modules it holds must include each of ``modules``), or, on
+    ``local``, whose jobs run here, no tree at all.  A tree this machine cannot see
+    (a cluster's tree only on its compute nodes) is left to the job, which fails
+    naming it: absent here is not absent there.  The reason names each module, its
+    Spack package and the step that installs it.  ``held``: the tree's modules, when
+    the caller listed them already (:func:`tree_modules`)."""
+    root = paths.module_root(shape.name)
+    install = "make install" if detected else f"OCIBENCH_SHAPE={shape.name} make install"
+    if not module_dirs(shape.name):
+        if not shape.is_local:
+            return None
+        return (f"not installed: no Lmod module tree for shape {shape.name} at {root} "
+                f"(`{install}` builds the stack and its tree)")
+    held = tree_modules(root) if held is None else held
+    missing = [m for m in modules if m not in held]
+    if not missing:
+        return None
+    named = ", ".join(f"{m} (Spack package {package_of_module(m)})" for m in missing)
+    return (f"not installed: no module {named} in the Lmod tree {root} "
+            f"(`{install}` builds the {shape.name} stack into it)")
+
+
 def module_use_cmds(root: Path, dirs: list[Path]) -> list[str]:
     """The job's lines that put a tree on MODULEPATH: its audit first.
 
@@ -254,11 +301,12 @@ def partition_extras(shape: shapes.Shape, nodes: int) -> dict[str, Any]:
 
 
 def rdma_hcas(shape: shapes.Shape) -> list[str]:
-    """The RDMA devices the perftest checks run on: the shape's cluster-network HCAs
-    (``network.hcas``); on ``local``, every device of /sys/class/infiniband."""
+    """The RDMA devices the perftest checks run on: the shape's cluster-network NICs
+    (``network.rdma_nics``, :attr:`ocibench.shapes.Shape.hcas`); on ``local``, every
+    device of /sys/class/infiniband."""
     if shape.is_local:
         return sorted(Path(p).name for p in glob.glob("/sys/class/infiniband/*"))
-    return list((shape.data.get("network") or {}).get("hcas") or [])
+    return shape.hcas
 
 
 def perftest_unavailable(shape: shapes.Shape) -> str | None:
@@ -266,7 +314,7 @@ def perftest_unavailable(shape: shapes.Shape) -> str | None:
     if not rdma_hcas(shape):
         if shape.is_local:
             return "no RDMA devices on this machine (/sys/class/infiniband is empty)"
-        return (f"{shape.name} has no RDMA devices: no network.hcas in "
+        return (f"{shape.name} has no RDMA devices: no network.rdma_nics in "
                 f"site/shapes/{shape.name}.yaml")
     if "perftest" not in (shape.data["software"].get("stack") or {}):
         return (f"{shape.name} has no perftest in software.stack of "
@@ -397,7 +445,8 @@ def _partitions(shape: shapes.Shape, detected: bool, init: Path | None) -> list[
     ]
 
 
-def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
+def _environments(shape: shapes.Shape, lmod_ok: bool,
+                  detected: bool = False) -> list[dict[str, Any]]:
     root = paths.module_root(shape.name)
     dirs = module_dirs(shape.name)
     if not lmod_ok:
@@ -410,6 +459,7 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
     else:
         use = module_use_cmds(root, dirs)
     stack = shape.data["software"].get("stack") or {}
+    held = tree_modules(root) if dirs else set()
     envs = []
     for env in ENVIRONMENTS:
         mpi = env.mpi
@@ -439,6 +489,11 @@ def _environments(shape: shapes.Shape, lmod_ok: bool) -> list[dict[str, Any]]:
         if env.name == "perftest" and perftest_unavailable(shape):
             extras["unavailable"] = perftest_unavailable(shape)
             modules, prepare = [], []
+        if modules and lmod_ok:
+            # checks/base.py skips with it once the check's own skips (GPUs, nodes) passed
+            absent = absent_modules(shape, modules, detected, held)
+            if absent:
+                extras["absent"] = absent
         envs.append({
             "name": env.name,
             "target_systems": [system_name(shape.name)],
@@ -579,7 +634,7 @@ def build(argv: list[str] | None = None) -> dict[str, Any]:
     reports = os.environ.get(REPORT_ENV) or str(paths.REPO_ROOT / "reports")
     envs = []
     for name in order:
-        envs += _environments(loaded[name], lmod_ok)
+        envs += _environments(loaded[name], lmod_ok, detected=name == detected)
     return {
         # ReFrame picks the system whose name detected_system returns (hostnames above)
         "autodetect_methods": [f"py::{__name__}.detected_system"],

@@ -13,7 +13,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ocibench.report import html, plots
 from ocibench.report.load import InputError, load, shape_of
 from ocibench.report.model import Result, status_counts, verdict_counts
 from ocibench.report.output import OutputError, staged
@@ -27,6 +26,10 @@ def build(inputs: list[Path], outdir: Path, provenance: Path | None = None) -> d
     Every input is read and checked before anything is written; the files are then
     made in a temporary directory and moved into ``outdir`` only once all of them are.
     """
+    # here, not at the top: the history's pages import this package and need neither
+    # matplotlib (a third of a second to import) nor the report's plots
+    from ocibench.report import html, plots
+
     results = load(inputs, provenance)
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     measured = [r for r in results if r.rows]

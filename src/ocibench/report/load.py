@@ -312,9 +312,12 @@ def testcase_result(case: runreport.TestCase, absent: judge.Facts | None = None)
     # The live check fails a run it could not judge with "could not judge: <why>"
     # (metrics.could_not_judge): that is UNJUDGED here, never the node's failure.
     unjudged = metrics.unjudged_in(case.get("fail_reason"))
+    # A live check's variant that the shape documents no figure for is recorded, as on
+    # `local` (checks/base.py, docs/evaluate.md): "documented" is the run's variant, not
+    # the check (a 1-node osu_latency where only the 2-node one is documented was
+    # unjudged here, and every healthy node of a sweep "failed" with it).
     verdict = evaluation.run_verdict(rows, broken=not passed and not unjudged and not skipped,
-                                     unjudged=unjudged,
-                                     documented=evaluation.documents(shape, check))
+                                     unjudged=unjudged, documented=bool(figures))
     ok = verdict in (RunVerdict.PASS, RunVerdict.RECORDED)
     if unjudged and not judge.first_failure(rows):
         reason = unjudged

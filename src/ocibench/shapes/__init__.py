@@ -153,7 +153,25 @@ class Shape:
 
     @property
     def ucx_net_devices(self) -> dict[str, str]:
-        return (self.data.get("network") or {}).get("ucx_net_devices") or {}
+        """``network.ucx_net_devices``; its ``mpi`` where the file gives none is the first
+        cluster-network port (``rdma_nics``): one list, not a second copy of its head."""
+        given = dict((self.data.get("network") or {}).get("ucx_net_devices") or {})
+        nics = self.rdma_nics
+        if "mpi" not in given and nics:
+            return {"mpi": nic_port(nics[0]), **given}
+        return given
+
+    @property
+    def rdma_nics(self) -> list[dict[str, Any]]:
+        """The cluster-network NICs (``network.rdma_nics``), one per port, in the order
+        of OCI's NCCL_IB_HCA; [] where the shape has no RDMA network."""
+        return list((self.data.get("network") or {}).get("rdma_nics") or [])
+
+    @property
+    def hcas(self) -> list[str]:
+        """The cluster-network RDMA devices, in OCI's NCCL_IB_HCA order: what the perftest
+        checks run on (derived from ``rdma_nics``)."""
+        return [str(nic["device"]) for nic in self.rdma_nics]
 
     @property
     def gid_index(self) -> int:
@@ -187,6 +205,11 @@ class Shape:
             if node["id"] == numa_id:
                 return node["socket"]
         raise ShapeError(f"{self.name}: no NUMA node {numa_id}")
+
+
+def nic_port(nic: dict[str, Any]) -> str:
+    """"mlx5_0:1": an entry of ``network.rdma_nics`` as UCX_NET_DEVICES names a port."""
+    return f"{nic['device']}:{int(nic.get('port', 1))}"
 
 
 def shapes_dir() -> Path:

@@ -211,6 +211,8 @@ def _describe(error: ValidationError, data: Any) -> str:
     if kind in ("minimum", "exclusiveMinimum"):
         sign = ">=" if kind == "minimum" else ">"
         return _joined(where, f"{_short(instance)} must be {sign} {expected}{about}")
+    if kind == "maximum":
+        return _joined(where, f"{_short(instance)} must be <= {expected}{about}")
     if kind in ("minLength", "minProperties"):
         return _joined(where, f"must not be empty{about}")
     if kind == "uniqueItems":
@@ -240,6 +242,7 @@ def _rule_problems(data: dict[str, Any]) -> Iterator[str]:
     yield from _numa_problems(data["cpu"])
     yield from _gpu_problems(data)
     yield from _capability_problems(data)
+    yield from _rdma_nic_problems(data)
     yield from _gid_problems(data)
     seen: dict[str, int] = {}
     for index, figure in enumerate(data["figures"]):
@@ -327,6 +330,67 @@ def _capability_problems(data: dict[str, Any]) -> Iterator[str]:
         if ports != (network["ports"] if rdma else 0):
             yield (f"capabilities.rdma: {ports} RDMA ports, but network says "
                    f"rdma {network['rdma']!r}, ports {network['ports']}")
+
+
+def _rdma_nic_problems(data: dict[str, Any]) -> Iterator[str]:
+    """The cluster-network NICs (network.rdma_nics): every port of an RDMA network is
+    listed once, as many as network.ports, each serving a GPU the shape has; the
+    capability says as many; NCCL_IB_HCA, where the shape sets it, names the same NICs in
+    the same order (one list: the perftest checks run on it, preflight and the
+    healthcheck check each of its ports)."""
+    network = data.get("network") or {}
+    if not network:
+        return
+    rdma = str(network["rdma"]).lower() != "none"
+    nics = network.get("rdma_nics")
+    if nics is None:
+        if rdma and network["ports"] > 0:
+            yield (f"network.rdma_nics: missing: a {network['rdma']} network of "
+                   f"{network['ports']} ports lists its NICs ({{device, pci, gpu}} each), "
+                   "which preflight and the healthcheck check one by one")
+        elif "mpi" not in network["ucx_net_devices"]:
+            yield ("network.ucx_net_devices.mpi: missing (it defaults to the first of "
+                   "network.rdma_nics, which the shape does not list)")
+        return
+    if not rdma:
+        yield f"network.rdma_nics: listed, but network.rdma is {network['rdma']!r}"
+        return
+    if len(nics) != network["ports"]:
+        yield (f"network.rdma_nics: {len(nics)} NICs, but network.ports is "
+               f"{network['ports']} (one entry per port)")
+    gpus = sorted(d["index"] for d in (data.get("gpus") or {}).get("devices") or [])
+    ports: dict[str, int] = {}
+    addresses: dict[str, int] = {}
+    for i, nic in enumerate(nics):
+        where = f"network.rdma_nics[{i}]"
+        port = f"{nic['device']}:{nic.get('port', 1)}"
+        if port in ports:
+            yield f"{where}: port {port} is listed twice (network.rdma_nics[{ports[port]}])"
+        ports.setdefault(port, i)
+        pci = nic.get("pci")
+        if pci is not None and pci in addresses:
+            yield (f"{where}.pci: {pci} is listed twice (network.rdma_nics"
+                   f"[{addresses[pci]}]): one PCI function is one port")
+        if pci is not None:
+            addresses.setdefault(pci, i)
+        gpu = nic.get("gpu")
+        if gpu is not None and gpu not in gpus:
+            known = f"gpus.devices has {', '.join(map(str, gpus))}" if gpus \
+                else "the shape has no gpus"
+            yield f"{where}.gpu: GPU {gpu} is no GPU of the shape ({known})"
+    if (data.get("capabilities") or {}).get("rdma") is None:
+        yield (f"capabilities.rdma: not declared, but network.rdma_nics lists "
+               f"{len(nics)} RDMA ports (declare rdma: {len(nics)}: preflight requires "
+               "what the capabilities say)")
+    hca = (network.get("collective_env") or {}).get("NCCL_IB_HCA")
+    if hca is not None and not str(hca).startswith("^"):
+        named = [h.split(":")[0] for h in str(hca).lstrip("=").split(",") if h]
+        listed = [str(nic["device"]) for nic in nics]
+        if named != listed:
+            yield (f"network.collective_env.NCCL_IB_HCA names {','.join(named)}, but "
+                   f"network.rdma_nics lists {','.join(listed)}: the same NICs in the "
+                   "same order (the perftest checks run on the one, the collective "
+                   "library on the other)")
 
 
 def _gid_problems(data: dict[str, Any]) -> Iterator[str]:

@@ -31,20 +31,35 @@ Without an anchor the bundle is still checked against its own list (damage, stra
 files), and says it is not authenticated; but ``unchecked=`` in BUNDLE, which makes
 scripts/install.sh pass ``--no-checksum`` to Spack, is then refused.
 
-Standard library only: it runs before any Python tool is installed.
+What is verified is what is installed.  With ``--stage`` (as set-up and install run
+it), a bundle that anyone but root and the caller could change (the module audit's
+rule, ocibench.node.module_audit) is copied into a directory only the caller can open
+(<cache>/bundle, 0700), and the copy is verified and used: a file swapped in the
+bundle after the check never reaches apt-get, pip or Spack (:func:`stage`).  The first
+line printed is the directory verified, the one set-up and install then use.
+
+Standard library only (with ocibench.paths and ocibench.node.module_audit, which are
+too): it runs before any Python tool is installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import hashlib
 import os
 import re
+import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ocibench import paths
+from ocibench.node import module_audit
 
 LIST = "SHA256SUMS"
 SIGNATURE = "SHA256SUMS.asc"
@@ -77,9 +92,13 @@ class Result:
     files: int = 0
     authenticated_by: str = ""
     info: dict[str, str] = field(default_factory=dict)
+    #: the bundle as the admin named it, where ``root`` is a copy of it (:func:`stage`):
+    #: refusals name the bundle's files
+    shown: Path | None = None
 
     def refuse(self, name: str, why: str) -> None:
-        self.refusals.append(f"{self.root / name if name else self.root}: {why}")
+        top = self.shown or self.root
+        self.refusals.append(f"{top / name if name else top}: {why}")
 
 
 def _sha256(path: Path) -> str:
@@ -232,8 +251,8 @@ def _develop_sources(result: Result, listed: dict[str, str]) -> None:
                           f".tar.gz is not listed in {LIST}")
 
 
-def verify(root: Path, sha256: str = "", signer: str = "") -> Result:
-    result = Result(root)
+def verify(root: Path, sha256: str = "", signer: str = "", shown: Path | None = None) -> Result:
+    result = Result(root, shown=shown)
     for name in ("BUNDLE", LIST):
         path = root / name
         if path.is_symlink() or not path.is_file():
@@ -298,6 +317,185 @@ def verify(root: Path, sha256: str = "", signer: str = "") -> Result:
     return result
 
 
+# --- A copy only the caller can change ----------------------------------------------
+# Verified in place, a bundle is what set-up and install use only while nobody else can
+# change it: apt-get, pip and Spack read its files long after the check.  Where another
+# user could (a directory of theirs, or one they may write, anywhere in the bundle or on
+# the way to it: the module audit's rule, ocibench.node.module_audit), it is copied
+# into a directory that only the caller can open, and the copy is verified and used.
+
+#: What the owners guard, in the module audit's line about an owner.
+GUARDED = "what set-up installs"
+
+
+def _open_below(top: int, name: str) -> int:
+    """The listed file ``name`` of the bundle whose directory ``top`` is open, opened
+    one component at a time without following a link (O_NOFOLLOW): a link swapped in
+    anywhere on the way fails (ELOOP, ENOTDIR); a regular file only."""
+    parts = name.split("/")
+    opened: list[int] = []
+    here = top
+    try:
+        for part in parts[:-1]:
+            here = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=here)
+            opened.append(here)
+        handle = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=here)
+    finally:
+        for fd in opened:
+            os.close(fd)
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        os.close(handle)
+        raise OSError(errno.EINVAL, "not a regular file")
+    return handle
+
+
+def _read_below(top: int, name: str, limit: int) -> bytes | None:
+    """A small file of the bundle (its list, its signature), read as :func:`_open_below`
+    opens it; None when absent."""
+    try:
+        handle = _open_below(top, name)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(handle, "rb") as reader:
+        data = reader.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return data
+
+
+def _write_in(dest: Path, name: str, copy) -> None:
+    """Replace ``dest/name`` (in the caller's own directory) with what ``copy(writer)``
+    writes; 0644 under the 0700 copy (root's tools read it as root)."""
+    target = dest / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                         dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as writer:
+            os.fchmod(writer.fileno(), 0o644)
+            copy(writer)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _copy_in(top: int, name: str, dest: Path) -> None:
+    """The bundle's file ``name`` into the copy ``dest``."""
+    with os.fdopen(_open_below(top, name), "rb") as reader:
+        _write_in(dest, name, lambda writer: shutil.copyfileobj(reader, writer, 1 << 20))
+
+
+def _prune(dest: Path, keep: set[str]) -> None:
+    """Remove from the copy everything that is not a file to keep or a directory on
+    the way to one (what an earlier bundle left)."""
+    needed = {"/".join(name.split("/")[:depth]) for name in keep
+              for depth in range(1, name.count("/") + 1)}
+    for here, dirs, files in os.walk(dest):
+        rel = os.path.relpath(here, dest)
+        prefix = "" if rel == "." else f"{rel}/"
+        for name in list(dirs):
+            path = os.path.join(here, name)
+            if prefix + name not in needed or os.path.islink(path):
+                dirs.remove(name)
+                if os.path.islink(path):
+                    os.unlink(path)
+                else:
+                    shutil.rmtree(path)
+        for name in files:
+            if prefix + name not in keep:
+                os.unlink(os.path.join(here, name))
+
+
+def _why(err: OSError) -> str:
+    if err.errno in (errno.ELOOP, errno.ENOTDIR):
+        return "a symbolic link on the way (never followed)"
+    return err.strerror or str(err)
+
+
+def stage(source: Path, dest: Path, sha256: str = "", signer: str = "") -> Result:
+    """The bundle ``source`` as a copy in ``dest`` (made the caller's, 0700), verified
+    (:func:`verify`, refusals naming the bundle's files): what was verified is then
+    what set-up and install use, whatever happens to ``source``.
+
+    The bundle's own refusals come first, before any large file is copied: a list that
+    cannot be used, unlisted files, links, other types.  A copy in ``dest`` made from
+    the same list (SHA256SUMS and its signature, byte for byte) is verified again, not
+    copied again (install.sh after setup.sh); otherwise ``dest`` is emptied of what the
+    list does not name and every listed file is copied, the list last: a copy cut short
+    has no list, and is never taken for a finished one."""
+    result = Result(dest, shown=source)
+    problems = module_audit.own_directory(dest, 0o700, "a bundle's copy")
+    if problems:
+        result.refusals += [f"{line} (the bundle's copy goes there: OCIBENCH_CACHE or "
+                            "--stage-dir moves it)" for line in problems]
+        return result
+    try:
+        top = os.open(source, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as err:
+        result.refuse("", f"cannot be opened ({err.strerror})")
+        return result
+    try:
+        try:
+            listing = _read_below(top, LIST, MAX_LIST_BYTES)
+            signature = _read_below(top, SIGNATURE, 1 << 20)
+            text = listing.decode("utf-8") if listing is not None else ""
+        except (OSError, ValueError) as err:
+            result.refuse(LIST, f"cannot be read: {_why(err) if isinstance(err, OSError) else err}")
+            return result
+        if listing is None:
+            result.refuse(LIST, "absent (or not a file): `make bundle` writes one")
+            return result
+        listed = _listed(result, text)
+        walked = Result(source)   # names only, never followed: the bundle's own refusals
+        present = _walk(walked)
+        result.refusals += walked.refusals
+        for name in sorted(present - set(listed) - UNLISTED_OK):
+            result.refuse(show(name), f"not listed in {LIST}: set-up uses listed files only")
+        if result.refusals:
+            return result
+        if _same(dest / LIST, listing) and _same(dest / SIGNATURE, signature):
+            again = verify(dest, sha256, signer, shown=source)
+            if not again.refusals:
+                return again
+        # a new copy: first no list, so that a copy cut short is never taken for one
+        for name in (LIST, SIGNATURE):
+            with contextlib.suppress(FileNotFoundError):
+                (dest / name).unlink()
+        _prune(dest, set(listed))
+        for name in sorted(listed):
+            try:
+                _copy_in(top, name, dest)
+            except FileNotFoundError:   # verify says "listed but absent"
+                with contextlib.suppress(FileNotFoundError):
+                    (dest / name).unlink()
+            except OSError as err:
+                result.refuse(name, f"cannot be copied ({_why(err)})")
+        if result.refusals:
+            return result
+        # the list and signature as read above: the ones the walk and the copy followed
+        if signature is not None:
+            _write_in(dest, SIGNATURE, lambda writer: writer.write(signature))
+        _write_in(dest, LIST, lambda writer: writer.write(listing))
+    except OSError as err:   # the copy itself (a full disk)
+        result.refuse("", f"cannot be copied to {dest} ({_why(err)})")
+        return result
+    finally:
+        os.close(top)
+    return verify(dest, sha256, signer, shown=source)
+
+
+def _same(path: Path, data: bytes | None) -> bool:
+    """``path`` (in the caller's copy) holds exactly ``data``; None: it is absent."""
+    try:
+        return _read_small(path, MAX_LIST_BYTES) == data
+    except FileNotFoundError:
+        return data is None
+    except (OSError, ValueError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 -m ocibench.spack.bundle_verify",
@@ -306,12 +504,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("bundle", type=Path)
     parser.add_argument("--print", dest="key", metavar="KEY",
                         help="after the check, print BUNDLE's KEY (empty when absent)")
+    parser.add_argument("--stage", action="store_true",
+                        help="verify the bundle where it is if nobody but root and you can "
+                             "change it (as `ocibench audit-modules` judges a tree), else "
+                             "verify a copy of it in --stage-dir, which only you can open; "
+                             "first line printed: the directory verified, the one to use")
+    parser.add_argument("--stage-dir", type=Path, metavar="DIR",
+                        help="where --stage copies a bundle (default: <cache>/bundle)")
     args = parser.parse_args(argv)
     root = Path(os.path.realpath(args.bundle))
     if not root.is_dir():
         print(f"bundle refused: {args.bundle}: not a directory", file=sys.stderr)
         return 1
-    result = verify(root, os.environ.get(ENV_SHA256, ""), os.environ.get(ENV_SIGNER, ""))
+    anchors = os.environ.get(ENV_SHA256, ""), os.environ.get(ENV_SIGNER, "")
+    use, problems = root, []
+    if args.stage:
+        problems = module_audit.audit_tree(Path(os.path.abspath(args.bundle)), GUARDED)
+    if problems:
+        use = Path(os.path.abspath(args.stage_dir or paths.cache_dir() / "bundle"))
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        print(f"bundle {root}: another user can change it: {problems[0]}{more}; verifying "
+              f"and using a copy that only you can change, in {use}", file=sys.stderr)
+        result = stage(root, use, *anchors)
+    else:
+        result = verify(root, *anchors)
     if result.refusals:
         for line in result.refusals[:MAX_REPORTED]:
             print(f"bundle refused: {line}", file=sys.stderr)
@@ -319,13 +535,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bundle refused: {root}: {len(result.refusals) - MAX_REPORTED} more "
                   "findings not shown", file=sys.stderr)
         return 1
+    if args.stage:
+        print(use)
     if args.key:
         print(result.info.get(args.key, ""))
         return 0
     how = (f"authenticated by {result.authenticated_by}" if result.authenticated_by else
            f"NOT authenticated (no {ENV_SHA256} or {ENV_SIGNER}): checked against its own "
            "list only")
-    print(f"bundle {root}: checksums verified: {result.files} files, all as {LIST} lists "
+    where = f"{root} (its copy in {use})" if use != root else f"{root}"
+    print(f"bundle {where}: checksums verified: {result.files} files, all as {LIST} lists "
           f"them, nothing unlisted; {how}")
     return 0
 

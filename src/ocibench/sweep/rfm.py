@@ -221,7 +221,11 @@ def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[
                 job.image = result.provenance["image"]
                 job.driver = result.provenance["driver"]
                 job.never_started = never_started(test.raw)
-                if not job.never_started and not result.ok:
+                if not job.never_started and result.verdict is metrics.RunVerdict.UNJUDGED:
+                    # never a failure of the node: the cell says could not judge (rerun)
+                    why = result.reason or "no documented figure was compared"
+                    job.failed = metrics.unjudged_in(why) or metrics.could_not_judge(why)
+                elif not job.never_started and not result.ok:
                     job.failed = " ".join((result.reason or "failed").split())
             elif not test.passed:   # preflight: no figures, its reason only
                 job.never_started = never_started(test.raw)

@@ -7,6 +7,8 @@ Slurm actions are all or nothing, or recorded (docs/sweep.md, "Drain and undrain
   re-tested and resumed by --undrain;
 * a ``scontrol`` that fails stops the drains there: the JSON says which nodes were
   drained and which were not, and why;
+* a new drain fits ocibench's drain budget (:mod:`ocibench.sweep.budget`), shared with
+  the healthcheck and counted from Slurm: the nodes beyond it are "budget spent";
 * the nodes resumed for a re-test are drained again with their old reasons whatever
   stops the sweep (an error, Ctrl-C, SIGTERM, SIGHUP: :mod:`ocibench.sweep.signals`),
   and the reservation that kept other users' jobs off them is deleted only when every
@@ -30,7 +32,7 @@ from typing import Any
 from ocibench.history import current, drift
 from ocibench.history.store import History, HistoryError
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
-from ocibench.sweep import actions, keep, plan, rfm, signals, slurm, state, verdicts
+from ocibench.sweep import actions, budget, keep, plan, rfm, signals, slurm, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
 from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 
@@ -56,6 +58,10 @@ class Options:
     undrain: bool = False
     max_drain_fraction: float = actions.MAX_DRAIN_FRACTION
     force: bool = False
+    #: how many nodes ocibench may hold drained, the healthcheck's drains included
+    #: (ocibench.sweep.budget); --force does not lift it
+    drain_budget: budget.Budget = field(
+        default_factory=lambda: budget.parse(budget.DEFAULT, "the default"))
     outlier_k: float = verdicts.OUTLIER_K
     start_timeout: int = START_TIMEOUT_S
     prefix: Path = Path("sweep")
@@ -79,6 +85,10 @@ class Sweep:
     #: node -> why the drain decided for it did not happen (scontrol failed, or an
     #: earlier drain did and the sweep stopped draining)
     not_drained: dict[str, str] = field(default_factory=dict)
+    #: node -> why the drain decided for it would exceed the drain budget
+    budget_spent: dict[str, str] = field(default_factory=dict)
+    #: the drain budget it was held to (Budget.describe), when --drain
+    budget: str | None = None
     retests: list[Group] = field(default_factory=list)
     partition: str | None = None
     outlier_k: float = verdicts.OUTLIER_K
@@ -95,6 +105,9 @@ class Sweep:
     jobs: list[JobResult] = field(default_factory=list)
     #: (records added, nodes) where the sweep kept its figures itself (Options.history)
     kept: tuple[int, int] | None = None
+    #: the moves the fleet made together (history.drift.cluster_events), one line each:
+    #: shown once, never a node's drift
+    cluster_events: list[str] = field(default_factory=list)
     #: the swept nodes marked as being written in the history, until published
     publishing: current.Intent | None = None
 
@@ -131,6 +144,7 @@ class Sweep:
             "version": 1, "partition": self.partition, "session": self.session,
             "outlier_k": self.outlier_k, "setvars": list(self.setvars),
             "stopped": self.stopped, "errors": list(self.errors),
+            "cluster_events": list(self.cluster_events),
             "plan": self.plan.to_dict(), "skipped": dict(self.skipped),
             "retests": [list(p) for p in self.retests],
             "nodes": {name: node.to_dict() for name, node in self.nodes.items()},
@@ -139,7 +153,8 @@ class Sweep:
                       "refused": decision.refused if decision else None,
                       "nodes": dict(decision.nodes) if decision else {},
                       "drained": list(self.drained), "undrained": list(self.undrained),
-                      "not_drained": dict(self.not_drained)},
+                      "not_drained": dict(self.not_drained), "budget": self.budget,
+                      "budget_spent": dict(self.budget_spent)},
             "summary": self.summary(),
         }
 
@@ -358,19 +373,17 @@ def judge_nodes(the_plan: Plan, jobs: Sequence[JobResult], k: float,
 
 
 def mark_drift(nodes: dict[str, NodeResult], history: History, session: str,
-               now: float) -> dict[str, NodeResult]:
+               now: float, fleet: drift.Fleet | None = None) -> dict[str, NodeResult]:
     """``nodes`` with the passing ones that drift (:mod:`ocibench.history.drift`, on
-    the history that already holds this sweep's figures, ``session``) drifting, and a
-    "flagged" event kept for each: the drift persists where the node's newest event
-    since its previous sweep is such a flag (verdicts.mark_drifting)."""
+    the history that already holds this sweep's figures, ``session``; ``fleet``: that
+    history read already) drifting, and a "flagged" event kept for each (what repeat
+    offenders are told from): drained where the drift persists (``Drift.persists``:
+    low in two separate sweeps), rerun otherwise (verdicts.mark_drifting)."""
     passing = [node for node, result in nodes.items() if result.verdict is NodeVerdict.PASS]
-    found = {node: drifts for node, drifts in drift.drifting_nodes(
-        history, passing, now=now, session=session).items() if drifts}
-    persisting = set()
-    for node, drifts in found.items():
-        events = history.events(node)
-        if any(drift.flagged_since(events, d.previous) for d in drifts):
-            persisting.add(node)
+    fleet = fleet if fleet is not None else drift.read(history, now=now)
+    found = {node: drifts for node, drifts in fleet.drifting(passing, session).items()
+             if drifts}
+    persisting = {node for node, drifts in found.items() if any(d.persists for d in drifts)}
     marked = verdicts.mark_drifting(nodes, found, persisting)
     for node in found:
         history.add_event(node, "flagged", now, marked[node].reason, session)
@@ -393,7 +406,10 @@ def _drift(result: Sweep, path: Path) -> None:
     try:
         result.kept = result.keep(path)
         with History(path) as history:
-            result.nodes = mark_drift(result.nodes, history, result.session, time.time())
+            now = time.time()
+            fleet = drift.read(history, now=now)
+            result.nodes = mark_drift(result.nodes, history, result.session, now, fleet)
+            result.cluster_events = [event.text for event in fleet.events()]
     except HistoryError as err:
         result.errors.append(f"history: {err} (drift not judged)")
 
@@ -466,7 +482,39 @@ def _decide_drains(result: Sweep, options: Options, states: dict[str, slurm.Node
             resumed.remove(node)
     if not options.drain:
         return
-    todo = list(decision.nodes.items())
+    # The re-tested nodes it drains again were drained before the sweep: they count
+    # against the budget, and are drained whatever it says.
+    again = [node for node in decision.nodes if node in resumed]
+    room = budget.count([node for node in decision.nodes if node not in resumed],
+                        options.drain_budget, also_held=again)
+    result.budget = options.drain_budget.describe()
+    result.budget_spent.update(room.spent)
+    result.not_drained.update(room.unknown)
+    if room.unknown:
+        result.errors.append(next(iter(room.unknown.values())) + ": nothing drained")
+    todo = [(n, r) for n, r in decision.nodes.items() if n in again or n in room.admitted]
+    _drain_all(result, todo, resumed, record, options)
+    fresh = {node: decision.nodes[node] for node in result.drained if node not in again}
+    undo, said = budget.recount(fresh, options.drain_budget)
+    if said:
+        result.errors.append(said)
+    for node, why in undo.items():   # others drained into the same room meanwhile
+        try:
+            slurm.resume(node)
+        except slurm.SlurmError as err:
+            result.errors.append(f"{err} (undoing a drain beyond the budget)")
+            continue
+        result.drained.remove(node)
+        result.budget_spent[node] = f"drained, then resumed: {why}"
+        try:
+            record.remove(node)
+        except state.StateError as err:
+            result.errors.append(str(err))
+
+
+def _drain_all(result: Sweep, todo: list[tuple[str, str]], resumed: list[str],
+               record: state.DrainRecord, options: Options) -> None:
+    """Drain ``todo`` (node, reason) in order; the first that fails stops the rest."""
     for index, (node, reason) in enumerate(todo):
         try:
             _drain(node, reason, record, options)

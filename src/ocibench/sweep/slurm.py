@@ -8,6 +8,7 @@ controller (``--dry-run`` on a host that cannot reach one).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -33,6 +34,15 @@ _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 SWEEPABLE = ("idle",)
 #: ``sinfo %t`` of a drained node (drng: draining, still running jobs).
 DRAINED = ("drain",)
+#: ``sinfo %t`` of a node that takes no new job because it is drained: drained and idle
+#: (or down), or draining (still running a job); its suffix (``*``: not responding, ...)
+#: taken off first (:data:`STATE_SUFFIXES`).
+HELD_DRAINED = ("drain", "drng")
+#: What ``sinfo %t`` appends to a state: not responding (*), powering (~ # ! %),
+#: rebooting (@), ... (sinfo(1), NODE STATE CODES).
+STATE_SUFFIXES = "*~#!%@^-$"
+#: ``sinfo %H``, the time a node's reason was set, with SLURM_TIME_FORMAT=standard.
+_REASON_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 
 
 class SlurmError(RuntimeError):
@@ -43,13 +53,14 @@ class UsageError(ValueError):
     """A bad hostlist, partition or node; one line."""
 
 
-def _call(argv: list[str], timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
+def _call(argv: list[str], timeout: float = TIMEOUT_S,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     try:
         # A session of its own: a Ctrl-C at the terminal reaches the sweep (which
         # finishes the Slurm action under way: ocibench.sweep.signals), never a
         # scontrol half-way through a drain or a resume.
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              check=False, start_new_session=True)
+                              check=False, start_new_session=True, env=env)
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]} not found: ocibench sweep runs where Slurm's "
                          "client commands are (a login or head node)") from None
@@ -62,8 +73,9 @@ def _last_line(text: str) -> str | None:
     return lines[-1] if lines else None
 
 
-def _run(argv: list[str], timeout: float = TIMEOUT_S) -> str:
-    done = _call(argv, timeout)
+def _run(argv: list[str], timeout: float = TIMEOUT_S,
+         env: dict[str, str] | None = None) -> str:
+    done = _call(argv, timeout, env)
     if done.returncode != 0:
         why = _last_line(done.stderr) or f"exit status {done.returncode}"
         raise SlurmError(f"{' '.join(argv)}: {why}")
@@ -192,6 +204,52 @@ def node_state(node: str, timeout: float = TIMEOUT_S) -> NodeState | None:
     """One node's state and reason; None when Slurm does not know the node."""
     return parse_sinfo(_run(["sinfo", "-N", "-h", "-n", node, "-o", "%N|%t|%E"],
                             timeout)).get(node)
+
+
+@dataclass(frozen=True)
+class ListedNode:
+    """One node as Slurm lists it for the drain budget (ocibench.sweep.budget)."""
+
+    name: str
+    partitions: tuple[str, ...]   # every partition it is in (hidden ones too)
+    state: str                    # sinfo %t: idle, drain, drng, drain*, ...
+    reason: str                   # sinfo %E; "" when none
+    #: sinfo %H: when the reason was set, as slurmctld's clock read it, to the second
+    #: ("2026-05-20T12:38:41", which sorts as it reads); "" when Slurm gives none
+    reason_time: str
+
+    @property
+    def held_drained(self) -> bool:
+        """Drained or draining, for any reason: it takes no new job."""
+        return self.state.rstrip(STATE_SUFFIXES) in HELD_DRAINED
+
+
+def listing(timeout: float = TIMEOUT_S) -> dict[str, ListedNode]:
+    """Every node of every partition, hidden ones included, with its state, reason and
+    the reason's time: one ``sinfo`` call, read by the drain budget."""
+    # the reason's time as sinfo's "standard" form, whatever the caller's environment
+    # asks (SLURM_TIME_FORMAT=relative would print "Tomorrow 10:00")
+    env = {**os.environ, "SLURM_TIME_FORMAT": "standard"}
+    return parse_listing(_run(["sinfo", "--all", "-N", "-h", "-o", "%N|%R|%t|%H|%E"],
+                              timeout, env))
+
+
+def parse_listing(text: str) -> dict[str, ListedNode]:
+    """``sinfo --all -N -h -o '%N|%R|%t|%H|%E'``: a line per node and partition (the
+    reason last: it may hold a '|')."""
+    found: dict[str, ListedNode] = {}
+    for line in text.splitlines():
+        fields = line.split("|", 4)
+        if len(fields) < 5 or not fields[0].strip():
+            continue
+        name, partition, state, when, reason = (f.strip() for f in fields)
+        before = found.get(name)
+        partitions = (before.partitions if before else ()) + (partition,)
+        found[name] = ListedNode(
+            name, tuple(dict.fromkeys(partitions)), state,
+            "" if reason == "none" else reason,
+            when if _REASON_TIME.fullmatch(when) else "")
+    return found
 
 
 def drain(node: str, reason: str, timeout: float = TIMEOUT_S) -> None:

@@ -45,7 +45,7 @@ from typing import Any
 from ocibench import metrics
 from ocibench.figures import policy
 from ocibench.figures.judge import Row
-from ocibench.history.drift import Drift, higher_is_better
+from ocibench.history.drift import PERSIST_LOW, PERSIST_WINDOW, Drift, higher_is_better
 from ocibench.metrics import Action, NodeVerdict, Verdict
 from ocibench.sweep import actions
 from ocibench.sweep.plan import GROUPS, PAIRS, RETEST, SINGLE, Case, Group, Plan, neighbours
@@ -460,7 +460,8 @@ def mark_drifting(results: Mapping[str, NodeResult], found: Mapping[str, Sequenc
                   persisting: Iterable[str] = ()) -> dict[str, NodeResult]:
     """``results`` with every passing node of ``found`` (node -> its drifting figures)
     drifting: action rerun, or drain with an ``ocibench:`` reason for the nodes in
-    ``persisting`` (flagged in their previous sweep too).  Every other verdict is kept
+    ``persisting`` (low in at least two separate sweeps of their last few:
+    ``Drift.persists``).  Every other verdict is kept
     (see the module's text)."""
     persisting = set(persisting)
     marked = dict(results)
@@ -473,7 +474,7 @@ def mark_drifting(results: Mapping[str, NodeResult], found: Mapping[str, Sequenc
         action = actions.for_drift(persists)
         reason = "; ".join(d.reason for d in drifts)
         if persists:
-            reason = f"flagged in its previous sweep too: {reason}"
+            reason = f"persists: {reason}"
         drain = None
         if actions.drains(action):
             side = "above" if higher_is_better(worst.unit) is False else "below"
@@ -482,7 +483,8 @@ def mark_drifting(results: Mapping[str, NodeResult], found: Mapping[str, Sequenc
                 f"{worst.check} {worst.variant}{_drift_size(worst)} {worst.figure}",
                 f"{_num(worst.recent)} {worst.unit}",
                 f"{100 * worst.drop:.1f} % {side} its baseline {_num(worst.baseline)} "
-                f"{worst.unit}", f"drifting, flagged 2 sweeps running{repeat}")
+                f"{worst.unit}", f"drifting, low in {PERSIST_LOW}+ of its last "
+                f"{PERSIST_WINDOW} sweeps{repeat}")
         marked[node] = replace(result, verdict=NodeVerdict.DRIFTING, action=action,
                                reason=" ".join(reason.split()), drain_reason=drain)
     return marked

@@ -1,0 +1,129 @@
+"""Parse a benchmark's output and decide whether the run is sane: one parser per family.
+
+One module per parser family (:data:`ocibench.benchmarks.PARSERS` names each: the family
+"nccl-tests" is :mod:`.nccl_tests`), each with its ``parse(check, lines, params)``; what
+they share is :mod:`.common`.  What differs between the checks of a family (which
+column, how many ranks, the unit of the figure) is the check's registry entry
+(:class:`ocibench.benchmarks.CheckSpec`), never a test of its name.
+
+Used by the live ReFrame checks (sanity and performance) and by ``ocibench evaluate``
+(hand-run outputs), so both judge an output the same way.  ``parse`` raises
+:class:`SanityError` with a one-line message naming the fault when
+
+* a crash marker appears anywhere: the launcher's and the shell's words that a process
+  died (a segfault, a signal, MPI_ABORT...) in any output, and the benchmark's own
+  failure words (a CUDA or NCCL failure...) once its format is recognised,
+* the output is truncated (a header or trailer line the benchmark always prints is
+  missing),
+* fewer or more ranks, GPUs or threads took part than the parameters say (where the
+  output shows them),
+* a message-size line the size range asks for is missing, repeated or unexpected,
+* a number is not finite or negative, or nccl-tests found wrong values.
+
+The benchmark's exit code is not seen here: the live check gets it from ReFrame (a
+non-zero exit fails the job before sanity runs); offline, a failed run is recognised
+by the crash markers that mpirun, the shell or the benchmark print.
+
+Noise around the output (mpirun's ``SET UCX_NET_DEVICES=...`` and --report-bindings
+lines, ``$`` prompt lines, blank lines, indentation) is ignored: the parsers look only
+for the lines each benchmark prints.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ocibench import benchmarks
+from ocibench.figures.outputs import nccl_tests
+
+# What callers use of the package, from the module that defines it.
+from ocibench.figures.outputs.babelstream import BABELSTREAM_KERNELS
+from ocibench.figures.outputs.common import (
+    CRASH_MARKERS,
+    FAILED_BY_FAMILY,
+    MAX_OUTPUT_BYTES,
+    PROCESS_ENDED,
+    UNITS,
+    Measurement,
+    NotThisOutput,
+    OutputTooLarge,
+    SanityError,
+    Unjudged,
+    Values,
+    first_crash,
+    no_crash,
+    output_lines,
+    read_output,
+    table_rows,
+    without_launcher_prefixes,
+)
+from ocibench.figures.outputs.common import number as _number
+from ocibench.figures.outputs.nccl_tests import (
+    NCCL_COLUMNS,
+    NCCL_ONE_RANK,
+    NCCL_RANK,
+    collective_vendor,
+)
+from ocibench.figures.outputs.nvbandwidth import (
+    NVBANDWIDTH_CEILINGS,
+    NVBANDWIDTH_KEYS,
+    _nvb_testcase,
+    nvbandwidth_gpus,
+)
+from ocibench.figures.outputs.omb import omb_vendor
+from ocibench.figures.outputs.stream import STREAM_KERNELS
+from ocibench.figures.outputs.transferbench_a2a import TRANSFERBENCH_A2A_KEYS
+from ocibench.figures.outputs.transferbench_p2p import TRANSFERBENCH_KEYS
+
+__all__ = [
+    "BABELSTREAM_KERNELS", "CRASH_MARKERS", "FAILED_BY_FAMILY", "MAX_OUTPUT_BYTES",
+    "NCCL_COLUMNS", "NCCL_ONE_RANK", "NCCL_RANK", "NVBANDWIDTH_CEILINGS", "NVBANDWIDTH_KEYS",
+    "PROCESS_ENDED", "STREAM_KERNELS", "TRANSFERBENCH_A2A_KEYS", "TRANSFERBENCH_KEYS",
+    "UNITS", "Measurement", "NotThisOutput", "OutputTooLarge", "SanityError", "Unjudged",
+    "Values", "collective_vendor", "first_crash", "nvbandwidth_gpus", "omb_vendor",
+    "output_lines", "parse", "read_output", "table_rows", "without_launcher_prefixes",
+    # read by tests of one parser's pieces
+    "_number", "_nvb_testcase",
+]
+
+#: A family's parser: (check, the output's lines, the resolved parameters) -> Measurement.
+Parser = Callable[[str, list[str], dict[str, Any]], Measurement]
+
+
+def _family_parser(family: str) -> Parser:
+    """The parser of ``family``: the ``parse`` of the module named after it ("nccl-tests"
+    is nccl_tests.py), so that the registry's list of families is the one list."""
+    return importlib.import_module(f"{__name__}.{family.replace('-', '_')}").parse
+
+
+#: The parser of each family (benchmarks.PARSERS); a check's entry names its family.
+_PARSERS: dict[str, Parser] = {family: _family_parser(family) for family in benchmarks.PARSERS}
+
+
+def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
+    """Parse ``text``, the output of one run of ``check`` with ``params``.
+
+    ``params`` are the run's parameters (see :mod:`ocibench.benchmarks`); unset ones take
+    the seeds' defaults.  Raises SanityError for a bad output (its subclass Unjudged
+    for one that could not be read to a verdict) and benchmarks.ParamError for bad
+    parameters.
+    """
+    params = benchmarks.resolve(check, params)
+    family = benchmarks.CHECKS[check].parser
+    if family == "nccl-tests" and text.lstrip().startswith("{"):
+        return nccl_tests.parse_json(check, text, params)
+    lines = output_lines(text)
+    joined = "\n".join(lines)
+    # The format first: a family's failure words are read only in its own output.
+    try:
+        measured = _PARSERS[family](check, lines, params)
+    except NotThisOutput:
+        no_crash(joined, PROCESS_ENDED)
+        raise
+    except SanityError:
+        no_crash(joined, PROCESS_ENDED + FAILED_BY_FAMILY.get(family, ()))
+        raise
+    no_crash(joined, PROCESS_ENDED + FAILED_BY_FAMILY.get(family, ()))
+    return measured
