@@ -85,7 +85,9 @@ class StackEnv:
         """Install one root of the environment and refresh the module tree; its prefix."""
         jobs = os.environ.get("OCIBENCH_JOBS") or str(os.cpu_count() or 1)
         self.spack("install", "--fail-fast", "-j", jobs, name, timeout=BUILD_TIMEOUT_S)
-        self.spack("module", "lmod", "refresh", "--delete-tree", "-y")
+        # --upstream-modules, as scripts/install.sh: what is reused from the user's tree
+        # (the toolkit's external included) gets its module in this tree too
+        self.spack("module", "lmod", "refresh", "--delete-tree", "--upstream-modules", "-y")
         return Path(self.spack("find", "--format", "{prefix}", name).strip().splitlines()[0])
 
 
