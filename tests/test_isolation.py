@@ -94,3 +94,22 @@ def test_the_tools_come_from_pyproject() -> None:
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
         "ocibench.requirements: no extra nosuch in pyproject.toml (known: report, test, node)"]
+
+
+def test_the_history_and_healthcheck_state_are_pinned_and_watched(monkeypatch,
+                                                                  tmp_path: Path) -> None:
+    """Each test's history and healthcheck state are temporary files (conftest.py), and
+    the user's own are among what the session's end compares (a sweep test once wrote
+    the user's <cache>/history.sqlite, and another test read it)."""
+    from ocibench import paths
+    from ocibench.health import state
+
+    base = tmp_path.parent   # this session's temporary directory
+    for name in ("OCIBENCH_HISTORY_DB", "OCIBENCH_HEALTH_STATE"):
+        assert base in Path(os.environ[name]).parents, (name, os.environ[name])
+    monkeypatch.delenv("OCIBENCH_HISTORY_DB")
+    monkeypatch.delenv("OCIBENCH_HEALTH_STATE")
+    monkeypatch.setenv("OCIBENCH_CACHE", str(tmp_path / "cache"))
+    places = user_installation.watched()
+    assert places["results history"] == paths.history_db() == tmp_path / "cache" / "history.sqlite"
+    assert places["healthcheck state"] == state.default_path()
