@@ -193,3 +193,27 @@ def results_dir(tmp_path_factory, name: str) -> Path:
     path = Path(chosen) / name if chosen else tmp_path_factory.mktemp(name)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def modules_that_do_not_load(where: Path):
+    """The nodes' module tree replaced by one whose openmpi and omb stop Lmod (a broken
+    install: their prefixes gone), so that every job's `module load` fails in Lmod (the
+    sweep's action: fix-software, a drain) without running a benchmark.  Not a tree
+    without them: software that is not installed is skipped, naming the install step
+    (checks/base.py)."""
+    link = CLUSTER_DIR / "modules" / SHAPE
+    before = os.readlink(link) if link.is_symlink() else None
+    for name in ("openmpi", "omb"):
+        (where / "broken-tree" / "Core" / name).mkdir(parents=True, exist_ok=True)
+        (where / "broken-tree" / "Core" / name / "1.0.lua").write_text(
+            f'LmodError("{name}: its installation prefix is gone")\n')
+    tmp = link.with_name(link.name + ".test")
+    tmp.symlink_to(where / "broken-tree")
+    os.replace(tmp, link)
+    try:
+        yield
+    finally:
+        if before is not None:
+            tmp.symlink_to(before)
+            os.replace(tmp, link)

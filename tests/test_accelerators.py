@@ -158,6 +158,9 @@ def test_the_local_probe_reads_the_vendors_tool(tmp_path, monkeypatch) -> None:
     # what the probe describes is a valid gpus section (vendor and arch checked)
     data = copy.deepcopy(shapes.load("BM.GPU4.8").data)
     data["gpus"] = {**found, "devices": [{"index": i, "numa_node": 3} for i in range(2)]}
+    # its NICs serve GPUs 0 to 7 (network.rdma_nics): only the two GPUs probed here
+    for nic in data["network"]["rdma_nics"]:
+        nic["gpu"] %= 2
     assert rules.problem(data) is None
 
 

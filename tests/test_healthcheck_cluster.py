@@ -17,9 +17,7 @@ Needs root, `ip netns`, Slurm and munge (else SKIPPED); one cluster per machine
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shutil
 import sys
@@ -28,7 +26,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import CLUSTER_DIR, NODES, results_dir, started_cluster, text
+from cluster_support import (
+    CLUSTER_DIR,
+    NODES,
+    modules_that_do_not_load,
+    results_dir,
+    started_cluster,
+    text,
+)
 from health_fakes import SHAPE, FakeNode
 from ocibench import paths
 from test_root_owns import (  # noqa: F401  (the fixtures: request.getfixturevalue)
@@ -417,25 +422,6 @@ def test_the_drain_budget_drains_exactly_its_worth_and_the_next_when_one_returns
             fakes[node].gpus(8)
         budget_of(fakes, ROOMY_BUDGET)
         wait_for(cluster, lambda s: not ocibench_drains(s), 2 * INTERVAL_S + RUN_SLACK_S)
-
-
-@contextlib.contextmanager
-def modules_that_do_not_load(where: Path):
-    """The nodes' module tree replaced by an empty one, so that the sweep's every job
-    fails in `module load` (its action: fix-software, a drain), as test_sweep_cluster.py
-    does: a sweep that wants drains without running a benchmark."""
-    link = CLUSTER_DIR / "modules" / "loopback-cluster"
-    before = os.readlink(link) if link.is_symlink() else None
-    (where / "empty-tree" / "Core").mkdir(parents=True, exist_ok=True)
-    tmp = link.with_name(link.name + ".test")
-    tmp.symlink_to(where / "empty-tree")
-    os.replace(tmp, link)
-    try:
-        yield
-    finally:
-        if before is not None:
-            tmp.symlink_to(before)
-            os.replace(tmp, link)
 
 
 def test_the_sweep_counts_the_healthchecks_drains(cluster, fakes, tmp_path):

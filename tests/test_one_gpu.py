@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ocibench import paths
+from ocibench.reframe import site
 
 CONFIG = paths.REPO_ROOT / "site" / "reframe_config.py"
 
@@ -50,7 +51,17 @@ def one_gpu(tmp_path_factory) -> dict:
     (bin_dir / "nvidia-smi").chmod(0o755)
     env = {k: v for k, v in __import__("os").environ.items()
            if not k.startswith("RFM_") and k not in ("OCIBENCH_SHAPE", "OCIBENCH_HOSTFILE")}
-    env.update(PATH=f"{bin_dir}:{env.get('PATH', '')}",
+    # A dry run loads no module, but a check whose module is absent from the tree is
+    # skipped as not installed (site.absent_modules): the checks' command lines are
+    # judged here, whatever this machine's `make install` built, so the tree names
+    # every module a check loads (empty modulefiles no job ever loads).
+    tree = tmp / "modules"
+    wanted = {e.module for e in site.ENVIRONMENTS} | {e.mpi for e in site.ENVIRONMENTS
+                                                      if e.mpi} | {"cuda", "nccl"}
+    for name in wanted:
+        (tree / "local" / "Core" / name).mkdir(parents=True)
+        (tree / "local" / "Core" / name / "0.lua").write_text("-- a dry run's stand-in\n")
+    env.update(PATH=f"{bin_dir}:{env.get('PATH', '')}", OCIBENCH_MODULES_ROOT=str(tree),
                OCIBENCH_PERFLOG_DIR=str(tmp / "perflogs"),
                OCIBENCH_REPORT_DIR=str(tmp / "reports"))
     report = tmp / "report.json"

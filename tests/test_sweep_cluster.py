@@ -23,7 +23,6 @@ runs and the 4-node collectives would take minutes per wave on 2 cores.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -37,11 +36,11 @@ import pytest
 import yaml
 
 from cluster_support import (
-    CLUSTER_DIR,
     NODES,
     SCRIPTS,
     SHAPE,
     local_tree_problem,
+    modules_that_do_not_load,
     results_dir,
     run,
     started_cluster,
@@ -317,29 +316,6 @@ exec '{real}' "$@"
     return where
 
 
-@contextlib.contextmanager
-def modules_that_do_not_load(cluster, where: Path):
-    """The nodes' module tree replaced by one whose openmpi and omb stop Lmod (a broken
-    install: their prefixes gone), so that every job's `module load` fails in Lmod (the
-    sweep's action: fix-software, a drain).  Not a tree without them: software that is
-    not installed is skipped, naming the install step (checks/base.py)."""
-    link = CLUSTER_DIR / "modules" / SHAPE
-    before = os.readlink(link) if link.is_symlink() else None
-    for name in ("openmpi", "omb"):
-        (where / "broken-tree" / "Core" / name).mkdir(parents=True, exist_ok=True)
-        (where / "broken-tree" / "Core" / name / "1.0.lua").write_text(
-            f'LmodError("{name}: its installation prefix is gone")\n')
-    tmp = link.with_name(link.name + ".test")
-    tmp.symlink_to(where / "broken-tree")
-    os.replace(tmp, link)
-    try:
-        yield
-    finally:
-        if before is not None:
-            tmp.symlink_to(before)
-            os.replace(tmp, link)
-
-
 def descendants(pid: int) -> list[int]:
     """``pid`` and every process below it (from /proc), parents first."""
     children: dict[int, list[int]] = {}
@@ -437,7 +413,7 @@ def test_slurm_actions_are_all_or_nothing_or_recorded(running, tmp_path):
         # Three nodes whose modules do not load: each asks for a drain; scontrol fails
         # on the second.  The first stays drained and recorded; the files are written.
         wrapper = scontrol_failing_drain(tmp_path / "bin", 2)
-        with modules_that_do_not_load(cluster, tmp_path):
+        with modules_that_do_not_load(tmp_path):
             proc, result = sweep(cluster, "failed-drain", shapes.SHAPES_DIR, LATENCY_ONE_NODE,
                                  "--nodes", "node[1-3]", "--drain", "--force",
                                  env=(f"PATH={wrapper}:{os.environ['PATH']}",))
