@@ -11,6 +11,7 @@ configuration, Python environment, history or healthcheck state changed while it
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 from pathlib import Path
@@ -201,3 +202,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             super()._reschedule(node)
 
     return LongestFirst(config, log)
+
+
+#: The system's Python, which the user `nobody` runs (the tests' own may sit where
+#: nobody cannot read it).
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.fixture
+def nobody() -> pwd.struct_passwd:
+    """The real unprivileged user, for what only another user can do."""
+    if os.geteuid() != 0:
+        pytest.skip("acting as another user needs root")
+    if not shutil.which("setpriv"):
+        pytest.skip("no setpriv (util-linux) to run as nobody")
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"no {SYSTEM_PYTHON} for nobody to run")
+    try:
+        return pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user nobody on this machine")

@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SYSTEM_PYTHON
 from ocibench.node import module_audit
 from ocibench.reframe import site as reframe_site
 
 SRC = Path(module_audit.__file__).resolve().parents[2]
-#: A Python that nobody may run (the one running the tests may sit in root's home).
-SYSTEM_PYTHON = "/usr/bin/python3"
 
 #: A uid no file here belongs to (chown needs root; the test is skipped without it).
 STRANGER = 54321
@@ -39,21 +38,6 @@ def tree(tmp_path) -> Path:
     for path in [top, *top.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return top
-
-
-@pytest.fixture
-def nobody() -> pwd.struct_passwd:
-    """The real unprivileged user, for what only another user can do."""
-    if os.geteuid() != 0:
-        pytest.skip("acting as another user needs root")
-    if not shutil.which("setpriv"):
-        pytest.skip("no setpriv (util-linux) to run as nobody")
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        pytest.skip(f"no {SYSTEM_PYTHON} for nobody to run")
-    try:
-        return pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user nobody on this machine")
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SYSTEM_PYTHON
 from health_fakes import FakeNode
 from ocibench import atomic, paths
 from ocibench.health import check, export, state
@@ -47,24 +48,8 @@ from test_bundle_integrity import (  # noqa: F401  (the fixtures: request.getfix
 )
 from test_healthcheck import no_slurm_path
 
-SYSTEM_PYTHON = "/usr/bin/python3"
 NODE = "gpu-1"
 PERSON_REASON = "reseating the cables (a person's drain)"
-
-
-@pytest.fixture
-def nobody() -> pwd.struct_passwd:
-    """The real unprivileged user, for what only another user can do."""
-    if os.geteuid() != 0:
-        pytest.skip("acting as another user needs root")
-    if not shutil.which("setpriv"):
-        pytest.skip("no setpriv (util-linux) to run as nobody")
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        pytest.skip(f"no {SYSTEM_PYTHON} for nobody to run")
-    try:
-        return pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user nobody on this machine")
 
 
 @pytest.fixture
