@@ -39,7 +39,6 @@ from ocibench import paths
 from test_root_owns import (  # noqa: F401  (the fixtures: request.getfixturevalue)
     _state_text,
     as_nobody,
-    nobody,
     shared,
 )
 
