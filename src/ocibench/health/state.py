@@ -38,12 +38,10 @@ exports for each of its checks.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
 import os
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -51,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibench import atomic, hostnames, jsonfile, metrics, paths
-from ocibench.node import module_audit
+from ocibench.node import module_audit, owned
 
 #: A probe's three states (the project's verdicts, as a probe says them): it compared
 #: and held; it found the node broken; it could not tell (a missing tool, a timeout,
@@ -180,22 +178,6 @@ def _directory(directory: Path, mode: int | None = None) -> None:
         raise _refused(problems)
 
 
-def _why(err: OSError) -> str:
-    if err.errno == errno.ELOOP:
-        return "a symbolic link (never followed)"
-    return err.strerror or str(err)
-
-
-def _not_ours(path: Path, info: os.stat_result) -> str | None:
-    """Why an opened file is not one this run may trust or hold, or None."""
-    if not stat.S_ISREG(info.st_mode):
-        return f"{path}: not a regular file"
-    if not module_audit.may_own(info.st_uid):
-        me = "root" if os.geteuid() == 0 else f"root or {module_audit.who(os.geteuid())}"
-        return f"{path}: owned by {module_audit.who(info.st_uid)}, not {me}"
-    return None
-
-
 def write(state: HealthState, path: Path) -> None:
     """Replace the state file atomically: a temporary file beside it, created exclusively
     (ocibench.atomic), synced, its mode set on its descriptor, renamed; only in a
@@ -225,8 +207,8 @@ def locked(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
         # root's: a directory of its own, 0700; anyone else's: the state's, as written
         _directory(lock.parent, 0o700 if os.geteuid() == 0
                    else None if lock.parent.is_dir() else 0o755)
-        handle = _open_lock(lock)
-    except StateError as err:
+        handle = owned.open_lock(lock)
+    except (StateError, owned.Untrusted) as err:
         raise StateError(f"cannot lock {path}: {err}") from None
     try:
         deadline = time.monotonic() + wait_s
@@ -244,28 +226,6 @@ def locked(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
         yield
     finally:
         os.close(handle)
-
-
-def _open_lock(lock: Path) -> int:
-    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        try:
-            handle = os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            handle = os.open(lock, flags)
-    except OSError as err:
-        raise StateError(f"{lock}: {_why(err)}") from None
-    try:
-        info = os.fstat(handle)
-        why = _not_ours(lock, info)
-        if why:
-            raise StateError(why)
-        if stat.S_IMODE(info.st_mode) != 0o600:
-            os.fchmod(handle, 0o600)
-    except BaseException:
-        os.close(handle)
-        raise
-    return handle
 
 
 def _holder(handle: int) -> str:
@@ -295,16 +255,11 @@ def read(path: Path) -> HealthState | None:
     if problems:
         raise StateError(f"{_refused(problems)}: {path} not trusted")
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+        raw = owned.read(path, MAX_BYTES)
+    except owned.Untrusted as err:
+        raise StateError(f"{err}: not trusted") from None
+    if raw is None:
         return None
-    except OSError as err:
-        raise StateError(f"{path}: {_why(err)}: not trusted") from None
-    with os.fdopen(handle, "rb") as opened:
-        why = _not_ours(path, os.fstat(handle))
-        if why:
-            raise StateError(f"{why}: not trusted")
-        raw = opened.read(MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         raise StateError(f"{path}: larger than {MAX_BYTES} bytes (not an ocibench "
                          "healthcheck state file)")
