@@ -513,3 +513,44 @@ def test_an_xid_drain_lasts_until_a_person_resumes_the_node(cluster, fakes):
         # acknowledged by the resume; the log as a fresh boot's
         cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
         fake.kernel_log()
+
+
+# ------------------------------------------------------------ Slurm not answering
+
+def test_a_hung_scontrol_ends_the_run_within_its_slurm_time(cluster, fakes, tmp_path):
+    """A node whose GPUs went missing, and an `scontrol` that never answers (first on
+    PATH; Slurm's own sinfo answers): the drain is killed once the run's Slurm time
+    is spent (--deadline 2, --slurm-time 6: 8 s from the start), the run re-counts the
+    budget to see whether the drain was made, drains nothing, and its state says why.
+    Seen failing without the fix: the drain waited its own 10 s timeout (the command
+    took 10.6 s), and the state recorded a drain Slurm never made, saying nothing of
+    Slurm."""
+    node = nodes()[0]
+    broken = FakeNode(tmp_path / "fake")
+    broken.gpus(7)
+    hung = tmp_path / "hung"
+    hung.mkdir()
+    (hung / "scontrol").write_text("#!/bin/sh\nexec sleep 60\n")
+    (hung / "scontrol").chmod(0o755)
+    path = tmp_path / "state.json"
+    began = time.monotonic()
+    proc = cluster.head(
+        "env", f"PATH={hung}:{broken.bin}:/usr/sbin:/usr/bin:/sbin:/bin",
+        f"OCIBENCH_PYTHON={sys.executable}", f"OCIBENCH_HEALTH_STATE={path}",
+        f"OCIBENCH_HISTORY_DB={tmp_path / 'no-history.sqlite'}",
+        f"OCIBENCH_DRAIN_BUDGET={ROOMY_BUDGET}",
+        paths.REPO_ROOT / "bin" / "ocibench", "healthcheck", "--shape", SHAPE,
+        "--root", broken.root, "--node", node, "--deadline", "2", "--slurm-time", "6")
+    took = time.monotonic() - began
+    out = text(proc)
+    print(f"a hung scontrol: the run took {took:.1f} s with Python's start")
+    assert proc.returncode == 1, out
+    written = json.loads(path.read_text())
+    assert written["action"] == "none" and written["drained_reason"] == "", (written, out)
+    assert written["duration_s"] < 2 + 6 + 0.5, (written["duration_s"], out)
+    error = written["slurm_error"]
+    assert f"scontrol update NodeName={node} State=DRAIN" in error, error
+    assert "Slurm did not answer within" in error and error.endswith("not drained"), error
+    assert "Slurm did not answer within" in proc.stdout, out
+    assert node_states(cluster)[node] == ("idle", ""), node_states(cluster)
+
