@@ -18,6 +18,10 @@ knows its own drains:
 The record is written before ``scontrol`` drains the node (as the sweep does): a run
 killed in between leaves a reason Slurm never got, which matches nothing, rather than
 a drain of ours that no later run would recognise.
+
+Every Slurm call shares the run's Slurm time (SLURM_WINDOW_S after the probes'
+deadline) and is killed past it, so that a slurmctld that hangs never keeps the run
+past Slurm's kill at 60 s; what a run does when Slurm does not answer is :func:`_drain`'s.
 """
 
 from __future__ import annotations
@@ -393,8 +397,12 @@ def _check(options: Options, path: Path) -> Outcome:
         try:
             slurm.resume(node, _left(slurm_until))
         except slurm.SlurmError as err:
+            # the drain stays ours: a later run resumes it (one that did not answer may
+            # have been made: the next run then finds the node up, and forgets it)
             lines.append(f"Slurm refused: {err}")
-            after = replace(after, slurm_error=f"not resumed: {err}")
+            after = replace(after, action=state.NONE, drained_reason=reason,
+                            drained_probes=previous.drained_probes if previous else (),
+                            slurm_error=f"not resumed: {err}")
             code = FAILED if failed else SLURM
     if after != record:
         record = replace(after, duration_s=round(time.monotonic() - began, 4))
