@@ -12,7 +12,8 @@ Prometheus export, sees the previous run or this one, never half of one):
      "link_downed": {"mlx5_0:1": 3},
      "drained_reason": "ocibench: ..." | "", "drained_probes": ["gpu_count"],
      "history_since": 0.0,
-     "kernel_boot_id": "0b5f...", "kernel_seq_passed": 358, "kernel_seq_read": 364}
+     "kernel_boot_id": "0b5f...", "kernel_seq_passed": 358, "kernel_seq_read": 364,
+     "slurm_error": "" | "sinfo ...: Slurm did not answer within 2.1 s (killed): ..."}
 
 ``link_downed`` keeps each RDMA port's link-down counter as last read, so that the
 next run can tell a port that flapped in between (its counter rose) from one that
@@ -102,6 +103,9 @@ class HealthState:
     kernel_boot_id: str = ""        # the boot the two sequence numbers are of
     kernel_seq_passed: int = -1     # records up to it judged clean or acknowledged
     kernel_seq_read: int = -1       # the highest record the run read
+    #: why the run did not do in Slurm what it decided (Slurm did not answer within the
+    #: run's deadline, refused, or knows no such node), one line; "" when it did
+    slurm_error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -326,6 +330,9 @@ def from_dict(data: Any, where: str) -> HealthState:
         if isinstance(seq, bool) or not isinstance(seq, int) or not -1 <= seq < 2**64:
             raise StateError(f"{where}: field {key!r} is {seq!r:.60}, not a kernel log "
                              "sequence number")
+    slurm_error = data.get("slurm_error", "")
+    if not isinstance(slurm_error, str):
+        raise StateError(f"{where}: field 'slurm_error' is {slurm_error!r:.60}, not str")
     node = _field(data, "node", (str,), where)
     if not hostnames.is_host(node):
         raise StateError(f"{where}: field 'node' is {hostnames.why_not(node)} "
@@ -345,4 +352,4 @@ def from_dict(data: Any, where: str) -> HealthState:
         history_since=float(_field(data, "history_since", number, where))
         if "history_since" in data else 0.0,
         kernel_boot_id=boot, kernel_seq_passed=seqs["kernel_seq_passed"],
-        kernel_seq_read=seqs["kernel_seq_read"])
+        kernel_seq_read=seqs["kernel_seq_read"], slurm_error=slurm_error)

@@ -49,6 +49,11 @@ class SlurmError(RuntimeError):
     """A Slurm command failed; one line."""
 
 
+class SlurmTimeout(SlurmError):
+    """A Slurm command gave no answer within its time and was killed: what it asked
+    may or may not have been done."""
+
+
 class UsageError(ValueError):
     """A bad hostlist, partition or node; one line."""
 
@@ -65,7 +70,8 @@ def _call(argv: list[str], timeout: float = TIMEOUT_S,
         raise SlurmError(f"{argv[0]} not found: ocibench sweep runs where Slurm's "
                          "client commands are (a login or head node)") from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{' '.join(argv)}: no answer in {timeout:g} s") from None
+        raise SlurmTimeout(f"{' '.join(argv)}: Slurm did not answer within {timeout:.3g} s "
+                         "(killed)") from None
 
 
 def _last_line(text: str) -> str | None:
