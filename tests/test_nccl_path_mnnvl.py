@@ -153,3 +153,13 @@ def test_shapes_without_a_domain_get_no_domain_rule() -> None:
         assert nccl_path.fault(nccl_path.parse(text), data, {"nodes": 2}) is None, name
         warned = nccl_path.parse("h:1:1 [0] x.cc:1 NCCL WARN MNNVL is not working (IMEX)\n")
         assert nccl_path.fault(warned, data, {"nodes": 2}) is None, name
+
+
+def test_an_h200_log_is_described_as_before() -> None:
+    """NCCL 2.28 says "MNNVL 0" on every comm line and "fabric UUID 0.0" on an H200 VM
+    (the project's capture): no fabric, described without multi-node NVLink, no domain."""
+    path = nccl_path.parse((PATHS / "all_reduce_perf.p2p.initenv.h200x2.txt").read_text())
+    assert path.mnnvl is False and path.fabric == {"vm": {("0.0", "0", 3)}}
+    assert not path.in_fabric and path.domain("vm") is None
+    assert "MNNVL" not in path.describe()
+    assert "MNNVL" in nccl_path.parse(_two_hosts("P2P/MNNVL")).describe()

@@ -160,11 +160,19 @@ class Path:
                     f"{name} ({n} channel{'s' * (n != 1)})" for name, n in counts.items()))
         if self.network:
             parts.append(f"network {self.network}")
-        if self.mnnvl is not None:
+        # only where the GPUs are in an NVLink fabric (NCCL's fabric lines) or NCCL used
+        # it: every NCCL 2.2x log says "MNNVL 0" on an 8-GPU board too
+        if self.mnnvl or (self.in_fabric and self.mnnvl is not None):
             parts.append(f"multi-node NVLink (MNNVL) {'on' if self.mnnvl else 'off'}")
-        if self.nvls is not None:
+        if self.in_fabric and self.nvls is not None:
             parts.append(f"NVLS multicast {'available' if self.nvls else 'not available'}")
         return "; ".join(parts)
+
+    @property
+    def in_fabric(self) -> bool:
+        """Whether a GPU of the run registered in an NVLink fabric (a cluster UUID that
+        is not zero: NCCL prints "fabric UUID 0.0" on boards without one, an H200 VM)."""
+        return any(uuid.strip("0.") for found in self.fabric.values() for uuid, _c, _s in found)
 
     def domain(self, host: str) -> tuple[str, str] | None:
         """The NVLink domain the host's GPUs registered in: (cluster UUID, clique ID);
