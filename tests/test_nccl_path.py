@@ -271,3 +271,20 @@ def test_a_plugin_network_with_gpudirect_rdma_is_the_path_between_hosts(name):
     without = nccl_path.parse(text.replace("/GDRDMA", ""))
     assert "NET/AWS Libfabric without GPUDirect RDMA" in \
         nccl_path.fault(without, rdma, {"nodes": 2})
+
+
+def test_a_socket_between_hosts_is_healthy_where_the_shape_has_no_rdma_network():
+    """`network.rdma: none` (TCP only: the loopback cluster's veth pairs) is a string,
+    and truthy: read as the name of a cluster network, a 2-host run over a socket was
+    failed for missing GPUDirect RDMA "over the none cluster network"."""
+    text = ((Path(__file__).parent / "data" / "corpus" / "nccl-tests"
+             / "aws-efa-eks-p4d-tag-output.txt").read_text()
+            .replace("/GDRDMA", "").replace("NET/AWS Libfabric", "NET/Socket"))
+    path = nccl_path.parse(text)
+    assert "between hosts NET/Socket" in path.describe()
+    tcp = shapes.load("loopback-cluster").data
+    assert tcp["network"]["rdma"] == "none" and shapes.rdma_network(tcp) is None
+    assert nccl_path.fault(path, tcp, {"nodes": 2}) is None
+    # the same run on a shape with a RoCE network is a fallback, named
+    assert "NET/Socket" in nccl_path.fault(path, shapes.load("BM.GPU.H100.8").data,
+                                           {"nodes": 2})

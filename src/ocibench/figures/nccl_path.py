@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ocibench.figures import outputs
+from ocibench.shapes import rules as shape_rules
 
 #: What the checks export so that the log shows the path and stays small.
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}
@@ -314,7 +315,7 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
                 f"(host memory), though this shape's GPUs are NVLink-connected "
                 f"(links.nvlink_gbs {links['nvlink_gbs']} GB/s): P2P over NVLink expected"
                 f"{path.causes()}")
-    rdma = (shape_data.get("network") or {}).get("rdma")
+    rdma = shape_rules.rdma_network(shape_data)
     between = [c for c in path.channels if path.local(c) is False]
     if spans_hosts:
         # A rack-scale NVLink domain (GB200 NVL72): hosts of one domain talk over NVLink

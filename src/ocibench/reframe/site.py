@@ -351,8 +351,7 @@ def _features(shape: shapes.Shape) -> list[str]:
     vendor = accelerators.of(shape.gpus)
     if vendor:
         features += ["gpu", vendor.reframe_feature, vendor.collective_package]
-    rdma = (shape.data.get("network") or {}).get("rdma")
-    if rdma and str(rdma).lower() != "none":
+    if shapes.rdma_network(shape.data):
         features.append("rdma")
     if shape.data["scheduler"] == "slurm":
         features.append("slurm")

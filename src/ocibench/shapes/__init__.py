@@ -53,6 +53,8 @@ SHAPES_DIR = SITE_DIR / "shapes"
 
 #: The RoCE GID index where a shape file gives none (ocibench.shapes.rules says why).
 OCI_GID_INDEX = shape_rules.OCI_GID_INDEX
+#: The shape's RDMA cluster network, or None (``network.rdma: none``, or no network).
+rdma_network = shape_rules.rdma_network
 
 #: Environment variable: the directory of the shape files (default: site/shapes).
 SHAPES_DIR_ENV = "OCIBENCH_SHAPES_DIR"

@@ -50,6 +50,14 @@ SCHEMA_PATH = SITE_DIR / "shapes" / "schema.json"
 _SHOWN_SIZES = 6
 
 
+def rdma_network(data: Mapping[str, Any]) -> str | None:
+    """The shape's RDMA cluster network (``network.rdma``: "RoCEv2"), or None where it
+    has none: no ``network``, or ``rdma: none`` (TCP only, as the loopback cluster's
+    veth pairs).  The one reading of the field: "none" is a string, and truthy."""
+    rdma = str((data.get("network") or {}).get("rdma") or "").strip()
+    return rdma if rdma and rdma.lower() != "none" else None
+
+
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text())
@@ -334,8 +342,7 @@ def _capability_problems(data: dict[str, Any]) -> Iterator[str]:
     network = data.get("network") or {}
     ports = declared.get("rdma")
     if ports is not None and network:
-        rdma = str(network["rdma"]).lower() != "none"
-        if ports != (network["ports"] if rdma else 0):
+        if ports != (network["ports"] if rdma_network(data) else 0):
             yield (f"capabilities.rdma: {ports} RDMA ports, but network says "
                    f"rdma {network['rdma']!r}, ports {network['ports']}")
 
@@ -349,7 +356,7 @@ def _rdma_nic_problems(data: dict[str, Any]) -> Iterator[str]:
     network = data.get("network") or {}
     if not network:
         return
-    rdma = str(network["rdma"]).lower() != "none"
+    rdma = rdma_network(data) is not None
     nics = network.get("rdma_nics")
     if nics is None:
         if rdma and network["ports"] > 0:

@@ -200,7 +200,6 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
         # which fails offline on a download that never names the missing MPI.
         raise SpackConfigError(_no_machine_mpi(shape.name, machine))
     accel, arch, why = _accelerator(shape, externals)
-    network = shape.data.get("network") or {}
     stub = None
     if accel and accel.driver_stub and is_machine_described(shape) \
             and not has_driver(accel.driver_stub.library):
@@ -218,7 +217,7 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
         arch_why=why,
         stack=dict(sw.get("stack") or {}),
         slurm=shape.data["scheduler"] == "slurm",
-        rdma=str(network.get("rdma", "none")).lower() not in ("none", ""),
+        rdma=shapes.rdma_network(shape.data) is not None,
         mpi_external=mpi_external,
         stub_dir=stub,
         build_caps=_build_capabilities(shape, accel, root),
