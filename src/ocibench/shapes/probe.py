@@ -196,15 +196,51 @@ def gpus(numa_nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
             raise ProbeError(f"`{ran.command}` {err}") from None
         if not found:
             raise ProbeError(f"`{ran.command}` listed no GPU")
+        found = visible(found, vendor.vendor)
+        if not found:
+            return None
         valid_nodes = {n["id"] for n in numa_nodes}
         devices = []
-        for gpu in found:
+        for index, gpu in enumerate(found):
             node = _pci_numa_node(gpu.bus_id)
-            devices.append({"index": gpu.index,
+            devices.append({"index": index,
                             "numa_node": node if node in valid_nodes else min(valid_nodes)})
         return {"vendor": vendor.vendor, "model": found[-1].model, "arch": found[-1].arch,
                 "devices": devices}
     return None
+
+
+#: The variable through which a vendor's runtime shows a process only some of the node's
+#: GPUs, renumbered from 0 in the order it lists them; the vendor's tool lists them all.
+VISIBLE_DEVICES = {"nvidia": "CUDA_VISIBLE_DEVICES"}
+
+
+def visible(found: list[Any], vendor: str) -> list[Any]:
+    """The GPUs a process started here may use, in the order its runtime numbers them.
+
+    ``CUDA_VISIBLE_DEVICES=0`` on a node of two GPUs is a node of one GPU to every
+    benchmark started from here (CUDA renumbers what it leaves visible from 0), so the
+    ``local`` shape describes one, and the checks that need two skip, saying so,
+    instead of running two ranks on one GPU.  CUDA's rule for the list: indices, in
+    order; an index that names no GPU ends it.  A GPU named by UUID or a MIG instance
+    cannot be matched against the indices the probe lists: unknown, never guessed."""
+    name = VISIBLE_DEVICES.get(vendor)
+    value = os.environ.get(name) if name else None
+    if value is None:
+        return found
+    by_index = {gpu.index: gpu for gpu in found}
+    chosen: list[Any] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not re.fullmatch(r"[0-9]{1,4}", entry):
+            if entry and not re.fullmatch(r"-[0-9]+", entry):
+                raise ProbeError(f"{name}={value!r} names {entry!r}, not a GPU index: "
+                                 "which of the listed GPUs it means cannot be told")
+            break
+        gpu = by_index.get(int(entry))
+        if gpu is None or gpu in chosen:
+            break
+        chosen.append(gpu)
+    return chosen
 
 
 def _pci_numa_node(bus_id: str) -> int:
