@@ -216,7 +216,7 @@ transports() (  # (a subshell: its modules stay out of the runs after it) what t
   timeout 60 mpirun -n 2 osu_latency -x 100 -i 1000 -d cuda H H >"$RES/proto-osu_latency-H-H.txt" 2>&1
 )
 
-one_gpu() {  # the node as a node of one GPU: CUDA_VISIBLE_DEVICES=0 (docs/device-runs.md)
+one_gpu() (  # the node as a node of one GPU: CUDA_VISIBLE_DEVICES=0, in this subshell only
   local d=$RES/one-gpu
   mkdir -p "$d"
   export CUDA_VISIBLE_DEVICES=0   # the local shape then describes one GPU (shapes/probe.py)
@@ -226,7 +226,8 @@ one_gpu() {  # the node as a node of one GPU: CUDA_VISIBLE_DEVICES=0 (docs/devic
   # collective): its algbw recorded, or UNJUDGED; never FAIL.
   (
     modules_env
-    module load openmpi nccl-tests && command -v all_reduce_perf
+    for m in cuda nccl openmpi nccl-tests; do module load "$m" || echo "no module $m"; done
+    command -v all_reduce_perf
     timeout 300 mpirun -n 1 all_reduce_perf -b 10G -e 10G -t 1 -g 1 \
       >"$d/all_reduce_perf.1rank.txt" 2>&1
     echo "rc=$?" >>"$d/all_reduce_perf.1rank.txt"
@@ -235,12 +236,10 @@ one_gpu() {  # the node as a node of one GPU: CUDA_VISIBLE_DEVICES=0 (docs/devic
       --shape local --set nodes=1 --set gpus_per_node=1 --set begin=10G --set end=10G
     echo "evaluate exit $?"
   )
-}
+)
 
 nccl_paths() {  # the NCCL checks under ReFrame, forced off NVLink: each must FAIL naming the path
   local name
-  nvidia-smi topo -m >"$RES/nvidia-smi-topo.txt" 2>&1
-  nvidia-smi nvlink --status >"$RES/nvidia-smi-nvlink-status.txt" 2>&1
   for name in shm socket; do
     (
       export NCCL_P2P_DISABLE=1
@@ -255,6 +254,9 @@ pipeline() {
   common_env
   cd "$REPO" || fail "no $REPO"
   log "pipeline: $JOBS jobs, $ROUNDS rounds, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE, $GPUS GPU(s)"
+  # how the GPUs are joined (the local shape's links.nvlink_gbs is read from the first)
+  nvidia-smi nvlink --status >"$RES/nvidia-smi-nvlink-status.txt" 2>&1
+  nvidia-smi topo -m >"$RES/nvidia-smi-topo.txt" 2>&1
 
   step setup
   bash scripts/setup.sh >"$LOGS/01-setup.log" 2>&1 || fail "make setup (logs/01-setup.log)"
