@@ -136,6 +136,10 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
     #: Whether the run's messages go through UCX from GPU memory (the GPU checks):
     #: the job then runs with UCX_PROTO_INFO=y (UCX_PROTO_INFO above).
     gpu_messages = variable(bool, value=False)
+    #: The path NCCL's traffic took, as its log says (ocibench.figures.nccl_path
+    #: ``Path.describe``; empty for a run that is no NCCL run).  Set at sanity, so that
+    #: ReFrame's JSON report holds it for a run that passed as well as one that failed.
+    nccl_path = variable(str, value="")
 
     valid_systems = systems_for(1)
     exclusive_access = True
@@ -284,6 +288,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         self.measurement()   # the parse's own refusal, as the performance stage sees it
         result = evaluate.evaluate(self.check_name, self._output(), self._shape(),
                                    self.run_params())
+        self.nccl_path = result.path or ""
         if result.sanity or result.path_fault:
             raise ReframeSanityError(result.reason)
         impossible = next((row.failure() for row in result.rows if row.implausible), None)

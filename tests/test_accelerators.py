@@ -202,3 +202,43 @@ def test_a_device_buffer_is_any_vendors_ucx_memory(vendor) -> None:
     routes = ucx_proto.taken(facts.tables, 1, facts.memories, facts.nodes)
     assert [(t.memory, t.route.protocol, t.route.lanes) for t in routes] == [
         (vendor, "eager copy-in copy-out", ("sysv/memory",))]
+
+
+TWO_H200 = ("0, NVIDIA H200, 9.0, 00000000:00:05.0\n"
+            "1, NVIDIA H200, 9.0, 00000000:00:06.0")
+
+
+@pytest.mark.parametrize("value, listed", [
+    (None, [0, 1]), ("0", [0]), ("1", [1]), ("1,0", [1, 0]), ("", []),
+    ("0,7,1", [0]), ("0,0", [0]), ("-1", []), (" 1 ", [1])])
+def test_the_local_probe_sees_the_gpus_cuda_leaves_visible(tmp_path, monkeypatch, value,
+                                                           listed) -> None:
+    """CUDA_VISIBLE_DEVICES=0 on 2 x H200 (how the GPU machine's one-GPU round runs,
+    docs/device-runs.md) is a node of one GPU to every benchmark started there:
+    nvidia-smi still lists both, and the checks ran two ranks on one GPU.  CUDA
+    renumbers the visible GPUs from 0; an index naming no GPU ends the list."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _fake_tool(tmp_path, "nvidia-smi", TWO_H200)
+    if value is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    bus = {0: "00000000:00:05.0", 1: "00000000:00:06.0"}
+    seen = {"00000000:00:05.0": 0, "00000000:00:06.0": 0}
+    monkeypatch.setattr(probe, "_pci_numa_node", lambda b: seen[b])
+    found = probe.gpus(NUMA)
+    if not listed:
+        assert found is None
+        return
+    assert [d["index"] for d in found["devices"]] == list(range(len(listed)))
+    assert probe.visible([probe.accelerators.ProbedGpu(i, "H200", "90", bus[i])
+                          for i in (0, 1)], "nvidia") == [
+        probe.accelerators.ProbedGpu(i, "H200", "90", bus[i]) for i in listed]
+
+
+def test_a_gpu_named_by_uuid_is_unknown_not_guessed(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _fake_tool(tmp_path, "nvidia-smi", TWO_H200)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5fb0e7aa-0000-0000-0000-000000000000")
+    with pytest.raises(probe.ProbeError, match="CUDA_VISIBLE_DEVICES=.*not a GPU index"):
+        probe.gpus(NUMA)

@@ -136,3 +136,15 @@ def test_the_device_pipeline_picks_gpus_the_node_has(tmp_path, gpus, pair, two):
         assert lines[1] == "two"
     else:
         assert lines[1] == "skipped on this node of 1 GPU(s): osu_bw D-D needs two"
+
+
+@pytest.mark.parametrize("skip, step, left_out", [
+    ("hand transports", "hand", True), ("hand transports", "transports", True),
+    ("hand", "transports", False), ("", "hand", False), ("handy", "hand", False)])
+def test_the_device_pipeline_leaves_out_only_the_steps_named(skip, step, left_out):
+    """OCIBENCH_DEVICE_SKIP (docs/device-runs.md): the steps a short device session
+    leaves out, by whole word."""
+    lib = paths.REPO_ROOT / "scripts" / "device" / "lib.sh"
+    done = subprocess.run(["bash", "-c", f'source "{lib}"; skipped {step}'],
+                          env={**__import__("os").environ, "OCIBENCH_DEVICE_SKIP": skip})
+    assert (done.returncode == 0) is left_out

@@ -81,6 +81,10 @@ seed_env() {  # the seeds' run environment (module load nvhpc openmpi), after mo
   export LD_LIBRARY_PATH
 }
 
+skipped() {  # whether OCIBENCH_DEVICE_SKIP (words: hand transports) leaves step $1 out
+  [[ " ${OCIBENCH_DEVICE_SKIP:-} " == *" $1 "* ]]
+}
+
 node_gpus() {  # the GPUs of this node, as nvidia-smi -L lists them (0 without it)
   nvidia-smi -L 2>/dev/null | grep -c '^GPU '
 }

@@ -216,10 +216,47 @@ transports() (  # (a subshell: its modules stay out of the runs after it) what t
   timeout 60 mpirun -n 2 osu_latency -x 100 -i 1000 -d cuda H H >"$RES/proto-osu_latency-H-H.txt" 2>&1
 )
 
+one_gpu() (  # the node as a node of one GPU: CUDA_VISIBLE_DEVICES=0, in this subshell only
+  local d=$RES/one-gpu
+  mkdir -p "$d"
+  export CUDA_VISIBLE_DEVICES=0   # the local shape then describes one GPU (shapes/probe.py)
+  python3 -m ocibench.cli shape --show local 2>&1 | grep -A8 'gpus' || true
+  reframe_run "$d"
+  # nccl-tests on one rank, as a one-GPU user runs it (the check needs two GPUs to be a
+  # collective): its algbw recorded, or UNJUDGED; never FAIL.
+  (
+    modules_env
+    for m in cuda nccl openmpi nccl-tests; do module load "$m" || echo "no module $m"; done
+    command -v all_reduce_perf
+    timeout 300 mpirun -n 1 all_reduce_perf -b 10G -e 10G -t 1 -g 1 \
+      >"$d/all_reduce_perf.1rank.txt" 2>&1
+    echo "rc=$?" >>"$d/all_reduce_perf.1rank.txt"
+    cat "$d/all_reduce_perf.1rank.txt"
+    python3 -m ocibench.cli evaluate nccl_all_reduce_perf "$d/all_reduce_perf.1rank.txt" \
+      --shape local --set nodes=1 --set gpus_per_node=1 --set begin=10G --set end=10G
+    echo "evaluate exit $?"
+  )
+)
+
+nccl_paths() {  # the NCCL checks under ReFrame, forced off NVLink: each must FAIL naming the path
+  local name
+  for name in shm socket; do
+    (
+      export NCCL_P2P_DISABLE=1
+      [[ $name == socket ]] && export NCCL_SHM_DISABLE=1
+      echo "-- $name: NCCL_P2P_DISABLE=$NCCL_P2P_DISABLE NCCL_SHM_DISABLE=${NCCL_SHM_DISABLE:-}"
+      reframe_run "$RES/nccl-$name" -n 'nccl_all_reduce_perf|osu_xccl_allreduce'
+    )
+  done
+}
+
 pipeline() {
   common_env
   cd "$REPO" || fail "no $REPO"
   log "pipeline: $JOBS jobs, $ROUNDS rounds, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE, $GPUS GPU(s)"
+  # how the GPUs are joined (the local shape's links.nvlink_gbs is read from the first)
+  nvidia-smi nvlink --status >"$RES/nvidia-smi-nvlink-status.txt" 2>&1
+  nvidia-smi topo -m >"$RES/nvidia-smi-topo.txt" 2>&1
 
   step setup
   bash scripts/setup.sh >"$LOGS/01-setup.log" 2>&1 || fail "make setup (logs/01-setup.log)"
@@ -247,8 +284,12 @@ pipeline() {
       || fail "the carried build cache cannot be added as a mirror"
     log "binary mirror: the carried build cache ($(find "$WORK/buildcache-in" -name '*.spack' -o -name '*.tar.*' | wc -l) files)"
   fi
-  hand_build "$ompi" >"$LOGS/05-hand-build.log" 2>&1 &
-  hand_pid=$!
+  if skipped hand; then
+    echo "skipped (OCIBENCH_DEVICE_SKIP)" >"$LOGS/05-hand-build.log"; hand_pid=
+  else
+    hand_build "$ompi" >"$LOGS/05-hand-build.log" 2>&1 &
+    hand_pid=$!
+  fi
   local t0=$SECONDS
   # OpenMPI's bundled hwloc 2.7.1 takes --without-rocm (from the recipe's ~rocm) as the
   # ROCm directory "no" and, where OpenCL headers exist (/usr/include/CL on this image),
@@ -268,7 +309,7 @@ pipeline() {
   spack_ -e . find -l -v >>"$LOGS/04-install.log" 2>&1
 
   step hand-build-wait
-  wait $hand_pid; hrc=$?
+  hrc=1; [[ -n $hand_pid ]] && { wait "$hand_pid"; hrc=$?; }
   log "hand build: rc=$hrc"
   tail -3 "$LOGS/05-hand-build.log" | while read -r l; do log "  $l"; done
 
@@ -306,6 +347,7 @@ pipeline() {
       for who in ours hand; do echo "-- ldd $who: ${!who}"; ldd "${!who}"; done
       for i in 1 2 3; do
         for who in ours hand; do
+          [[ -x ${!who} ]] || continue   # no hand build (OCIBENCH_DEVICE_SKIP=hand)
           printf 'A/B %s %s: ' "$i" "$who"
           # shellcheck disable=SC2086
           timeout 60 mpirun -n 2 "${!who}" $SEED_LAT -d cuda "${PAIR[@]}" 2>&1 | awk '$1 == 1 {print $2}'
@@ -323,8 +365,10 @@ pipeline() {
     python3 -m ocibench.node.pageable_copy --size $((256 * 2**20)) | tee -a "$RES/copy-ceiling.txt"
   ) >"$LOGS/07-sanity.log" 2>&1
 
-  step transports
-  transports >"$LOGS/08-transports.log" 2>&1
+  if ! skipped transports; then
+    step transports
+    transports >"$LOGS/08-transports.log" 2>&1
+  fi
 
   for ((r = 1; r <= ROUNDS; r++)); do
     step "reframe-$r"
@@ -338,6 +382,13 @@ pipeline() {
     fi
     python3 "$REPO/scripts/device/summarize.py" "$RES" >"$RES/summary.txt" 2>&1
   done
+
+  if [[ ${OCIBENCH_DEVICE_PATHS:-0} == 1 ]]; then
+    step one-gpu
+    one_gpu >"$LOGS/10-one-gpu.log" 2>&1
+    step nccl-paths
+    nccl_paths >"$LOGS/11-nccl-paths.log" 2>&1
+  fi
 
   if [[ ${OCIBENCH_BUILDCACHE:-0} != 1 ]]; then step finished; touch "$STATE/done"; return; fi
   # The binary build cache of what takes the build's time (UCX, OpenMPI: ~7 of its

@@ -119,8 +119,60 @@ def complete_local(data: dict[str, Any], unknown: list[str] | None = None) -> di
         merged["gpus"] = None
         if unknown is not None:
             unknown.append(f"gpus: unknown: {err}")
-    merged.setdefault("links", {})
+    links = dict(merged.get("links") or {})
+    if (merged["gpus"] or {}).get("vendor") == "nvidia" and len(merged["gpus"]["devices"]) > 1:
+        try:
+            rate = nvlink_gbs()
+        except ProbeError as err:
+            rate = None
+            if unknown is not None:
+                unknown.append(f"links.nvlink_gbs: unknown: {err}")
+        if rate:
+            links["nvlink_gbs"] = rate
+    merged["links"] = links
     return merged
+
+
+#: A link of ``nvidia-smi nvlink --status`` with its rate ("\t Link 0: 26.562 GB/s");
+#: an inactive one prints "<inactive>".
+_NVLINK_RATE = re.compile(r"^\s*Link \d+: ([0-9]{1,4}(?:\.[0-9]+)?) GB/s\s*$")
+_NVLINK_GPU = re.compile(r"^GPU (\d+):")
+
+
+def nvlink_gbs() -> float | None:
+    """NVLink of one GPU in GB/s per direction, the ``links.nvlink_gbs`` of a shape
+    file, from the rates ``nvidia-smi nvlink --status`` prints for each active link:
+    their sum, the least over the GPUs a process here may use (CUDA_VISIBLE_DEVICES).
+
+    ``local`` then knows that its GPUs are NVLink-connected, as a documented shape
+    says it, so that NCCL falling back to shared memory between them is the fault it
+    is there (ocibench.figures.nccl_path.fault) rather than a path recorded as fine.
+    None where a GPU has no active link (PCIe only, or a link down: the rule is then
+    not applied; the preflight names a link down); ProbeError where the tool gives no
+    answer."""
+    ran = run_tool(["nvidia-smi", "nvlink", "--status"], PROBE_TIMEOUT_S)
+    if ran.missing:
+        return None
+    if ran.why:
+        raise ProbeError(f"`{ran.command}`: {ran.why}")
+    rates: dict[int, float] = {}
+    gpu = None
+    for line in ran.out.splitlines():
+        if found := _NVLINK_GPU.match(line):
+            gpu = int(found.group(1))
+            rates[gpu] = 0.0
+        elif (found := _NVLINK_RATE.match(line)) and gpu is not None:
+            rates[gpu] += float(found.group(1))
+    used = visible([_Link(index, rate) for index, rate in rates.items()], "nvidia")
+    if len(used) < 2 or not all(link.gbs for link in used):
+        return None
+    return round(min(link.gbs for link in used), 1)
+
+
+@dataclass(frozen=True)
+class _Link:
+    index: int   # the GPU's index as nvidia-smi lists it
+    gbs: float   # its active links' rates, summed
 
 
 def cpu() -> dict[str, Any]:
@@ -196,15 +248,51 @@ def gpus(numa_nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
             raise ProbeError(f"`{ran.command}` {err}") from None
         if not found:
             raise ProbeError(f"`{ran.command}` listed no GPU")
+        found = visible(found, vendor.vendor)
+        if not found:
+            return None
         valid_nodes = {n["id"] for n in numa_nodes}
         devices = []
-        for gpu in found:
+        for index, gpu in enumerate(found):
             node = _pci_numa_node(gpu.bus_id)
-            devices.append({"index": gpu.index,
+            devices.append({"index": index,
                             "numa_node": node if node in valid_nodes else min(valid_nodes)})
         return {"vendor": vendor.vendor, "model": found[-1].model, "arch": found[-1].arch,
                 "devices": devices}
     return None
+
+
+#: The variable through which a vendor's runtime shows a process only some of the node's
+#: GPUs, renumbered from 0 in the order it lists them; the vendor's tool lists them all.
+VISIBLE_DEVICES = {"nvidia": "CUDA_VISIBLE_DEVICES"}
+
+
+def visible(found: list[Any], vendor: str) -> list[Any]:
+    """The GPUs a process started here may use, in the order its runtime numbers them.
+
+    ``CUDA_VISIBLE_DEVICES=0`` on a node of two GPUs is a node of one GPU to every
+    benchmark started from here (CUDA renumbers what it leaves visible from 0), so the
+    ``local`` shape describes one, and the checks that need two skip, saying so,
+    instead of running two ranks on one GPU.  CUDA's rule for the list: indices, in
+    order; an index that names no GPU ends it.  A GPU named by UUID or a MIG instance
+    cannot be matched against the indices the probe lists: unknown, never guessed."""
+    name = VISIBLE_DEVICES.get(vendor)
+    value = os.environ.get(name) if name else None
+    if value is None:
+        return found
+    by_index = {gpu.index: gpu for gpu in found}
+    chosen: list[Any] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not re.fullmatch(r"[0-9]{1,4}", entry):
+            if entry and not re.fullmatch(r"-[0-9]+", entry):
+                raise ProbeError(f"{name}={value!r} names {entry!r}, not a GPU index: "
+                                 "which of the listed GPUs it means cannot be told")
+            break
+        gpu = by_index.get(int(entry))
+        if gpu is None or gpu in chosen:
+            break
+        chosen.append(gpu)
+    return chosen
 
 
 def _pci_numa_node(bus_id: str) -> int:
