@@ -1,6 +1,8 @@
-"""What a failure asks of the admin, and the drain decisions: stated once here.
+"""What a failure asks of the admin, and the drain decisions.
 
-A failed check maps to one :class:`~ocibench.metrics.Action`:
+Each failure is an entry of the action ladder (ocibench.ladder: its step, fault code and
+evidence; docs/ladder.md), found here (:func:`failure_rung`, :func:`row_rung`); the
+sweep's :class:`~ocibench.metrics.Action` is the step's (``ladder.SWEEP_ACTION``):
 
 * **fix-software**: the node's software stops the benchmark or its figure: a module
   that does not load (Lmod's error, ``command not found``, an unsafe module tree), an
@@ -33,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ocibench import accelerators, metrics
+from ocibench import accelerators, ladder, metrics
 from ocibench.figures.judge import Row
 from ocibench.metrics import Action
 
@@ -56,39 +58,57 @@ COULD_NOT_JUDGE = metrics.COULD_NOT_JUDGE
 _GPU_AWARE = "|".join(f"{a.mpi_aware_variant}-aware|{a.mpi_aware_variant} support"
                       for a in accelerators.VENDORS.values())
 
-#: Failure lines (ocibench.figures.joblog.failure_line, reframe_slurm) -> action, first match.
-_PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), action) for pattern, action in (
-        (r"Lmod has detected|module\(s\) are unknown|unsafe module tree", Action.FIX_SOFTWARE),
-        (r"command not found|cannot open shared object file|No module named", Action.FIX_SOFTWARE),
-        (r"is written for Open MPI|needs Open MPI|" + _GPU_AWARE, Action.FIX_SOFTWARE),
-        (r"network device .* is not available|no port \d+ of", Action.DRAIN),
-        (r"#wrong|Out of bounds values|NODE_FAIL|BOOT_FAIL|Xid", Action.DRAIN),
+#: Failure lines (ocibench.figures.joblog.failure_line, reframe_slurm) -> the ladder's
+#: entry of that job failure (ocibench.ladder, kind "job"), first match.
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), name) for pattern, name in (
+        (r"Lmod has detected|module\(s\) are unknown|unsafe module tree", "module"),
+        (r"command not found|cannot open shared object file|No module named",
+         "missing-program"),
+        (r"is written for Open MPI|needs Open MPI|" + _GPU_AWARE, "mpi-not-gpu-aware"),
+        (r"network device .* is not available|no port \d+ of", "rdma-port-missing"),
+        (r"#wrong|Out of bounds values", "wrong-data"),
+        (r"NODE_FAIL|BOOT_FAIL", "node-lost"),
+        (r"Xid", "xid"),
     ))
+#: Every job failure this module names: the ladder has an entry for each
+#: (tests/test_ladder.py).
+JOB_FAILURES = (*(name for _p, name in _PATTERNS), "preflight-software",
+                "preflight-hardware", "unattributed", "unjudged", "figure-unregistered")
 
 #: The links between the GPUs of a node, each vendor's (NVLink, xGMI: accelerators).
 _DEVICE_LINKS = tuple(a.device_link for a in accelerators.VENDORS.values())
-#: Preflight items (ocibench.node.preflight) that are hardware; every other item (kernel
-#: modules, UCX, Open MPI, memlock) is software.
-HARDWARE_ITEMS = ("gpus", *_DEVICE_LINKS, "pcie", "numa", "rdma")
 #: Capabilities (ocibench.capabilities) that are hardware; the others are software.
 HARDWARE_CAPABILITIES = (*_DEVICE_LINKS, "pcie", "rdma")
 _PREFLIGHT = re.compile(r"requires what this node lacks: (.*)")
 
 
-def for_failure(reason: str) -> Action:
-    """The action for a job that failed with ``reason`` (no figure judged)."""
+def _job(name: str) -> ladder.Rung:
+    return ladder.LADDER[(ladder.JOB, name)]
+
+
+def failure_rung(reason: str) -> ladder.Rung:
+    """The ladder's entry for a job that failed with ``reason`` (no figure judged): a
+    run that could not be judged, a preflight item the node lacks (hardware when the
+    item's own entry is not a software fix), a known failure line, else unattributed."""
     if could_not_judge(reason):
-        return Action.RERUN
+        return _job("unjudged")
     lacks = _PREFLIGHT.search(reason or "")
     if lacks:
         items = [part.strip().split(" ")[0] for part in lacks.group(1).split(";")]
-        hardware = any(item in HARDWARE_ITEMS for item in items)
-        return Action.DRAIN if hardware else Action.FIX_SOFTWARE
-    for pattern, action in _PATTERNS:
+        steps = [rung.step for rung in (ladder.entry(ladder.PREFLIGHT, i) for i in items)
+                 if rung is not None]
+        hardware = any(step is not ladder.Step.FIX_SOFTWARE for step in steps)
+        return _job("preflight-hardware" if hardware else "preflight-software")
+    for pattern, name in _PATTERNS:
         if pattern.search(reason or ""):
-            return action
-    return Action.RERUN
+            return _job(name)
+    return _job("unattributed")
+
+
+def for_failure(reason: str) -> Action:
+    """The action for a job that failed with ``reason`` (no figure judged)."""
+    return ladder.SWEEP_ACTION[failure_rung(reason).step]
 
 
 def could_not_judge(reason: str | None) -> bool:
@@ -96,20 +116,37 @@ def could_not_judge(reason: str | None) -> bool:
     return metrics.unjudged_in(reason) is not None
 
 
-def for_row(row: Row) -> Action:
-    """The action for a judged figure that failed."""
+def row_rung(row: Row, check: str | None = None) -> ladder.Rung:
+    """The ladder's entry for a judged figure that failed: a value that cannot be a
+    measurement is rerun; a capability UCX or preflight found lacking is its software
+    fix (UCX's path entry, else preflight's item); else the figure's own entry."""
     if row.implausible:
-        return Action.RERUN
-    if row.lacking:
-        software = [c for c in row.lacking if c not in HARDWARE_CAPABILITIES]
-        return Action.FIX_SOFTWARE if software else Action.DRAIN
-    return Action.DRAIN
+        return _job("unattributed")
+    software = [c for c in row.lacking if c not in HARDWARE_CAPABILITIES]
+    for capability in software:
+        rung = (ladder.entry(ladder.PATH, f"ucx:{capability}")
+                or ladder.entry(ladder.PREFLIGHT, capability))
+        if rung is not None:
+            return rung
+    if software:
+        return _job("preflight-software")
+    return (ladder.entry(ladder.FIGURE, check) if check else None) \
+        or _job("figure-unregistered")
+
+
+def for_row(row: Row, check: str | None = None) -> Action:
+    """The action for a judged figure of ``check`` that failed."""
+    if not row.implausible and row.lacking and \
+            all(c in HARDWARE_CAPABILITIES for c in row.lacking):
+        return Action.DRAIN  # hardware lacking: never a rerun, whatever the figure's step
+    return ladder.SWEEP_ACTION[row_rung(row, check).step]
 
 
 def for_drift(persists: bool) -> Action:
     """A drifting node's action: rerun, then drain if it persists (its previous sweep
-    flagged it too)."""
-    return Action.DRAIN if persists else Action.RERUN
+    flagged it too): the drift probe's entry, one step up for the repeat."""
+    step = ladder.escalate(ladder.LADDER[(ladder.PROBE, "drift")].step, int(persists))
+    return ladder.SWEEP_ACTION[step]
 
 
 def worse(a: Action | None, b: Action | None) -> Action | None:

@@ -147,8 +147,9 @@ def job_cell(job: JobResult) -> Cell | None:
     failing = next((r for r in job.rows if r.verdict is Verdict.FAIL), None)
     if failing is not None:
         bound, source = _bound(failing)
-        return Cell(NodeVerdict.FAIL, failing.failure() or "failed", actions.for_row(failing),
-                    failing.measured, failing.unit, _figure(failing), bound, source, jobs)
+        return Cell(NodeVerdict.FAIL, failing.failure() or "failed",
+                    actions.for_row(failing, job.case.check), failing.measured, failing.unit,
+                    _figure(failing), bound, source, jobs)
     if job.failed and actions.could_not_judge(job.failed):
         return Cell(NodeVerdict.UNJUDGED, job.failed, Action.RERUN, bound="",
                     source="could not judge", jobs=jobs)
