@@ -215,6 +215,25 @@ def test_a_failed_figure_is_judged_by_judge_and_drains(optimized):
     assert "> ceiling" in nodes["node4"].drain_reason and "002_" in nodes["node4"].drain_reason
 
 
+def test_a_failed_node_shows_its_next_step_and_fault_code_first(optimized):
+    """The action ladder (ocibench.ladder) on the sweep's JSON and page: the failed
+    node's step, fault code and the commands that show the evidence, before the details."""
+    values = [1.7, 1.68, 9.0, 9.1, 1.66, 1.69, 1.7, 1.71]          # node3-node4: 9 us
+    the_plan = plan.make_plan(names(8), [PAIR_CASE])
+    result = sweeping.Sweep(the_plan)
+    result.nodes = sweeping.judge_nodes(the_plan, pair_jobs(optimized, values), 3.5, {})
+    result.drain = actions.decide({}, len(result.nodes))
+    data = json.loads(output.to_json(result))
+    first = data["nodes"]["node4"]["next"]
+    assert first["step"] == "reboot" and first["fault"] == "OCIBENCH-FIG-0001"
+    assert data["nodes"]["node4"]["checks"][PAIR_CASE.name]["fault"] == "OCIBENCH-FIG-0001"
+    assert data["nodes"]["node1"]["next"] is None
+    page = output.to_html(result)
+    shown = page.index("Next step: <strong>reboot</strong>, fault code <code>OCIBENCH-FIG-0001")
+    assert "Drain reason" in page[shown:page.index("</section>", shown)]   # details after
+    assert "<code>ibstat</code>" in page
+
+
 def test_a_pair_that_fails_alone_is_retested_and_the_retest_names_the_node(optimized):
     values = [1.7, 1.68, 9.0, 1.69, 1.66, 1.69, 1.7, 1.71]          # only (node3,node4)
     jobs = pair_jobs(optimized, values)
