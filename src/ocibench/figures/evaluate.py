@@ -43,6 +43,9 @@ class Evaluation:
     #: Why that path makes the run broken whatever its numbers (a fallback to a socket
     #: between GPUs of one host, SHM on an NVLink shape, no GPUDirect RDMA between hosts).
     path_fault: str | None = None
+    #: That fault's name (:data:`ocibench.figures.nccl_path.FAULTS`: the action ladder's
+    #: ``nccl:<name>`` entry).
+    path_kind: str | None = None
 
     @property
     def verdict(self) -> RunVerdict:
@@ -84,6 +87,7 @@ class Evaluation:
             "unjudged": self.unjudged,
             "path": self.path,
             "path_fault": self.path_fault,
+            "path_kind": self.path_kind,
             "sanity": self.sanity,
             "reason": self.reason,
             "notes": list(self.notes),
@@ -131,14 +135,16 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     facts = judge.Facts(absent=dict(known.absent), present=dict(known.present),
                         tables=tuple(ucx_proto.parse(text)))
     documented = documents(shape, check)
-    path = path_fault = None
+    path = path_fault = path_kind = None
     if benchmarks.CHECKS[check].collective == "nccl":
         # The path is judged even where the numbers cannot be: a socket between two
         # GPUs of one host is a broken node whatever was documented for the sizes.
         found = nccl_path.parse(text)
-        path, path_fault = found.describe(), nccl_path.fault(found, shape.data, resolved)
+        classified = nccl_path.classify(found, shape.data, resolved)
+        path = found.describe()
+        path_kind, path_fault = classified if classified else (None, None)
     known_of_run = {"notes": notes, "facts": facts, "documented": documented, "path": path,
-                    "path_fault": path_fault}
+                    "path_fault": path_fault, "path_kind": path_kind}
     try:
         measurement = outputs.parse(check, text, resolved)
     except outputs.Unjudged as err:
