@@ -32,7 +32,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from ocibench import benchmarks, metrics
+from ocibench import accelerators, benchmarks, metrics
 
 
 class Step(str, enum.Enum):
@@ -431,6 +431,72 @@ class Decision:
                 "fault": self.fault, "oci": self.rung.oci_codes, "repeats": self.repeats,
                 "meaning": self.rung.meaning, "fix": self.rung.fix,
                 "evidence": list(self.rung.evidence)}
+
+
+# --------------------------------------------------------------------------- finding an entry
+
+#: An MPI that does not take the GPUs' buffers, in each vendor's words (ocibench.accelerators:
+#: "CUDA-aware", "cuda support" as in ompi_info's *_built_with_cuda_support).
+_GPU_AWARE = "|".join(f"{a.mpi_aware_variant}-aware|{a.mpi_aware_variant} support"
+                      for a in accelerators.VENDORS.values())
+
+#: A job's failure line (ocibench.figures.joblog.failure_line, reframe_slurm, a benchmark's
+#: sanity error) -> its entry (kind "job"), first match.
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), name) for pattern, name in (
+        (r"Lmod has detected|module\(s\) are unknown|unsafe module tree", "module"),
+        (r"command not found|cannot open shared object file|No module named",
+         "missing-program"),
+        (r"is written for Open MPI|needs Open MPI|" + _GPU_AWARE, "mpi-not-gpu-aware"),
+        (r"network device .* is not available|no port \d+ of", "rdma-port-missing"),
+        (r"#wrong|Out of bounds values", "wrong-data"),
+        (r"NODE_FAIL|BOOT_FAIL", "node-lost"),
+        (r"Xid", "xid"),
+    ))
+#: Every job failure :func:`failure_entry` and :func:`figure_entry` name.
+JOB_FAILURES = (*(name for _p, name in _PATTERNS), "preflight-software",
+                "preflight-hardware", "unattributed", "unjudged", "figure-unregistered")
+#: What preflight's report says the node lacks, as a job's failure quotes it.
+_PREFLIGHT_LACKS = re.compile(r"requires what this node lacks: (.*)")
+#: Capabilities (ocibench.capabilities) that are hardware (the links between the GPUs,
+#: PCIe, RDMA ports); the others are software.
+HARDWARE_CAPABILITIES = (*(a.device_link for a in accelerators.VENDORS.values()),
+                         "pcie", "rdma")
+
+
+def failure_entry(reason: str | None) -> Rung:
+    """The entry of a job that failed with ``reason`` before a figure was judged: a run
+    that could not be judged (this project's defect: rerun), a preflight item the node
+    lacks (hardware when that item's own entry is not a software fix), a known failure
+    line, else unattributed (rerun)."""
+    if metrics.unjudged_in(reason) is not None:
+        return LADDER[(JOB, "unjudged")]
+    lacks = _PREFLIGHT_LACKS.search(reason or "")
+    if lacks:
+        items = [part.strip().split(" ")[0] for part in lacks.group(1).split(";")]
+        steps = [rung.step for rung in (entry(PREFLIGHT, i) for i in items) if rung]
+        hardware = any(step is not Step.FIX_SOFTWARE for step in steps)
+        return LADDER[(JOB, "preflight-hardware" if hardware else "preflight-software")]
+    for pattern, name in _PATTERNS:
+        if pattern.search(reason or ""):
+            return LADDER[(JOB, name)]
+    return LADDER[(JOB, "unattributed")]
+
+
+def figure_entry(check: str | None, implausible: bool, lacking: tuple[str, ...]) -> Rung:
+    """The entry of a judged figure of ``check`` that failed: a value that cannot be a
+    measurement is rerun; a software capability UCX or preflight found lacking is its
+    fix (UCX's path entry, else preflight's item); else the figure's own entry."""
+    if implausible:
+        return LADDER[(JOB, "unattributed")]
+    software = [c for c in lacking if c not in HARDWARE_CAPABILITIES]
+    for capability in software:
+        rung = entry(PATH, f"ucx:{capability}") or entry(PREFLIGHT, capability)
+        if rung is not None:
+            return rung
+    if software:
+        return LADDER[(JOB, "preflight-software")]
+    return (entry(FIGURE, check) if check else None) or LADDER[(JOB, "figure-unregistered")]
 
 
 def escalate(step: Step, repeats: int) -> Step:

@@ -19,14 +19,13 @@ import argparse
 import json
 import sys
 
-from ocibench import benchmarks, ladder, shapes
+from ocibench import benchmarks, shapes
 from ocibench.benchmarks import ParamError
 from ocibench.figures import evaluate as evaluation
 from ocibench.figures import judge, outputs
 from ocibench.figures.judge import Row
-from ocibench.metrics import VERDICTS, RunVerdict, Verdict
+from ocibench.metrics import VERDICTS, RunVerdict
 from ocibench.node import preflight
-from ocibench.sweep import actions
 
 #: The exit status of each verdict (the module's docstring).
 EXIT_STATUS = {RunVerdict.PASS: 0, RunVerdict.RECORDED: 0, RunVerdict.FAIL: 1,
@@ -66,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     except (ParamError, shapes.ShapeError, outputs.OutputTooLarge) as err:
         print(f"ocibench evaluate: {err}", file=sys.stderr)
         return 2
-    first = next_step(result)
+    first = result.next_step()
     if args.json:
         print(json.dumps({**result.to_dict(), "file": args.file,
                           "next": first.to_dict() if first else None}, indent=2))
@@ -81,25 +80,6 @@ def run(args: argparse.Namespace) -> int:
     elif verdict is RunVerdict.UNJUDGED:
         print(f"ocibench evaluate: UNJUDGED: {result.reason}", file=sys.stderr)
     return EXIT_STATUS[verdict]
-
-
-def next_step(result: evaluation.Evaluation) -> ladder.Decision | None:
-    """A failed run's entry of the action ladder (ocibench.ladder), as the sweep finds it:
-    a broken output's failure line, the NCCL path's fault, else the failed figure's (a
-    capability it lacked first); None unless it failed."""
-    if result.verdict is not RunVerdict.FAIL:
-        return None
-    if result.sanity:
-        rung = actions.failure_rung(result.sanity)
-    elif result.path_kind:
-        rung = ladder.LADDER[(ladder.PATH, f"nccl:{result.path_kind}")]
-    else:
-        impossible = [row for row in result.rows if row.implausible]
-        failed = impossible or [row for row in result.rows if row.verdict is Verdict.FAIL]
-        if not failed:
-            return None
-        rung = actions.row_rung(failed[0], result.check)
-    return ladder.Decision(rung, rung.step, 0)
 
 
 def _settings(settings: list[str]) -> dict[str, str]:

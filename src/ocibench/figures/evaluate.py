@@ -12,11 +12,26 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ocibench import accelerators, benchmarks, shapes
+from ocibench import accelerators, benchmarks, ladder, shapes
 from ocibench.benchmarks import CHECKS  # noqa: F401  (the registry, re-exported here)
 from ocibench.figures import judge, nccl_path, outputs, references, ucx_proto
 from ocibench.figures.judge import Row
 from ocibench.metrics import RunVerdict, Verdict
+
+
+def ladder_entry(check: str, rows: Iterable[Row], path_kind: str | None = None,
+                 failure: str | None = None) -> ladder.Rung | None:
+    """A failed run's entry of the action ladder (ocibench.ladder), as the sweep finds
+    it: the NCCL path's fault by name; else the failed figure's (an impossible value
+    first, a capability it lacked before the figure itself); else the failure line's
+    (a crash, ``#wrong``); None when nothing failed."""
+    if path_kind:
+        return ladder.entry(ladder.PATH, f"nccl:{path_kind}")
+    rows = list(rows)
+    failed = [r for r in rows if r.implausible] or [r for r in rows if r.verdict is Verdict.FAIL]
+    if failed:
+        return ladder.figure_entry(check, bool(failed[0].implausible), failed[0].lacking)
+    return ladder.failure_entry(failure) if failure else None
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,14 @@ class Evaluation:
         shape that documents the check; RECORDED on a shape that documents none."""
         return run_verdict(self.rows, broken=bool(self.sanity or self.path_fault),
                            unjudged=self.unjudged, documented=self.documented)
+
+    def next_step(self) -> ladder.Decision | None:
+        """A failed run's entry of the action ladder (:func:`ladder_entry`); None unless
+        it failed."""
+        if self.verdict is not RunVerdict.FAIL:
+            return None
+        rung = ladder_entry(self.check, self.rows, self.path_kind, self.sanity)
+        return None if rung is None else ladder.Decision(rung, rung.step, 0)
 
     @property
     def ok(self) -> bool:

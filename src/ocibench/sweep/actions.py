@@ -30,12 +30,11 @@ jobs correctly until fixed); rerun nodes and unreachable nodes are never drained
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ocibench import accelerators, ladder, metrics
+from ocibench import ladder, metrics
 from ocibench.figures.judge import Row
 from ocibench.metrics import Action
 
@@ -53,57 +52,15 @@ MAX_DRAIN_FRACTION = 0.25
 #: matched before any pattern below.
 COULD_NOT_JUDGE = metrics.COULD_NOT_JUDGE
 
-#: An MPI that does not take the GPUs' buffers, in each vendor's words (ocibench.accelerators:
-#: "CUDA-aware", "cuda support" as in ompi_info's *_built_with_cuda_support).
-_GPU_AWARE = "|".join(f"{a.mpi_aware_variant}-aware|{a.mpi_aware_variant} support"
-                      for a in accelerators.VENDORS.values())
-
-#: Failure lines (ocibench.figures.joblog.failure_line, reframe_slurm) -> the ladder's
-#: entry of that job failure (ocibench.ladder, kind "job"), first match.
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), name) for pattern, name in (
-        (r"Lmod has detected|module\(s\) are unknown|unsafe module tree", "module"),
-        (r"command not found|cannot open shared object file|No module named",
-         "missing-program"),
-        (r"is written for Open MPI|needs Open MPI|" + _GPU_AWARE, "mpi-not-gpu-aware"),
-        (r"network device .* is not available|no port \d+ of", "rdma-port-missing"),
-        (r"#wrong|Out of bounds values", "wrong-data"),
-        (r"NODE_FAIL|BOOT_FAIL", "node-lost"),
-        (r"Xid", "xid"),
-    ))
-#: Every job failure this module names: the ladder has an entry for each
-#: (tests/test_ladder.py).
-JOB_FAILURES = (*(name for _p, name in _PATTERNS), "preflight-software",
-                "preflight-hardware", "unattributed", "unjudged", "figure-unregistered")
-
-#: The links between the GPUs of a node, each vendor's (NVLink, xGMI: accelerators).
-_DEVICE_LINKS = tuple(a.device_link for a in accelerators.VENDORS.values())
 #: Capabilities (ocibench.capabilities) that are hardware; the others are software.
-HARDWARE_CAPABILITIES = (*_DEVICE_LINKS, "pcie", "rdma")
-_PREFLIGHT = re.compile(r"requires what this node lacks: (.*)")
-
-
-def _job(name: str) -> ladder.Rung:
-    return ladder.LADDER[(ladder.JOB, name)]
+HARDWARE_CAPABILITIES = ladder.HARDWARE_CAPABILITIES
+#: Every job failure the ladder names (ocibench.ladder: its failure lines' patterns).
+JOB_FAILURES = ladder.JOB_FAILURES
 
 
 def failure_rung(reason: str) -> ladder.Rung:
-    """The ladder's entry for a job that failed with ``reason`` (no figure judged): a
-    run that could not be judged, a preflight item the node lacks (hardware when the
-    item's own entry is not a software fix), a known failure line, else unattributed."""
-    if could_not_judge(reason):
-        return _job("unjudged")
-    lacks = _PREFLIGHT.search(reason or "")
-    if lacks:
-        items = [part.strip().split(" ")[0] for part in lacks.group(1).split(";")]
-        steps = [rung.step for rung in (ladder.entry(ladder.PREFLIGHT, i) for i in items)
-                 if rung is not None]
-        hardware = any(step is not ladder.Step.FIX_SOFTWARE for step in steps)
-        return _job("preflight-hardware" if hardware else "preflight-software")
-    for pattern, name in _PATTERNS:
-        if pattern.search(reason or ""):
-            return _job(name)
-    return _job("unattributed")
+    """The ladder's entry for a job that failed with ``reason`` (ladder.failure_entry)."""
+    return ladder.failure_entry(reason)
 
 
 def for_failure(reason: str) -> Action:
@@ -117,21 +74,9 @@ def could_not_judge(reason: str | None) -> bool:
 
 
 def row_rung(row: Row, check: str | None = None) -> ladder.Rung:
-    """The ladder's entry for a judged figure that failed: a value that cannot be a
-    measurement is rerun; a capability UCX or preflight found lacking is its software
-    fix (UCX's path entry, else preflight's item); else the figure's own entry."""
-    if row.implausible:
-        return _job("unattributed")
-    software = [c for c in row.lacking if c not in HARDWARE_CAPABILITIES]
-    for capability in software:
-        rung = (ladder.entry(ladder.PATH, f"ucx:{capability}")
-                or ladder.entry(ladder.PREFLIGHT, capability))
-        if rung is not None:
-            return rung
-    if software:
-        return _job("preflight-software")
-    return (ladder.entry(ladder.FIGURE, check) if check else None) \
-        or _job("figure-unregistered")
+    """The ladder's entry for a judged figure of ``check`` that failed
+    (ladder.figure_entry)."""
+    return ladder.figure_entry(check, bool(row.implausible), row.lacking)
 
 
 def for_row(row: Row, check: str | None = None) -> Action:
