@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ocibench import accelerators, benchmarks, ladder, shapes
+from ocibench import accelerators, benchmarks, ladder, paths, shapes
 from ocibench.figures import nccl_path, ucx_proto
 from ocibench.health import probes
 from ocibench.ladder import FIGURE, JOB, PATH, PREFLIGHT, PROBE, Step
@@ -114,3 +114,10 @@ def test_a_bad_entry_names_its_mistake(change, said) -> None:
 
 def test_every_step_has_a_sweep_action_and_an_escalation() -> None:
     assert set(ladder.SWEEP_ACTION) == set(Step) == set(ladder.ESCALATION)
+
+
+def test_the_docs_show_the_table_as_it_is() -> None:
+    text = (paths.REPO_ROOT / "docs" / "ladder.md").read_text()
+    assert ladder.markdown() in text, "docs/ladder.md: regenerate the table (ladder.markdown())"
+    assert ladder.oci_markdown() in text, "docs/ladder.md: regenerate OCI's codes"
+    assert "docs/ladder.md" in (paths.REPO_ROOT / "docs" / "healthcheck.md").read_text()

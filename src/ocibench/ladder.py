@@ -515,3 +515,27 @@ def decide(kind: str, name: str, repeats: int = 0) -> Decision | None:
 def worst(decisions: list[Decision]) -> Decision | None:
     """The most severe decision of a node (what the admin does first)."""
     return max(decisions, key=lambda d: STEPS.index(d.step), default=None)
+
+
+def markdown() -> str:
+    """The table as docs/ladder.md shows it (tests/test_ladder.py holds the two equal)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| failure | step | fault code | what failed | what to do | evidence |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for rung in LADDER_ENTRIES:
+        code = f"{rung.fault} (OCI: `{rung.oci_check}`)" if rung.oci_check else rung.fault
+        lines.append(f"| {rung.kind} `{rung.name}` | {rung.step} | {code} | "
+                     f"{cell(rung.meaning)} | {cell(rung.fix)} | "
+                     + "; ".join(f"`{cell(c)}`" for c in rung.evidence) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def oci_markdown() -> str:
+    """OCI's fault codes as transcribed (:data:`OCI_FAULTS`), for docs/ladder.md."""
+    lines = ["| OCI's check | fault code | meaning | our entries |", "| --- | --- | --- | --- |"]
+    for check, (code, meaning) in OCI_FAULTS.items():
+        ours = ", ".join(f"{r.kind} `{r.name}`" for r in LADDER_ENTRIES if r.oci_check == check)
+        lines.append(f"| `{check}` | {code} | {meaning} | {ours or 'none yet'} |")
+    return "\n".join(lines) + "\n"
