@@ -185,6 +185,10 @@ def test_slow_link_is_an_outlier_in_both_pairs_and_pinned_to_its_node(local):
     assert "in both its pairs" in nodes["node3"].reason
     assert nodes["node3"].drain_reason.startswith("ocibench: osu_latency %buffers=H-H %nodes=2 ")
     assert "cluster median" in nodes["node3"].drain_reason
+    # on the action ladder: an outlier is rerun; pinned to the node, one step up
+    first = nodes["node3"].next_step()
+    assert first is not None and first.fault == "OCIBENCH-JOB-0052"
+    assert str(first.step) == "reboot" and first.repeats == 1
     for other in set(names(8)) - {"node3"}:
         assert nodes[other].verdict is NodeVerdict.PASS, (other, nodes[other].reason)
     assert "node3 fails in both its pairs" in nodes["node2"].reason
@@ -342,6 +346,7 @@ def test_json_has_the_interface_fields(local):
     data = json.loads(output.to_json(a_sweep(local)))
     assert data["nodes"]["node5"]["verdict"] == "outlier"
     assert data["nodes"]["node5"]["action"] == "rerun"
+    assert data["nodes"]["node5"]["next"]["step"] == "rerun"     # seen once: rerun
     assert data["nodes"]["node9"]["verdict"] == "unreachable"
     assert data["nodes"]["node9"]["reason"] == "Slurm state down*: Not responding"
     assert data["summary"] == {"pass": 4, "unjudged": 0, "drifting": 0, "outlier": 1,

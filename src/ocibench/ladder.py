@@ -373,6 +373,10 @@ LADDER_ENTRIES: tuple[Rung, ...] = (
     Rung(JOB, "unattributed", Step.RERUN, "OCIBENCH-JOB-0049",
          "a crash, a time limit or a value that cannot be a measurement",
          "run the check again; a repeat offender is rebooted", (_SWEEP_OUT,)),
+    Rung(JOB, "outlier", Step.RERUN, "OCIBENCH-JOB-0052",
+         "a figure far worse than the cluster's median of it (robust deviations)",
+         "rerun: a pair or group that is an outlier again, with other partners, is pinned "
+         "to the node and one step up", (_SWEEP_OUT, "ocibench history --node NODE")),
     Rung(JOB, "figure-unregistered", Step.REBOOT, "OCIBENCH-JOB-0051",
          "a documented figure missed by a check the registry does not hold",
          "reboot the node, rerun; add the check to the registry (docs/adding-a-benchmark.md)",
@@ -455,7 +459,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     ))
 #: Every job failure :func:`failure_entry` and :func:`figure_entry` name.
 JOB_FAILURES = (*(name for _p, name in _PATTERNS), "preflight-software",
-                "preflight-hardware", "unattributed", "unjudged", "figure-unregistered")
+                "preflight-hardware", "unattributed", "unjudged", "figure-unregistered",
+                "outlier")
 #: What preflight's report says the node lacks, as a job's failure quotes it.
 _PREFLIGHT_LACKS = re.compile(r"requires what this node lacks: (.*)")
 #: Capabilities (ocibench.capabilities) that are hardware (the links between the GPUs,

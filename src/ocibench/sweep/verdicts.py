@@ -126,9 +126,13 @@ class NodeResult:
         for a drifting node the drift's (one step up when it persists: drained)."""
         if self.verdict is NodeVerdict.DRIFTING:
             return ladder.decide(ladder.PROBE, "drift", int(actions.drains(self.action)))
-        return ladder.worst([ladder.Decision(c.rung, c.rung.step, 0)
-                             for c in self.cells.values()
-                             if c.rung is not None and c.verdict is not NodeVerdict.PASS])
+        # a cell drained though its entry says rerun was seen twice (an outlier pinned
+        # to the node): a repeat, one step up
+        return ladder.worst([
+            ladder.Decision(c.rung, ladder.escalate(c.rung.step, repeat), repeat)
+            for c in self.cells.values() if c.rung is not None
+            and c.verdict is not NodeVerdict.PASS
+            for repeat in [int(c.rung.step is ladder.Step.RERUN and actions.drains(c.action))]])
 
     def to_dict(self) -> dict[str, Any]:
         first = self.next_step()
@@ -279,7 +283,7 @@ def _outlier(cell: Cell, row: Row, stats: Spread, k: float, dev: float, kind: st
                            f"{_num(stats.median)} {row.unit} ({stats.count} {what}; "
                            f"{row.verdict} against the documented figure)"),
                    value=row.measured, unit=row.unit, figure=_figure(row),
-                   bound=bound, source=source)
+                   bound=bound, source=source, rung=ladder.LADDER[(ladder.JOB, "outlier")])
 
 
 # --------------------------------------------------------------------------- attribution
