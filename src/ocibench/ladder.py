@@ -288,7 +288,7 @@ LADDER_ENTRIES: tuple[Rung, ...] = (
          "rerun the failing check on this node; the figure's own entry gives the next step",
          ("ocibench history --node NODE", _SWEEP_OUT)),
     Rung(PROBE, "drift", Step.RERUN, "OCIBENCH-FIG-0099",
-         "a figure drifting below the node's own past and its peers, in two sweeps",
+         "a figure drifting below the node's own past and its peers",
          "rerun the drifting check; a repeat offender is rebooted",
          ("ocibench history --node NODE",)),
     # --- preflight's software items
