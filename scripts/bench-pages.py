@@ -16,9 +16,13 @@ aggregation and the rendering).
 
 A history of schema 1 (built by an older bench-history.py) is copied to WORK and
 upgraded there (timed: what the first writer of this version does once); the original is
-left as it was.  ``--against SRC`` runs the same commands once with another checkout's
-``src`` (e.g. the previous release's) on the schema 1 original: A against B on the same
-data in one call, each under ``--timeout`` seconds.
+left as it was.  Before the rounds, every node's snapshot is published (``ocibench
+history publish``, timed: what a sweep of the whole fleet does after its commit), as
+the history of a cluster whose writers publish has them.  ``--against SRC`` runs the
+same commands with another checkout's ``src`` (e.g. the previous release's), each under
+``--timeout`` seconds: on a schema 2 history in every round, beside this one's (A
+against B on the same data in one call, medians of the rounds); on a schema 1 history
+once, on the original.
 
     PYTHONPATH=$PWD/src python3 scripts/bench-pages.py --db /tmp/h.sqlite \\
         [--against /tmp/ocibench-main/src]
@@ -70,8 +74,9 @@ def one(kind: str, db: Path, out: Path, node: str | None) -> dict:
 
     # Drift's entry points (each calls the others through the module's globals, so
     # the pass is counted once whichever a command calls): read (the one pass, with
-    # what judges from it), drifting_nodes, cluster_events; an older drift's drifting.
-    for name in ("read", "drifting_nodes", "cluster_events", "drifting"):
+    # what judges from it), drifting_nodes, cluster_events, of_node (a node's share of
+    # a pass: its snapshot's, or a pass now); an older drift's drifting.
+    for name in ("read", "drifting_nodes", "cluster_events", "drifting", "of_node"):
         if hasattr(drift, name):
             setattr(drift, name, timed("drift_s", getattr(drift, name)))
     if hasattr(drift, "Fleet"):   # what is judged from the pass, after read returned it
@@ -119,7 +124,24 @@ def summary(found: list[dict]) -> dict:
             "bytes": statistics.median(f["bytes"] for f in found), "rounds": len(found)}
 
 
+def summaries(found: dict[str, list[dict]], timeout: float) -> dict[str, dict]:
+    return {kind: summary(runs) if all("timed_out" not in f for f in runs)
+            else {"timed_out": timeout} for kind, runs in found.items()}
+
+
 # --------------------------------------------------------------------------- the history
+
+def publish(db: Path, src: Path) -> float:
+    """``ocibench history publish`` on ``db`` with ``src``, as a fresh process: the
+    seconds it took."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "ocibench.cli", "history", "publish",
+                           "--db", str(db)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(src)})
+    if done.returncode != 0:
+        raise SystemExit(f"history publish: exit {done.returncode}: {done.stderr.strip()}")
+    return time.perf_counter() - started
+
 
 def schema(db: Path) -> int:
     with sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True) as con:
@@ -172,26 +194,29 @@ def main() -> int:
     with History(db, readonly=True) as history:
         nodes = history.nodes()
         rows = history._db.execute("SELECT count(*) FROM results").fetchone()[0]
+    publish_s = publish(db, src)
     rng = random.Random(7)
     found: dict[str, list[dict]] = {"node": [], "cluster": [], "export": []}
+    against: dict[str, list[dict]] = {kind: [] for kind in found}
+    each_round = args.against is not None and db == args.db   # schema 2: A and B alike
     for _ in range(args.rounds):
         node = rng.choice(nodes)
         for kind in found:
             found[kind].append(run(kind, db, node if kind == "node" else None, src,
                                    args.timeout))
+            if each_round:
+                against[kind].append(run(kind, db, node if kind == "node" else None,
+                                         args.against, args.timeout))
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), "
                    f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}",
         "load_average_before": load_before, "load_average_after": os.getloadavg(),
         "history": str(db), "rows": rows, "nodes": len(nodes), "upgrade_s": upgrade_s,
-        **{kind: summary([f for f in runs if "timed_out" not in f]) if all(
-            "timed_out" not in f for f in runs) else {"timed_out": args.timeout}
-           for kind, runs in found.items()},
+        "publish_s": publish_s, **summaries(found, args.timeout),
     }
-    if args.against:
-        if db == args.db:
-            raise SystemExit(f"--against: {args.db} is of schema 2; give the schema 1 "
-                             "history bench-history.py built with the older version")
+    if each_round:
+        result["against"] = {"src": str(args.against), **summaries(against, args.timeout)}
+    elif args.against:
         result["against"] = {"src": str(args.against), **{
             kind: run(kind, args.db, rng.choice(nodes) if kind == "node" else None,
                       args.against, args.timeout) for kind in found}}

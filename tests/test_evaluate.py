@@ -413,7 +413,9 @@ def test_cli_list_names_every_check_and_parameter():
     done = _cli("--list")
     assert done.returncode == 0
     for name, spec in CHECKS.items():
-        assert re.search(rf"^{name}: ", done.stdout, re.MULTILINE)
+        # each in the unit its figures are stated in (ib_write_bw: Gb/s, not MB/s)
+        assert re.search(rf"^{name}: .*\[{spec.metric}, {re.escape(spec.figure_unit)}\]$",
+                         done.stdout, re.MULTILINE), name
         for param in spec.params:
             assert f"    {param.name}=" in done.stdout
 

@@ -899,6 +899,34 @@ def test_a_failure_without_slurm_is_said_and_nothing_recorded_as_drained(
     assert check.exit_code(outcome, prolog=True) == check.OK
 
 
+def test_a_slurm_that_never_answers_costs_the_run_its_slurm_time_only(
+        node: FakeNode, tmp_path: Path, monkeypatch) -> None:
+    """A hung slurmctld (here a `sinfo` that never answers: the first call of the drain
+    branch) is given what remains of the run's Slurm time, --deadline plus --slurm-time,
+    not 10 s a call: Slurm kills the program at 60 s, before its state is written.  The
+    state says why nothing was drained.  Seen failing without the fix: the run took
+    10 s (a call's own timeout) and its state said nothing of Slurm."""
+    path = no_slurm_path(node, tmp_path)
+    hung = tmp_path / "hung"
+    hung.mkdir()
+    for tool in ("sinfo", "scontrol"):
+        (hung / tool).write_text("#!/bin/sh\nexec sleep 60\n")
+        (hung / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{hung}:{path}")
+    node.gpus(7)
+    began = time.monotonic()
+    outcome = check.check(_options(node, tmp_path, deadline_s=1.0, slurm_window_s=1.5,
+                                   started=began))
+    took = time.monotonic() - began
+    assert took < 1.0 + 1.5 + 1.0, (took, outcome.lines)     # a bound, not a benchmark
+    assert outcome.code == check.FAILED and not outcome.held, outcome.lines
+    written = state.read(tmp_path / "state.json")
+    assert written is not None and written.action == state.NONE, written
+    assert written.drained_reason == "", written
+    assert written.slurm_error.startswith("cannot ask Slurm about gpu-1: sinfo "), written
+    assert "Slurm did not answer within" in written.slurm_error, written
+
+
 def test_a_bad_state_file_is_one_warning_and_the_run_goes_on(node: FakeNode,
                                                              tmp_path: Path) -> None:
     (tmp_path / "state.json").write_text("{not json")

@@ -36,6 +36,8 @@ from cluster_support import (
 )
 from health_fakes import SHAPE, FakeNode
 from ocibench import paths
+from ocibench.history import current, drift
+from ocibench.history.store import History, Record
 from test_root_owns import (  # noqa: F401  (the fixtures: request.getfixturevalue)
     _state_text,
     as_nobody,
@@ -73,9 +75,10 @@ hw={fakes}/{hardware}$node
 PATH=$hw/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SLURM_CONF={conf}
 OCIBENCH_HEALTH_STATE=$here/state.json
-# the node's own history (none: the history probe is unknown), never root's default,
-# which another test or the admin's own sweeps may have written
-OCIBENCH_HISTORY_DB=$here/history.sqlite
+# the cluster's history, as on shared storage (none but in the fleet's test: the history
+# probes are unknown), never root's default, which another test or the admin's own
+# sweeps may have written
+OCIBENCH_HISTORY_DB={fakes}/history.sqlite
 # root's lock directory (/run/ocibench on a node): one for the nodes sharing this
 # machine, each node's lock named after its state file
 OCIBENCH_RUN_DIR={fakes}/run
@@ -89,6 +92,13 @@ echo "--- $(date +%s.%N) {program} SLURMD_NODENAME=${{SLURMD_NODENAME:-unset}}" 
 exec {ocibench} healthcheck {options}--shape {shape} --root "$hw/root" --node "$node" \\
   >>"$here/log" 2>&1
 """
+
+
+def remove_history(path: Path) -> None:
+    """The history, its journal and its published snapshots, gone."""
+    for file in (path, path.with_name(path.name + "-journal")):
+        file.unlink(missing_ok=True)
+    shutil.rmtree(current.directory(path), ignore_errors=True)
 
 
 def nodes() -> list[str]:
@@ -108,6 +118,7 @@ def fakes(cluster) -> dict[str, FakeNode]:
     """Every node a healthy fake GPU node; slurmd's health check and the prolog on."""
     where = CLUSTER_DIR / "health"
     made = {node: FakeNode(where / node) for node in nodes()}
+    remove_history(where / "history.sqlite")    # a leftover of a session killed midway
     (where / "drain-budget").write_text(ROOMY_BUDGET)
     wrapper, prolog = where / "healthcheck.sh", where / "prolog.sh"
     for path, program, hardware, options in (
@@ -513,3 +524,132 @@ def test_an_xid_drain_lasts_until_a_person_resumes_the_node(cluster, fakes):
         # acknowledged by the resume; the log as a fresh boot's
         cluster.head("scontrol", "update", f"NodeName={node}", "State=RESUME")
         fake.kernel_log()
+
+
+# ------------------------------------------------------------ Slurm not answering
+
+def test_a_hung_scontrol_ends_the_run_within_its_slurm_time(cluster, fakes, tmp_path):
+    """A node whose GPUs went missing, and an `scontrol` that never answers (first on
+    PATH; Slurm's own sinfo answers): the drain is killed once the run's Slurm time
+    is spent (--deadline 2, --slurm-time 6: 8 s from the start), the run re-counts the
+    budget to see whether the drain was made, drains nothing, and its state says why.
+    Seen failing without the fix: the drain waited its own 10 s timeout (the command
+    took 10.6 s), and the state recorded a drain Slurm never made, saying nothing of
+    Slurm."""
+    node = nodes()[0]
+    broken = FakeNode(tmp_path / "fake")
+    broken.gpus(7)
+    hung = tmp_path / "hung"
+    hung.mkdir()
+    (hung / "scontrol").write_text("#!/bin/sh\nexec sleep 60\n")
+    (hung / "scontrol").chmod(0o755)
+    path = tmp_path / "state.json"
+    began = time.monotonic()
+    proc = cluster.head(
+        "env", f"PATH={hung}:{broken.bin}:/usr/sbin:/usr/bin:/sbin:/bin",
+        f"OCIBENCH_PYTHON={sys.executable}", f"OCIBENCH_HEALTH_STATE={path}",
+        f"OCIBENCH_HISTORY_DB={tmp_path / 'no-history.sqlite'}",
+        f"OCIBENCH_DRAIN_BUDGET={ROOMY_BUDGET}",
+        paths.REPO_ROOT / "bin" / "ocibench", "healthcheck", "--shape", SHAPE,
+        "--root", broken.root, "--node", node, "--deadline", "2", "--slurm-time", "6")
+    took = time.monotonic() - began
+    out = text(proc)
+    print(f"a hung scontrol: the run took {took:.1f} s with Python's start")
+    assert proc.returncode == 1, out
+    written = json.loads(path.read_text())
+    assert written["action"] == "none" and written["drained_reason"] == "", (written, out)
+    assert written["duration_s"] < 2 + 6 + 0.5, (written["duration_s"], out)
+    error = written["slurm_error"]
+    assert f"scontrol update NodeName={node} State=DRAIN" in error, error
+    assert "Slurm did not answer within" in error and error.endswith("not drained"), error
+    assert "Slurm did not answer within" in proc.stdout, out
+    assert node_states(cluster)[node] == ("idle", ""), node_states(cluster)
+
+
+# --------------------------------------------------------- a fleet-wide driver update
+
+OLD_DRIVER, NEW_DRIVER = "550.127.08", "560.35.03"
+#: Sessions on the old driver (drift needs 15 for a baseline, and 3 recent), then on
+#: the new one.
+BEFORE, AFTER = 20, 3
+
+
+def fleet_records(names: list[str], faulty: str, now: float) -> list[list[Record]]:
+    """Each session's records: one osu_bw figure near 390 GB/s on every node (+-0.5 %
+    by node and session); from session BEFORE + 1 on, every node on the new driver and
+    10 % lower; ``faulty`` 30 % lower again in the last 2 sessions (its own fault).
+    The newest session is stamped ``now``, each older one a minute before."""
+    sessions = []
+    total = BEFORE + AFTER
+    for sweep in range(1, total + 1):
+        records = []
+        for index, node in enumerate(names):
+            value = 390.0 * (1 + 0.005 * (((index * 7 + sweep * 3) % 5) - 2) / 2)
+            driver = OLD_DRIVER
+            if sweep > BEFORE:
+                value, driver = value * 0.90, NEW_DRIVER
+            if node == faulty and sweep > total - 2:
+                value *= 0.70
+            records.append(Record(
+                node=node, check="osu_bw", variant="buffers=D-D nodes=2", size=268435456,
+                figure="bandwidth", value=value, unit="GB/s", verdict="pass",
+                time=now - 60.0 * (total - sweep), session=f"sweep-{sweep}",
+                image="OL8", driver=driver))
+        sessions.append(records)
+    return sessions
+
+
+def test_a_driver_update_moving_every_node_drains_only_the_broken_one(cluster, fakes):
+    """The history of the cluster's sweeps (the real writer, ocibench.history.store):
+    at a driver update every node's figure moved 10 % down (the new sessions recorded
+    with the new driver), and one node, besides, fell 30 % behind its peers in 2 of
+    the last 3 sessions.  Published as an admin does (`ocibench history publish` on
+    the head node), slurmd's health loop drains that node alone, for its drift; every
+    other node is judged (history and drift pass) and left up, and the move is one
+    cluster event.  Seen failing with the fleet-aware rule disabled (each node's
+    residual against its own past level, not its session's peers): every node was
+    flagged, and the health loop drained all 9."""
+    names = nodes()
+    faulty = names[0]
+    db = CLUSTER_DIR / "health" / "history.sqlite"
+    try:
+        with History(db) as history:
+            for records in fleet_records(names, faulty, time.time()):
+                history.add(records)
+        proc = cluster.head("env", f"OCIBENCH_PYTHON={sys.executable}",
+                            paths.REPO_ROOT / "bin" / "ocibench", "history", "publish",
+                            "--db", db)
+        assert proc.returncode == 0, text(proc)
+        assert f"{len(names)} node snapshot(s) published" in proc.stdout, text(proc)
+        published = time.time()
+
+        # the move every node made is one event of the fleet, with the driver's name
+        with History(db, readonly=True) as history:
+            events = drift.cluster_events(history)
+        assert len(events) == 1, [e.text for e in events]
+        (event,) = events
+        assert event.worse and event.shift == pytest.approx(-0.10, abs=0.01), event.text
+        assert (event.moved, event.measured) == (len(names), len(names)), event.text
+        assert f"with driver {NEW_DRIVER} (was {OLD_DRIVER})" in event.text, event.text
+        print(f"cluster event: {event.text}")
+
+        states, took = wait_for(cluster, lambda s: s[faulty][0] == "drain"
+                                and s[faulty][1].startswith("ocibench: drift"),
+                                2 * INTERVAL_S + RUN_SLACK_S)
+        print(f"{faulty} drained for its drift in {took:.0f} s: {states[faulty][1]!r}")
+        runs = runs_since(fakes, published, names, 2 * INTERVAL_S + RUN_SLACK_S)
+        states = node_states(cluster)
+        assert ocibench_drains(states) == [faulty], states
+        for node in names[1:]:
+            judged = {p["name"]: (p["state"], p["evidence"]) for p in runs[node]["probes"]}
+            assert judged["history"][0] == "pass", (node, judged["history"])
+            assert judged["drift"][0] == "pass", (node, judged["drift"])
+            assert f"no figure of {node} drifting" in judged["drift"][1], judged["drift"]
+            assert runs[node]["action"] == "none", (node, runs[node]["action"])
+            assert current.read(db, node).drifting == (), node
+        (flag,) = current.read(db, faulty).drifting
+        assert flag.persists and "below its peers' median" in flag.reason, flag
+    finally:
+        remove_history(db)
+        if node_states(cluster)[faulty][0].startswith("drain"):
+            cluster.head("scontrol", "update", f"NodeName={faulty}", "State=RESUME")

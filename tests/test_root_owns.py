@@ -266,6 +266,49 @@ def test_a_state_file_of_another_user_is_not_trusted(nobody, shared, node,
     assert os.stat(path).st_uid == 0 and state.read(path).drained_reason == ""
 
 
+# ------------------------------------------------------------- the sweep's record of drains
+
+def test_the_sweeps_record_of_drains_is_trusted_only_as_roots(nobody, shared) -> None:
+    """`ocibench sweep --undrain` resumes the nodes its record names.  A record nobody
+    wrote (in a directory of root's: nobody owns the file) is not trusted, a record in a
+    directory nobody can write is refused, and a lock nobody planted as a link is never
+    followed.  Without the fix each was read or followed: nobody could name a person's
+    drain as the sweep's, and have it resumed."""
+    from ocibench.sweep import state as sweep_state
+    ours = "ocibench: osu_latency %nodes=2 2000.00 us > 1400.00 us"
+    planted = json.dumps({"version": 1, "nodes": {"gpu-1": {"reason": PERSON_REASON}}})
+
+    # a record of nobody's, in root's directory
+    (shared / "mine").mkdir()
+    record = shared / "mine" / "drained.json"
+    record.write_text(planted)
+    owned_by(nobody, record)
+    with pytest.raises(sweep_state.StateError, match="owned by nobody .*not trusted"):
+        sweep_state.DrainRecord(record).ours("gpu-1", PERSON_REASON)
+    with pytest.raises(sweep_state.StateError):
+        sweep_state.DrainRecord(record).add("gpu-2", ours, "sweep/1")
+    assert record.read_text() == planted              # nothing written over it
+
+    # a directory nobody can write: refused, whatever the file in it says
+    (shared / "open").mkdir()
+    (shared / "open").chmod(0o777)
+    as_nobody(nobody, "import sys; open(sys.argv[1], 'w').write(sys.argv[2])",
+              str(shared / "open" / "drained.json"), planted)
+    with pytest.raises(sweep_state.StateError, match="not trusted"):
+        sweep_state.DrainRecord(shared / "open" / "drained.json").ours("gpu-1", PERSON_REASON)
+
+    # a lock planted as a link, in a directory that was open while the link was made
+    (shared / "linked").mkdir()
+    victim = shared / "victim"
+    victim.write_text("root's\n")
+    victim.chmod(0o600)
+    (shared / "linked" / "drained.json.lock").symlink_to(victim)
+    with pytest.raises(sweep_state.StateError, match="symbolic link"):
+        sweep_state.DrainRecord(shared / "linked" / "drained.json").add("gpu-2", ours, "s")
+    assert victim.read_text() == "root's\n" and mode(victim) == 0o600
+    assert not (shared / "linked" / "drained.json").exists()
+
+
 # ---------------------------------------------------------- replacing a file atomically
 
 #: nobody, in a directory it may write: every temporary file that appears there is

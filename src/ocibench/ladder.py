@@ -283,6 +283,18 @@ LADDER_ENTRIES: tuple[Rung, ...] = (
          "systemctl enable --now nvidia-fabricmanager; its version must equal the driver's",
          ("systemctl status nvidia-fabricmanager", "journalctl -u nvidia-fabricmanager -n 50",
           "nvidia-smi -q | grep -i -A2 fabric"), oci_check="fabricmanager_check"),
+    # a rack-scale NVLink domain (GB200 NVL72: ocibench.node.nvlink_fabric)
+    Rung(PROBE, "nvlink_fabric", Step.RESET_GPU, "OCIBENCH-GPU-0005",
+         "a GPU not registered in the rack's NVLink fabric (state, status, cluster UUID "
+         "or clique not as the rack's)",
+         "reset the GPUs or reboot; if the registration still fails, return the host to "
+         "OCI with the rack's other hosts' states", (_NV_Q, "nvidia-smi -q | grep -A8 Fabric")),
+    Rung(PROBE, "imex", Step.FIX_SOFTWARE, "OCIBENCH-SW-0013",
+         "the IMEX service not running, or its domain not up",
+         "systemctl restart nvidia-imex on the rack's hosts; its nodes_config.cfg must list "
+         "every host of the NVLink domain; its version must equal the driver's",
+         ("nvidia-imex-ctl -N", "systemctl status nvidia-imex",
+          "journalctl -u nvidia-imex -n 50")),
     Rung(PROBE, "history", Step.RERUN, "OCIBENCH-FIG-0000",
          "a figure of this node failed in its latest sweep or ReFrame run",
          "rerun the failing check on this node; the figure's own entry gives the next step",
@@ -338,6 +350,15 @@ LADDER_ENTRIES: tuple[Rung, ...] = (
               "NCCL crossed hosts without GPUDirect RDMA over the cluster network",
               "load nvidia_peermem or use dma-buf; unset NCCL_IB_DISABLE / NCCL_NET_GDR_LEVEL; "
               "check NCCL_IB_HCA", (_NCCL_LOG, _MODULES, "ibstat")),
+    _software(PATH, "nccl:mnnvl-not-set-up", 23,
+              "NCCL could not set up multi-node NVLink in the rack's NVLink domain (IMEX)",
+              "fix the IMEX service and its domain (the imex probe's entry); unset "
+              "NCCL_MNNVL_ENABLE=0 / NCCL_CUMEM_ENABLE=0", (_NCCL_LOG, "nvidia-imex-ctl -N")),
+    _software(PATH, "nccl:domain-without-mnnvl", 24,
+              "NCCL joined hosts of one NVLink domain by the network, not multi-node NVLink",
+              "unset NCCL_MNNVL_ENABLE=0 / NCCL_CUMEM_ENABLE=0; check IMEX and that both hosts "
+              "are in one clique (the nvlink_fabric probe)",
+              (_NCCL_LOG, "nvidia-imex-ctl -N", "nvidia-smi -q | grep -A8 Fabric")),
     *(_software(PATH, f"ucx:{cap}", 30 + i, f"UCX took no {cap} lane for these messages",
                 f"make UCX see {cap}: its kernel module loaded and UCX built with its "
                 "transport (the preflight item of the same name)", (_UCX, _MODULES))

@@ -126,8 +126,8 @@ def _lacking(file: str) -> judge.Facts:
 def _listing() -> str:
     lines = []
     for spec in evaluation.CHECKS.values():
-        unit = outputs.UNITS[spec.metric]
-        lines.append(f"{spec.name}: {spec.summary} [{spec.metric}, {unit}]")
+        # The unit its figures are stated in (perftest's Gb/s), not the metric's default.
+        lines.append(f"{spec.name}: {spec.summary} [{spec.metric}, {spec.figure_unit}]")
         lines.extend(f"    {param.describe()}" for param in spec.params)
     return "\n".join(lines)
 

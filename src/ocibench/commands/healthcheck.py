@@ -8,9 +8,9 @@ failure drains the node with an ``ocibench:`` reason, within ocibench's drain bu
 (--drain-budget, $OCIBENCH_DRAIN_BUDGET); an unknown never does; only a
 drain this command wrote is resumed, once the node is clean.  Exit status: 0 every
 probe passed; 1 a probe failed (the node drained, already drained, or Slurm could not
-be told); 3 none failed but one could not be judged (or nothing was: another run held
-the node's lock, one line); 4 none failed and Slurm could not be asked or told; 2 a
-usage error.
+be told or did not answer within --slurm-time); 3 none failed but one could not be
+judged (or nothing was: another run held the node's lock, one line); 4 none failed and
+Slurm could not be asked or told; 2 a usage error.
 With --prolog: 1 when a probe failed and Slurm holds the node drained (Slurm then
 requeues the job), else 0 (the budget spent included: the job runs).  See
 docs/healthcheck.md.
@@ -61,6 +61,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deadline", type=_seconds, default=check.DEADLINE_S,
                         metavar="S", help="seconds by which every probe has answered "
                         f"(default {check.DEADLINE_S:g})")
+    parser.add_argument("--slurm-time", type=_seconds, default=check.SLURM_WINDOW_S,
+                        metavar="S", help="seconds after --deadline by which every Slurm "
+                        "call has answered; one that has not is killed, and a drain "
+                        "whose re-count of the budget did not answer is undone "
+                        f"(default {check.SLURM_WINDOW_S:g})")
     parser.add_argument("--drain-budget", metavar="N|P%", default=None,
                         help="the most nodes of a partition ocibench may hold drained at "
                              f"once, shared with the sweep (default ${budget.ENV}, else "
@@ -99,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                             interval_s=check.slurm_interval(),
                             history_db=args.history or paths.history_db(),
                             budget=drain_budget, clear_kernel_log=args.clear_kernel_log,
-                            started=started)
+                            started=started, slurm_window_s=args.slurm_time)
     outcome = check.check(options)
     print(f"healthcheck of {outcome.state.node} against {shape.name}")
     print("\n".join(outcome.lines))

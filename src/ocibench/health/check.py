@@ -18,6 +18,10 @@ knows its own drains:
 The record is written before ``scontrol`` drains the node (as the sweep does): a run
 killed in between leaves a reason Slurm never got, which matches nothing, rather than
 a drain of ours that no later run would recognise.
+
+Every Slurm call shares the run's Slurm time (SLURM_WINDOW_S after the probes'
+deadline) and is killed past it, so that a slurmctld that hangs never keeps the run
+past Slurm's kill at 60 s; what a run does when Slurm does not answer is :func:`_drain`'s.
 """
 
 from __future__ import annotations
@@ -43,6 +47,24 @@ from ocibench.sweep.actions import MAX_REASON, REASON_PREFIX
 DEADLINE_S = 3.5
 #: Seconds a Slurm command may take here (the sweep allows 30: it is not in a hurry).
 SLURM_TIMEOUT_S = 10.0
+#: Seconds after the probes' deadline (--deadline) by which every Slurm call of a run
+#: has answered: the node's state, the drain budget's count, the drain, its re-count
+#: and its undo, a resume.  Each call gets what remains of it (at most SLURM_TIMEOUT_S)
+#: and is killed past it: a hung slurmctld must not keep the run past Slurm's kill at
+#: 60 s, before its state is written and says why.  A drain costs about 1.5 s on a
+#: quiet cluster (two sinfo, a scontrol, budget.RECOUNT_AFTER_S, a sinfo); 15 s leaves
+#: a slow slurmctld room.
+SLURM_WINDOW_S = 15.0
+#: Seconds from the command's start after which no Slurm call runs, whatever
+#: --deadline: Slurm's kill at 60 s, less Python's start and the state's writes.
+SLURM_LIMIT_S = 55.0
+#: Of the run's Slurm time, what a new drain keeps back to undo itself (a resume) when
+#: its re-count does not answer.
+UNDO_RESERVE_S = 2.0
+#: The least Slurm time a new drain starts with: the wait before the re-count, the
+#: undo's reserve, and a second each at least for the drain and the re-count (they
+#: share the rest evenly).  Less: no drain (no re-count, no drain).
+DRAIN_NEEDS_S = drain_budget.RECOUNT_AFTER_S + UNDO_RESERVE_S + 2.0
 
 #: Exit status (docs/healthcheck.md).
 OK, FAILED, USAGE, UNJUDGED, SLURM = 0, 1, 2, 3, 4
@@ -73,6 +95,8 @@ class Options:
     #: time.monotonic() the command started (the deadline counts from it: loading the
     #: shape is part of the run), else the check's own start
     started: float | None = None
+    #: seconds after the probes' deadline by which its Slurm calls are done
+    slurm_window_s: float = SLURM_WINDOW_S
 
 
 @dataclass
@@ -295,13 +319,17 @@ def _check(options: Options, path: Path) -> Outcome:
 
     # Slurm is asked only when there is something to do: a failure, or a drain of ours
     # to look after (NHC's way: an idle healthy cluster sends slurmctld nothing).
+    # Every Slurm call shares what remains of the run's Slurm time (SLURM_WINDOW_S).
+    slurm_until = began + min(options.deadline_s + options.slurm_window_s, SLURM_LIMIT_S)
+    slurm_error = ""
     current = None
     if failed or drained_reason:
         asked = True
         try:
-            current = slurm.node_state(node, SLURM_TIMEOUT_S)
+            current = slurm.node_state(node, _left(slurm_until))
         except slurm.SlurmError as err:
-            lines.append(f"cannot ask Slurm about {node}: {err}")
+            slurm_error = f"cannot ask Slurm about {node}: {err}"
+            lines.append(slurm_error)
             asked = False
         if current is None and asked:
             lines.append(f"Slurm knows no node {node!r}: nothing done "
@@ -331,18 +359,26 @@ def _check(options: Options, path: Path) -> Outcome:
         reason = drain_reason(failed)
         # a new drain only within ocibench's drain budget, counted from Slurm now
         room = None if drained else drain_budget.count([node], options.budget,
-                                                       timeout=SLURM_TIMEOUT_S)
+                                                       timeout=_left(slurm_until))
+        time_left = slurm_until - time.monotonic()
         if drained:
             who = "this healthcheck" if ours else "someone else"
             lines.append(f"{node} is drained already, by {who} ({current.reason}): "
                          "left as it is")
         elif room is not None and node in room.unknown:
-            lines.append(f"{room.unknown[node]}: not drained (unknown)")
+            slurm_error = f"{room.unknown[node]}: not drained (unknown)"
+            lines.append(slurm_error)
         elif room is not None and node in room.spent:
             action = state.BUDGET_SPENT
             lines.append(f"{node}: would drain, {room.spent[node]}")
         elif options.dry_run:
             action = state.WOULD_DRAIN
+        elif time_left < DRAIN_NEEDS_S:
+            # no time to re-count the budget after the drain, or to undo it: no drain
+            slurm_error = (f"{node}: not drained: {max(time_left, 0):.1f} s left of the "
+                           f"run's Slurm time, fewer than the {DRAIN_NEEDS_S:g} s a drain "
+                           "and its re-count of the drain budget need (Slurm slow to answer)")
+            lines.append(slurm_error)
         else:
             action = state.DRAIN
             drained_reason, drained_probes = reason, tuple(sorted({r.name for r in failed}))
@@ -372,42 +408,117 @@ def _check(options: Options, path: Path) -> Outcome:
         interval_s=options.interval_s, action=action, reason=reason,
         probes=tuple(results), link_downed=counters,
         drained_reason=drained_reason, drained_probes=drained_probes,
-        history_since=history_since, offences=offences, **kernel)
+        history_since=history_since, slurm_error=slurm_error, offences=offences, **kernel)
     try:
         state.write(record, path)   # before scontrol: see the module's docstring
     except state.StateError as err:
         lines.append(f"{err}: nothing done in Slurm (a drain without its record could "
                      "never be resumed)")
         return Outcome(record, lines, SLURM if code != FAILED else FAILED)
-    held, undone = drained, ""
-    try:
-        if action == state.DRAIN:
-            slurm.drain(node, reason, SLURM_TIMEOUT_S)
-            held = True
-            # other nodes may have counted the same room in the same moment
-            undo, said = drain_budget.recount({node: reason}, options.budget,
-                                              SLURM_TIMEOUT_S)
-            lines += [said] if said else []
-            if node in undo:
-                slurm.resume(node, SLURM_TIMEOUT_S)
-                held, undone = False, undo[node]
-        elif action == state.RESUME:
-            slurm.resume(node, SLURM_TIMEOUT_S)
-    except slurm.SlurmError as err:
-        lines.append(f"Slurm refused: {err}")
-        code = FAILED if failed else SLURM
-    if undone:
-        lines.append(f"{node}: drained, then resumed: would drain, {undone}")
-        record = replace(record, action=state.BUDGET_SPENT, drained_reason="",
-                         drained_probes=())
+    held, after = drained, record
+    if action == state.DRAIN:
+        done = _drain(node, reason, options.budget, slurm_until)
+        held = done.held
+        lines += done.lines
+        if done.error:
+            code = FAILED
+        if not done.recorded:
+            after = replace(after, action=done.action, drained_reason="", drained_probes=())
+        after = replace(after, slurm_error=done.error)
+    elif action == state.RESUME:
+        try:
+            slurm.resume(node, _left(slurm_until))
+        except slurm.SlurmError as err:
+            # the drain stays ours: a later run resumes it (one that did not answer may
+            # have been made: the next run then finds the node up, and forgets it)
+            lines.append(f"Slurm refused: {err}")
+            after = replace(after, action=state.NONE, drained_reason=reason,
+                            drained_probes=previous.drained_probes if previous else (),
+                            offences=dict(previous.offences) if previous else {},
+                            slurm_error=f"not resumed: {err}")
+            code = FAILED if failed else SLURM
+    if after != record:
+        record = replace(after, duration_s=round(time.monotonic() - began, 4))
         try:
             state.write(record, path)
         except state.StateError as err:
-            lines.append(f"{err}: the state file still records the drain just undone")
+            lines.append(f"{err}: the state file still says the drain was made as decided")
     if record.action != state.NONE:
         lines.append(f"{node}: {record.action}: {reason}")
     record = replace(record, duration_s=round(time.monotonic() - began, 4))
     return Outcome(record, lines, code, held)
+
+
+def _left(until: float, keep: float = 0.0) -> float:
+    """Seconds the next Slurm call may take: what remains until ``until`` (the run's
+    Slurm time) less ``keep``, at most SLURM_TIMEOUT_S.  With nothing left, a moment:
+    the call then fails at once as not answering, and says so."""
+    return max(0.001, min(SLURM_TIMEOUT_S, until - keep - time.monotonic()))
+
+
+@dataclass
+class _Drained:
+    held: bool              # Slurm holds the node drained (as far as the run knows)
+    recorded: bool          # the state keeps the drain as this healthcheck's
+    action: str             # the state's action once done
+    lines: list[str]
+    error: str = ""         # why it is not as decided ("": it is)
+
+
+def _drain(node: str, reason: str, budget: drain_budget.Budget,
+           until: float) -> _Drained:
+    """Drain ``node``, then re-count the drain budget (drain_budget.recount) and undo
+    a drain beyond it, every call within the run's Slurm time (``until``); the undo's
+    reserve (UNDO_RESERVE_S) is kept from the drain and the re-count, which share the
+    rest evenly.
+
+    Slurm not answering in time is the careful case.  **No re-count, no drain**: a
+    drain whose re-count did not answer is undone (a resume, in the reserve), since
+    nothing then bounds how many nodes drained into the same room, and slurmd starts
+    every node's check at once; a broken node is drained by a later run that Slurm
+    answers.  A drain Slurm did not answer may have been made all the same: the
+    re-count's listing tells, and without it the undo goes ahead.  The state keeps
+    the drain as this healthcheck's (so that a later run looks after it and resumes
+    it once clean) unless the run knows Slurm does not hold it: undone, or not in the
+    re-count's listing.  A drain kept that way, its undo unanswered, is one more than
+    the budget (docs/healthcheck.md, "Races")."""
+    said: list[str] = []
+    # the drain and the re-count share evenly what the wait and the undo leave
+    share = (until - time.monotonic() - drain_budget.RECOUNT_AFTER_S - UNDO_RESERVE_S) / 2
+    try:
+        slurm.drain(node, reason, max(0.001, min(SLURM_TIMEOUT_S, share)))
+    except slurm.SlurmTimeout as err:
+        said.append(f"no answer to the drain, which may have been made: {err}")
+    except slurm.SlurmError as err:
+        line = f"Slurm refused: {err}"
+        return _Drained(False, False, state.NONE, [line], f"not drained: {err}")
+    # other nodes may have counted the same room in the same moment
+    # (drain_budget.recount, with the listing's answer kept: it also says whether a
+    # drain Slurm did not answer was made)
+    time.sleep(drain_budget.RECOUNT_AFTER_S)
+    no_count = ""
+    try:
+        listed = slurm.listing(_left(until, UNDO_RESERVE_S))
+    except slurm.SlurmError as err:
+        listed, no_count = None, f"no re-count of the drain budget after draining {node}: {err}"
+    undo = {} if listed is None else drain_budget.overdrawn(listed, {node: reason}, budget)
+    if listed is not None and node not in undo:
+        now = listed.get(node)
+        if said and not (now and drain_budget.holds(now) and now.reason == reason):
+            return _Drained(False, False, state.NONE, said, said[0] + ": not drained")
+        return _Drained(True, True, state.DRAIN, said, "")
+    why = undo.get(node) or f"{no_count}: no re-count, no drain"
+    try:
+        slurm.resume(node, _left(until))
+    except slurm.SlurmError as err:
+        error = (f"{why}; its undo: {err}: the drain may stay, kept as this "
+                 "healthcheck's (resumed once the node is clean)")
+        return _Drained(True, True, state.DRAIN, said + [error], error)
+    if node in undo:
+        line = f"{node}: drained, then resumed: would drain, {why}"
+        return _Drained(False, False, state.BUDGET_SPENT, said + [line], "")
+    line = f"{node}: drained, then resumed: {why}"
+    return _Drained(False, False, state.NONE, said + [line], line)
 
 
 def exit_code(outcome: Outcome, prolog: bool) -> int:

@@ -32,7 +32,7 @@ from ocibench import accelerators, capabilities, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
 from ocibench.history import current
-from ocibench.node import preflight, rdma
+from ocibench.node import nvlink_fabric, preflight, rdma
 from ocibench.shapes.probe import Ran
 
 #: Seconds one tool may take (nvidia-smi answers in well under a second with
@@ -380,6 +380,23 @@ def probe_fabric_manager(ctx: Context) -> list[Finding]:
     return [Finding("fabric_manager", UNKNOWN, f"{evidence}: {ran.why or 'not a final state'}")]
 
 
+def spans_hosts(ctx: Context) -> bool:
+    """Whether the shape's NVLink domain spans hosts (gpus.nvlink_domain: GB200 NVL72)."""
+    return bool((ctx.shape.gpus or {}).get("nvlink_domain"))
+
+
+def probe_nvlink_fabric(ctx: Context) -> list[Finding]:
+    """The GPUs' registration in the rack's NVLink fabric (ocibench.node.nvlink_fabric)."""
+    item = nvlink_fabric.probe_fabric(ctx.timeout())
+    return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
+
+
+def probe_imex(ctx: Context) -> list[Finding]:
+    """The IMEX service and its domain (ocibench.node.nvlink_fabric)."""
+    item = nvlink_fabric.probe_imex(ctx.timeout())
+    return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
+
+
 def _snapshot(ctx: Context, name: str) -> current.Snapshot | Finding:
     """The node's snapshot beside the history (ocibench.history.current: what the
     sweep and ``ocibench history add`` published of it), or the unknown finding that
@@ -489,4 +506,7 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Probe], ...] = (
     # a shape declares it only for a vendor that has the service (ocibench.shapes.rules)
     ("fabric_manager", lambda c: capabilities.present(
         c.exp.capabilities.get("fabric_manager")) and bool(c.vendor), probe_fabric_manager),
+    # a rack-scale NVLink domain (GB200 NVL72): the fabric and IMEX, which MNNVL needs
+    ("nvlink_fabric", spans_hosts, probe_nvlink_fabric),
+    ("imex", spans_hosts, probe_imex),
 )

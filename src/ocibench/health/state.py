@@ -13,6 +13,7 @@ Prometheus export, sees the previous run or this one, never half of one):
      "drained_reason": "ocibench: ..." | "", "drained_probes": ["gpu_count"],
      "history_since": 0.0,
      "kernel_boot_id": "0b5f...", "kernel_seq_passed": 358, "kernel_seq_read": 364,
+     "slurm_error": "" | "sinfo ...: Slurm did not answer within 2.1 s (killed): ...",
      "offences": {"xid": 1}}
 
 ``link_downed`` keeps each RDMA port's link-down counter as last read, so that the
@@ -44,12 +45,10 @@ exports for each of its checks.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
 import os
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -57,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibench import atomic, hostnames, jsonfile, metrics, paths
-from ocibench.node import module_audit
+from ocibench.node import module_audit, owned
 
 #: A probe's three states (the project's verdicts, as a probe says them): it compared
 #: and held; it found the node broken; it could not tell (a missing tool, a timeout,
@@ -110,6 +109,9 @@ class HealthState:
     kernel_boot_id: str = ""        # the boot the two sequence numbers are of
     kernel_seq_passed: int = -1     # records up to it judged clean or acknowledged
     kernel_seq_read: int = -1       # the highest record the run read
+    #: why the run did not do in Slurm what it decided (Slurm did not answer within the
+    #: run's deadline, refused, or knows no such node), one line; "" when it did
+    slurm_error: str = ""
     #: probe -> drains of ours that ended after it failed (the ladder's repeat count)
     offences: dict[str, int] = field(default_factory=dict)
 
@@ -188,22 +190,6 @@ def _directory(directory: Path, mode: int | None = None) -> None:
         raise _refused(problems)
 
 
-def _why(err: OSError) -> str:
-    if err.errno == errno.ELOOP:
-        return "a symbolic link (never followed)"
-    return err.strerror or str(err)
-
-
-def _not_ours(path: Path, info: os.stat_result) -> str | None:
-    """Why an opened file is not one this run may trust or hold, or None."""
-    if not stat.S_ISREG(info.st_mode):
-        return f"{path}: not a regular file"
-    if not module_audit.may_own(info.st_uid):
-        me = "root" if os.geteuid() == 0 else f"root or {module_audit.who(os.geteuid())}"
-        return f"{path}: owned by {module_audit.who(info.st_uid)}, not {me}"
-    return None
-
-
 def write(state: HealthState, path: Path) -> None:
     """Replace the state file atomically: a temporary file beside it, created exclusively
     (ocibench.atomic), synced, its mode set on its descriptor, renamed; only in a
@@ -233,8 +219,8 @@ def locked(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
         # root's: a directory of its own, 0700; anyone else's: the state's, as written
         _directory(lock.parent, 0o700 if os.geteuid() == 0
                    else None if lock.parent.is_dir() else 0o755)
-        handle = _open_lock(lock)
-    except StateError as err:
+        handle = owned.open_lock(lock)
+    except (StateError, owned.Untrusted) as err:
         raise StateError(f"cannot lock {path}: {err}") from None
     try:
         deadline = time.monotonic() + wait_s
@@ -252,28 +238,6 @@ def locked(path: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
         yield
     finally:
         os.close(handle)
-
-
-def _open_lock(lock: Path) -> int:
-    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        try:
-            handle = os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            handle = os.open(lock, flags)
-    except OSError as err:
-        raise StateError(f"{lock}: {_why(err)}") from None
-    try:
-        info = os.fstat(handle)
-        why = _not_ours(lock, info)
-        if why:
-            raise StateError(why)
-        if stat.S_IMODE(info.st_mode) != 0o600:
-            os.fchmod(handle, 0o600)
-    except BaseException:
-        os.close(handle)
-        raise
-    return handle
 
 
 def _holder(handle: int) -> str:
@@ -303,16 +267,11 @@ def read(path: Path) -> HealthState | None:
     if problems:
         raise StateError(f"{_refused(problems)}: {path} not trusted")
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+        raw = owned.read(path, MAX_BYTES)
+    except owned.Untrusted as err:
+        raise StateError(f"{err}: not trusted") from None
+    if raw is None:
         return None
-    except OSError as err:
-        raise StateError(f"{path}: {_why(err)}: not trusted") from None
-    with os.fdopen(handle, "rb") as opened:
-        why = _not_ours(path, os.fstat(handle))
-        if why:
-            raise StateError(f"{why}: not trusted")
-        raw = opened.read(MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         raise StateError(f"{path}: larger than {MAX_BYTES} bytes (not an ocibench "
                          "healthcheck state file)")
@@ -379,6 +338,9 @@ def from_dict(data: Any, where: str) -> HealthState:
         if isinstance(seq, bool) or not isinstance(seq, int) or not -1 <= seq < 2**64:
             raise StateError(f"{where}: field {key!r} is {seq!r:.60}, not a kernel log "
                              "sequence number")
+    slurm_error = data.get("slurm_error", "")
+    if not isinstance(slurm_error, str):
+        raise StateError(f"{where}: field 'slurm_error' is {slurm_error!r:.60}, not str")
     offences = data.get("offences", {})
     if not isinstance(offences, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31
@@ -403,4 +365,5 @@ def from_dict(data: Any, where: str) -> HealthState:
         history_since=float(_field(data, "history_since", number, where))
         if "history_since" in data else 0.0,
         kernel_boot_id=boot, kernel_seq_passed=seqs["kernel_seq_passed"],
-        kernel_seq_read=seqs["kernel_seq_read"], offences=dict(offences))
+        kernel_seq_read=seqs["kernel_seq_read"], slurm_error=slurm_error,
+        offences=dict(offences))

@@ -20,6 +20,12 @@ node it wrote, in a small file per node that a reader opens in O(1) and never wa
                "drifting": [{"reason": "...", "persists": true,
                              "time": 1789990000.0}]}}
 
+``page`` (since the history's pages read it, absent from older snapshots): what the
+node's page shows of the same pass (its drifting figures, the cluster events of its
+figures) and what the pass read (:class:`Basis`), so that the page shows the pass's
+judgement without judging the fleet again while the history has not moved
+(drift.of_node); the healthcheck ignores it.
+
 ``history``: the node's newest value of each figure (History.latest), its failures
 listed; ``drift``: the figures drift judged (those with the baseline the rule needs)
 and those drifting (ocibench.history.drift), each with whether it persists
@@ -114,6 +120,63 @@ class Drifting:
     time: float         # the figure's newest value's time
 
 
+Key = tuple[str, str, "int | None", str]
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a pass of drift over the history read, taken just before it (so never
+    more than it read): the newest session that had arrived, the values the history's
+    summaries count in it and the sessions before it, and the node's events.  A history
+    that has the same, no sweep having arrived since, is judged the same by the pass
+    (drift.still)."""
+
+    newest: int         # the session's id (the order of arrival)
+    values: int
+    events: int
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A finding of drift's pass as a node's page shows it: the figure, drift's line (a
+    drifting figure's reason, a cluster event's text), whether the drift persists, and
+    a cluster event's first session and its time."""
+
+    check: str
+    variant: str
+    size: int | None
+    figure: str
+    text: str
+    persists: bool = False
+    session: str = ""
+    time: float = 0.0
+
+    @property
+    def key(self) -> Key:
+        return (self.check, self.variant, self.size, self.figure)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The node's page's share of the pass (``page`` in the file)."""
+
+    basis: Basis
+    drifts: tuple[Seen, ...]
+    events: tuple[Seen, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"basis": {"newest": self.basis.newest, "values": self.basis.values,
+                          "events": self.basis.events},
+                "drifts": [_seen_dict(s) for s in self.drifts],
+                "events": [_seen_dict(s) for s in self.events]}
+
+
+def _seen_dict(seen: Seen) -> dict[str, Any]:
+    return {"check": seen.check, "variant": seen.variant, "size": seen.size,
+            "figure": seen.figure, "text": seen.text, "persists": seen.persists,
+            "session": seen.session, "time": seen.time}
+
+
 @dataclass(frozen=True)
 class Snapshot:
     node: str
@@ -127,9 +190,10 @@ class Snapshot:
     drift_needed: int               # the sweeps the rule needs
     drifting: tuple[Drifting, ...]
     path: Path = Path()
+    judged: Judged | None = None    # the page's share; None from an older publisher
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        return {**({"page": self.judged.to_dict()} if self.judged else {}),
             "format": FORMAT, "version": VERSION, "node": self.node,
             "published": self.published, "session": self.session,
             "history": {"figures": self.figures, "newest": self.newest,
@@ -162,9 +226,11 @@ def snapshots(history: History, nodes: Sequence[str], session: str,
 
     now = time.time() if now is None else now
     nodes = list(dict.fromkeys(nodes))
+    bases = drift.basis(history, nodes)   # before the pass: what it reads, or less
     fleet = drift.read(history)
     drifts = fleet.drifting(nodes)
     judged = _judged(fleet, set(nodes))
+    events = [drift.seen_event(e) for e in fleet.events()]
     found = {}
     for node in nodes:
         latest = history.latest(node)
@@ -182,7 +248,10 @@ def snapshots(history: History, nodes: Sequence[str], session: str,
             drift_figures=sum(1 for r in latest if drift.higher_is_better(r.unit) is not None),
             drift_judged=judged.get(node, 0),
             drift_needed=drift.MIN_BASELINE + drift.PERSIST_WINDOW,
-            drifting=tuple(drifting[:MAX_ITEMS]))
+            drifting=tuple(drifting[:MAX_ITEMS]),
+            judged=None if node not in bases else Judged(
+                bases[node], tuple(drift.seen_drift(d) for d in drifts.get(node, []))[:MAX_ITEMS],
+                tuple(e for e in events if e.key in measured)[:MAX_ITEMS]))
     return found
 
 
@@ -533,4 +602,46 @@ def _snapshot(data: Any, node: str, path: Path) -> Snapshot:
                                 _flag(d["persists"], "drift.drifting[].persists"),
                                 _number(d["time"], "drift.drifting[].time"))
                        for d in _items(drift["drifting"], "drift.drifting")),
-        path=path)
+        path=path,
+        judged=_judged_of(data.get("page")))
+
+
+def _size(value: Any, where: str) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                              or not 0 <= value < 2**63):
+        raise ValueError(f"{where} is {value!r:.40}, not a size in bytes")
+    return value
+
+
+def _seen(item: dict[str, Any], where: str) -> Seen:
+    return Seen(_text(item["check"], f"{where}.check"), _text(item["variant"], f"{where}.variant"),
+                _size(item["size"], f"{where}.size"), _text(item["figure"], f"{where}.figure"),
+                _text(item["text"], f"{where}.text"), _flag(item["persists"], f"{where}.persists"),
+                _text(item["session"], f"{where}.session"), _number(item["time"], f"{where}.time"))
+
+
+def _judged_of(page: Any) -> Judged | None:
+    """The page's share, None where there is none (an older publisher) or it is not
+    one: the page then judges the fleet itself; the healthcheck never reads it."""
+    try:
+        return _page_share(page) if page is not None else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _page_share(page: Any) -> Judged:
+    if not isinstance(page, dict) or not isinstance(page.get("basis"), dict):
+        raise ValueError("page is not an object with a basis")
+    basis = page["basis"]
+    return Judged(
+        Basis(_whole(basis["newest"], "page.basis.newest"),
+              _whole(basis["values"], "page.basis.values"),
+              _count(basis["events"], "page.basis.events")),
+        tuple(_seen(d, "page.drifts[]") for d in _items(page["drifts"], "page.drifts")),
+        tuple(_seen(e, "page.events[]") for e in _items(page["events"], "page.events")))
+
+
+def _whole(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+        raise ValueError(f"{where} is {value!r:.40}, not a count")
+    return value

@@ -880,6 +880,16 @@ class History:
                 f"verdict IN ({','.join('?' * len(verdicts))})",
                 (int(session), *verdicts)).fetchall()
 
+    def session_counts(self) -> dict[int, tuple[int, int]] | None:
+        """Per session id, from the summaries: (values summarised, the most nodes that
+        measured one figure of it); None for a schema 1 history, which has none.  What
+        tells that the history moved since drift judged it (drift.NodeJudgement)."""
+        if self.version < 2:
+            return None
+        with self._errors("read"):
+            return {session: (int(values), most) for session, values, most in self._db.execute(
+                "SELECT session, total(nodes), max(nodes) FROM summaries GROUP BY session")}
+
     def series_of(self, sessions: Iterable[int]) -> set[int]:
         """The ids of the series ``sessions`` hold a value of, whatever its verdict."""
         ids = ",".join(str(int(i)) for i in sessions)

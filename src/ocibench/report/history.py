@@ -6,7 +6,8 @@ not be judged) in its newest runs, the figures that drift, the sweeps that flagg
 drained or returned it, its software changes with how far its figures and the fleet's
 median moved at each, and what the fleet did: the cluster events, and where the node's
 newest values lie in the fleet (its worst tenth, the worst node).  Drift and the cluster
-events come from one pass over the fleet (``drift.read``), the page's one judgement.
+events are what one pass over the fleet finds (``drift.of_node``: the node's published
+snapshot of a writer's pass while the history has not moved since, else a pass now).
 Then one chart per figure, the ones named above first: the node's values, the cluster's
 median per session with its quartiles and 10th-90th percentile band, the documented
 figure and the floor, and a mark at each software change, each sweep that flagged or
@@ -200,14 +201,14 @@ def node_page(history: History, node: str, check: str | None, since: float | Non
     newest = {r.key: r for r in history.latest(node) if r.key in by_key}
     summaries = history.summaries(check, since)
     events = history.event_log(node, since)
-    # drift: the fleet's one pass (drift.read), judging the node and the cluster events
-    fleet_drift = drift.read(history)
-    drifts = [d for d in fleet_drift.drifting([node])[node]
-              if (d.check, d.variant, d.size, d.figure) in by_key]
-    drifting = {(d.check, d.variant, d.size, d.figure) for d in drifts}
+    # drift: what the fleet's one pass finds for the node and the fleet (drift.of_node:
+    # the node's snapshot where the history has not moved since a writer's pass)
+    found = drift.of_node(history, node)
+    drifts = [d for d in found.drifts if d.key in by_key]
+    drifting = {d.key for d in drifts}
     flagged = {key for key in by_key if any(
         e.kind == "flagged" and _flag_prefix(key) in e.reason for e in events)}
-    cluster = [e for e in _cluster_events(fleet_drift.events(), check, since)
+    cluster = [e for e in _cluster_events(found.events, check, since)
                if _event_key(e) in by_key]
     changes = _software_changes((r.time, r.session, (r.image, r.driver)) for r in records)
     marks = _event_marks(events, by_key)
@@ -266,7 +267,9 @@ def node_page(history: History, node: str, check: str | None, since: float | Non
         "fails": [_finding(r) for r in latest_all if r.verdict == "fail"],
         "unjudged": [_finding(r) for r in latest_all if r.verdict in NOT_JUDGED],
         "suspicious": [_finding(r) for r in latest_all if r.verdict == "suspicious"],
-        "drifts": [d.reason for d in drifts],
+        "drifts": [d.text for d in drifts],
+        "drift_judged": "now" if found.published is None else
+        f"by the pass published {when(found.published)}, the history unchanged since",
         "flags": [{"time": when(e.time), "kind": e.kind, "session": e.session or "-",
                    "reason": e.reason} for e in reversed(events)][:MOST_NAMED],
         "flag_count": len(events),

@@ -307,6 +307,14 @@ def _gpu_problems(data: dict[str, Any]) -> Iterator[str]:
             yield (f"gpus.devices[{i}].numa_node: GPU {device['index']} is on NUMA node "
                    f"{device['numa_node']}, which cpu.numa_nodes does not list "
                    f"({', '.join(map(str, numa_ids))})")
+    domain = gpus.get("nvlink_domain")
+    if domain:
+        per_host = len(gpus["devices"])
+        if domain["gpus"] != domain["hosts"] * per_host:
+            yield (f"gpus.nvlink_domain: {domain['hosts']} hosts x {per_host} GPUs is "
+                   f"{domain['hosts'] * per_host}, not gpus {domain['gpus']}")
+        if not (data.get("links") or {}).get("nvlink_gbs"):
+            yield "gpus.nvlink_domain: an NVLink domain needs links.nvlink_gbs"
     fabric = (data.get("capabilities") or {}).get("fabric_manager")
     if capabilities.present(fabric) and not vendor.fabric_manager_service:
         # the healthcheck asks systemd for the vendor's service: there would be none to ask

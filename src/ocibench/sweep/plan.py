@@ -21,6 +21,15 @@ jobs all start at once.  The number of waves depends on the node counts of the
 cases (1 + 2 or 3 + 1 or 2), never on N: the wall time grows with the slowest
 group, not with the cluster.
 
+On a cluster of rack-scale NVLink domains (GB200 NVL72: 18 hosts of a rack share one
+NVLink domain; Slurm's topology/block plugin describes each rack as a block, which the
+sweep reads: ``domains``), every multi-node case is planned **per domain**: a ring of
+pairs within each domain and groups of k within each domain, never across, so that an
+all-reduce across hosts runs over the rack's NVLink (multi-node NVLink), which is what it
+checks, and a fault is pinned to a node of one rack.  The waves run every domain's
+groups at once (domains share no node).  A domain with fewer nodes than a case needs
+does not run it (``not_run`` says so); nodes in no block form a domain of their own.
+
 A pair that fails while both its nodes pass their other pair "fails alone": each of its
 two nodes is re-tested with a third partner (:func:`retest_waves`); the node that fails
 in both its pairs, or in its re-test, is the bad one.
@@ -28,13 +37,16 @@ in both its pairs, or in its re-test, is the bad one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 #: Joins the nodes of one job in ReFrame's ``-P sweep_nodes=a+b,c+d`` (checks/base.py):
 #: host names hold letters, digits, '-' and '.', never '+' or ','.
 NODE_SEPARATOR = "+"
+
+#: The domain of the nodes Slurm's topology puts in no block.
+NO_DOMAIN = "(no block)"
 
 #: Wave kinds.
 SINGLE, PAIRS, GROUPS, RETEST = "single", "pairs", "groups", "retest"
@@ -81,6 +93,11 @@ class Plan:
     leftover: dict[int, tuple[str, ...]] = field(default_factory=dict)   # size -> nodes
     waves: list[Wave] = field(default_factory=list)
     not_run: dict[str, str] = field(default_factory=dict)      # case name -> why
+    #: NVLink domain -> its swept nodes, in order; {} when the plan is not per domain
+    domains: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def domain_of(self) -> dict[str, str]:
+        return {n: d for d, members in self.domains.items() for n in members}
 
     @property
     def jobs(self) -> int:
@@ -95,6 +112,7 @@ class Plan:
             "leftover": {str(k): list(v) for k, v in self.leftover.items()},
             "waves": [w.to_dict() for w in self.waves], "jobs": self.jobs,
             "not_run": dict(self.not_run),
+            "domains": {d: list(members) for d, members in self.domains.items()},
         }
 
 
@@ -135,9 +153,30 @@ def node_groups(nodes: Sequence[str], size: int) -> tuple[list[Group], list[Grou
     return full, [topped], rest
 
 
+def by_domain(nodes: Sequence[str], domains: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """The swept nodes of each domain, domains in the order of their first node."""
+    found: dict[str, list[str]] = {}
+    for node in nodes:
+        found.setdefault(domains.get(node, NO_DOMAIN), []).append(node)
+    return {d: tuple(members) for d, members in found.items()}
+
+
+def _merged(per_domain: Iterable[Sequence[tuple[Group, ...]]]) -> list[tuple[Group, ...]]:
+    """Wave i of every domain together: the domains share no node."""
+    merged: list[list[Group]] = []
+    for waves in per_domain:
+        for index, wave in enumerate(waves):
+            if index == len(merged):
+                merged.append([])
+            merged[index] += wave
+    return [tuple(w) for w in merged if w]
+
+
 def make_plan(nodes: Sequence[str], cases: Iterable[Case],
-              unreachable: dict[str, str] | None = None) -> Plan:
-    """The plan for ``nodes`` (those to sweep, in order; duplicates are an error)."""
+              unreachable: dict[str, str] | None = None,
+              domains: Mapping[str, str] | None = None) -> Plan:
+    """The plan for ``nodes`` (those to sweep, in order; duplicates are an error);
+    ``domains`` (node -> NVLink domain) plans the multi-node cases per domain."""
     nodes = tuple(nodes)
     seen: set[str] = set()
     for node in nodes:
@@ -149,8 +188,13 @@ def make_plan(nodes: Sequence[str], cases: Iterable[Case],
     by_size: dict[int, list[Case]] = {}
     for case in cases:
         by_size.setdefault(case.nodes, []).append(case)
+    if domains:
+        plan.domains = by_domain(nodes, domains)
     for size in sorted(by_size):
         sized = tuple(by_size[size])
+        if size > 1 and plan.domains:
+            _plan_per_domain(plan, size, sized)
+            continue
         if len(nodes) < size:
             for case in sized:
                 plan.not_run[case.name] = (f"needs {size} nodes; {len(nodes)} swept "
@@ -169,6 +213,34 @@ def make_plan(nodes: Sequence[str], cases: Iterable[Case],
     return plan
 
 
+def _plan_per_domain(plan: Plan, size: int, sized: tuple[Case, ...]) -> None:
+    """The cases of ``size`` >= 2 nodes within each NVLink domain of the plan."""
+    pair_waves_of, group_waves_of, rings, groups, rest = [], [], [], [], []
+    for domain, members in plan.domains.items():
+        if len(members) < size:
+            for case in sized:
+                plan.not_run[f"{case.name} in {domain}"] = (
+                    f"needs {size} nodes of one NVLink domain; {len(members)} swept in "
+                    f"{domain}")
+            continue
+        if size == 2:
+            ring = ring_pairs(members)
+            rings += ring
+            pair_waves_of.append(pair_waves(ring))
+        else:
+            full, extra, left = node_groups(members, size)
+            groups += full + extra
+            rest += left
+            group_waves_of.append([tuple(w) for w in (full, extra) if w])
+    if size == 2:
+        plan.pairs = tuple(rings)
+        plan.waves += [Wave(PAIRS, 2, wave, sized) for wave in _merged(pair_waves_of)]
+    elif groups:
+        plan.groups[size] = tuple(groups)
+        plan.leftover[size] = tuple(rest)
+        plan.waves += [Wave(GROUPS, size, wave, sized) for wave in _merged(group_waves_of)]
+
+
 def neighbours(pairs: Iterable[Group]) -> dict[str, set[str]]:
     """Each node's partners in the ring."""
     found: dict[str, set[str]] = {}
@@ -179,11 +251,14 @@ def neighbours(pairs: Iterable[Group]) -> dict[str, set[str]]:
 
 
 def retest_pairs(alone: Sequence[Group], ring: Sequence[Group],
-                 suspects: Iterable[str] = ()) -> tuple[list[Group], list[str]]:
+                 suspects: Iterable[str] = (),
+                 domain_of: Mapping[str, str] | None = None) -> tuple[list[Group], list[str]]:
     """A third partner for each node of each pair that failed alone: a node that is
-    neither its ring partner nor under suspicion (in a pair that did not pass).
+    neither its ring partner nor under suspicion (in a pair that did not pass), and
+    of the same NVLink domain where the plan is per domain (``domain_of``).
     Partners are spread over the cluster, each used as rarely as possible.  Returns
     the re-test pairs and the nodes no partner could be found for (small rings)."""
+    domain_of = domain_of or {}
     near = neighbours(ring)
     doubtful = set(suspects) | {n for pair in alone for n in pair}
     clear = [n for n in near if n not in doubtful]
@@ -191,7 +266,8 @@ def retest_pairs(alone: Sequence[Group], ring: Sequence[Group],
     pairs, stuck = [], []
     for pair in alone:
         for node in pair:
-            choices = [n for n in clear if n not in near.get(node, ()) and n != node]
+            choices = [n for n in clear if n not in near.get(node, ()) and n != node
+                       and domain_of.get(n) == domain_of.get(node)]
             if not choices:
                 stuck.append(node)
                 continue
@@ -230,6 +306,9 @@ def describe(plan: Plan) -> str:
         lines.append(f"unreachable {node}: {why}")
     for name, why in plan.not_run.items():
         lines.append(f"not run {name}: {why}")
+    if plan.domains:
+        lines.append(f"NVLink domains ({len(plan.domains)}; multi-node cases within each): "
+                     + "; ".join(f"{d}: {' '.join(m)}" for d, m in plan.domains.items()))
     if plan.pairs:
         lines.append(f"pairs ({len(plan.pairs)}, ring): "
                      + " ".join(NODE_SEPARATOR.join(p) for p in plan.pairs))

@@ -203,11 +203,12 @@ def dry_run(options: Options, nodes: list[str] | None = None) -> tuple[Plan, dic
     Slurm's nodes of the partition."""
     if nodes is None:
         nodes, unreachable, _, _ = select_nodes(options)
+        domains, _ = slurm.nvlink_domains()
     else:
-        unreachable = {}
+        unreachable, domains = {}, {}
     cases, skipped = rfm.discover(options.names, options.excludes, options.prefix,
                                   options.partition, options.setvars)
-    return plan.make_plan(nodes, cases, unreachable), skipped
+    return plan.make_plan(nodes, cases, unreachable, domains), skipped
 
 
 def sweep(options: Options, say: Callable[[str], None] = print) -> Sweep:
@@ -217,7 +218,9 @@ def sweep(options: Options, say: Callable[[str], None] = print) -> Sweep:
     nodes, unreachable, retaken, states = select_nodes(options)
     cases, skipped = rfm.discover(options.names, options.excludes, options.prefix,
                                   options.partition, options.setvars)
-    the_plan = plan.make_plan(nodes, cases, unreachable)
+    # multi-node cases within each NVLink domain, where Slurm's topology has blocks
+    domains, _ = slurm.nvlink_domains()
+    the_plan = plan.make_plan(nodes, cases, unreachable, domains)
     result = Sweep(the_plan, skipped, partition=options.partition, session=options.session,
                    outlier_k=options.outlier_k, setvars=list(options.setvars))
     record = state.DrainRecord(options.state)
@@ -310,7 +313,8 @@ def _retests(the_plan: Plan, jobs: list[JobResult], options: Options,
         if not alone:
             continue
         suspects = {n for p, c in pairs.items() if verdicts.is_bad(c) for n in p}
-        retest, _stuck = plan.retest_pairs(alone, the_plan.pairs, suspects)
+        retest, _stuck = plan.retest_pairs(alone, the_plan.pairs, suspects,
+                                           the_plan.domain_of())
         result.retests += retest
         waves += plan.retest_waves(retest, case)
     return _run_waves(the_plan, waves, options, reservation, say, number) if waves else []

@@ -49,6 +49,11 @@ class SlurmError(RuntimeError):
     """A Slurm command failed; one line."""
 
 
+class SlurmTimeout(SlurmError):
+    """A Slurm command gave no answer within its time and was killed: what it asked
+    may or may not have been done."""
+
+
 class UsageError(ValueError):
     """A bad hostlist, partition or node; one line."""
 
@@ -65,7 +70,8 @@ def _call(argv: list[str], timeout: float = TIMEOUT_S,
         raise SlurmError(f"{argv[0]} not found: ocibench sweep runs where Slurm's "
                          "client commands are (a login or head node)") from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{' '.join(argv)}: no answer in {timeout:g} s") from None
+        raise SlurmTimeout(f"{' '.join(argv)}: Slurm did not answer within {timeout:.3g} s "
+                         "(killed)") from None
 
 
 def _last_line(text: str) -> str | None:
@@ -271,3 +277,27 @@ def create_reservation(name: str, nodes: list[str], user: str) -> None:
 
 def delete_reservation(name: str) -> None:
     _run(["scontrol", "delete", f"ReservationName={name}"])
+
+
+def parse_topology_blocks(text: str) -> dict[str, str]:
+    """Node -> block of ``scontrol show topology`` under Slurm's topology/block plugin
+    (a record per block: ``BlockName=rack1 BlockIndex=0 Nodes=gb[01-18] BlockSize=18``).
+    Other topologies (topology/tree: ``SwitchName=...``) have no blocks: {}."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        if "BlockName" in fields and fields.get("Nodes"):
+            for node in expand_hostlist(fields["Nodes"]):
+                found.setdefault(node, fields["BlockName"])
+    return found
+
+
+def nvlink_domains(timeout: float = TIMEOUT_S) -> tuple[dict[str, str], str]:
+    """Node -> NVLink domain, as Slurm's topology/block describes the racks (a block per
+    NVL72 rack, the hosts OCI's image gives one IMEX domain); or {} and why not."""
+    try:
+        text = _run(["scontrol", "show", "topology"], timeout)
+    except SlurmError as err:
+        return {}, str(err)
+    found = parse_topology_blocks(text)
+    return found, "" if found else "Slurm's topology has no blocks (no topology/block)"

@@ -13,6 +13,12 @@ two leaves a record whose reason Slurm never got, which matches nothing, rather 
 node drained with no record, which --undrain would never recover.  It is one JSON file
 (``--state``), replaced atomically, under an exclusive lock, so that two sweeps of one
 cluster do not lose each other's entries.
+
+The sweep runs as root (or Slurm's admin) and ``--undrain`` resumes what the record
+names, so the record is trusted only as the healthcheck's state is (node/owned.py): in
+a directory only root or the caller can change, a regular file of root's or the
+caller's, never read or locked through a link.  Another user who could write the
+record could otherwise have a person's drain resumed.
 """
 
 from __future__ import annotations
@@ -20,14 +26,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ocibench import atomic
+from ocibench.node import module_audit, owned
 
 VERSION = 1
+#: A record larger than this is not the sweep's (a node's entry is about 200 bytes:
+#: 50,000 drained nodes).
+MAX_BYTES = 10 * 2**20
+#: What the owners guard, in the module audit's line about an owner.
+GUARDED = "the sweep's record of drains"
 
 
 class StateError(RuntimeError):
@@ -43,12 +56,21 @@ class DrainRecord:
 
     def nodes(self) -> dict[str, dict[str, Any]]:
         """Every recorded node; none when the file does not exist yet."""
+        problems = module_audit.audit_directory(self.path.parent, GUARDED)
+        if problems:
+            raise StateError(f"{problems[0]}: {self.path} not trusted")
         try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return {}
+            raw = owned.read(self.path, MAX_BYTES)
+        except owned.Untrusted as err:
+            raise StateError(f"{err}: not trusted") from None
         except OSError as err:
             raise StateError(f"cannot read {self.path}: {err.strerror}") from None
+        if raw is None:
+            return {}
+        if len(raw) > MAX_BYTES:
+            raise StateError(f"{self.path}: larger than {MAX_BYTES} bytes (not the sweep's "
+                             "record of drains)")
+        text = raw.decode("utf-8", errors="replace")
         try:
             data = json.loads(text)
         except ValueError as err:
@@ -79,11 +101,15 @@ class DrainRecord:
 
     @contextlib.contextmanager
     def _updating(self) -> Iterator[dict[str, dict[str, Any]]]:
+        problems = module_audit.own_directory(
+            self.path.parent, 0o755, GUARDED) if not self.path.parent.is_dir() else \
+            module_audit.audit_directory(self.path.parent, GUARDED)
+        if problems:
+            raise StateError(f"cannot write {self.path}: {problems[0]}")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(self.path.with_name(self.path.name + ".lock"), "a")
-        except OSError as err:
-            raise StateError(f"cannot write {self.path}: {err.strerror}") from None
+            lock = os.fdopen(owned.open_lock(self.path.with_name(self.path.name + ".lock")))
+        except owned.Untrusted as err:
+            raise StateError(f"cannot lock {self.path}: {err}") from None
         with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             nodes = self.nodes()
