@@ -57,3 +57,26 @@ def test_offences_are_kept_in_the_state_file(tmp_path: Path) -> None:
         assert "field 'offences' is not probe -> count" in str(err)
     else:
         raise AssertionError("a bad offences field was read")
+
+
+def test_a_run_says_the_next_step_of_each_failing_probe(tmp_path: Path, monkeypatch) -> None:
+    """A whole run on a fake node (tests/health_fakes.py) missing a GPU, without Slurm:
+    its output names the step, OCI's fault code and the commands; a repeat offender's
+    (the state's offences) is one step up."""
+    from health_fakes import FakeNode
+    from test_healthcheck import _options, no_slurm_path
+
+    node = FakeNode(tmp_path / "node")
+    monkeypatch.setenv("PATH", no_slurm_path(node, tmp_path))
+    node.gpus(7)
+    outcome = check.check(_options(node, tmp_path))
+    nexts = [line for line in outcome.lines if ": next: " in line]
+    assert len(nexts) == 1 and nexts[0].startswith(
+        "gpu_count: next: reboot HPCGPU-0001-0001: fewer GPUs"), outcome.lines
+    assert "nvidia-smi -L" in nexts[0]
+    written = state.read(tmp_path / "state.json")
+    assert written is not None
+    state.write(replace(written, offences={"gpu_count": 1}), tmp_path / "state.json")
+    outcome = check.check(_options(node, tmp_path))
+    assert any(line.startswith("gpu_count: next: return-to-oci HPCGPU-0001-0001 (repeat 1")
+               for line in outcome.lines), outcome.lines
