@@ -367,6 +367,7 @@ def test_cli_exit_codes(pingpong, tmp_path):
     done = _cli("imb_pingpong", str(worse), "--shape", entry.shape, "--set", "mpi=intel-mpi")
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "bandwidth at size 268435456" in done.stderr
+    assert done.stdout.startswith("next: reboot OCIBENCH-FIG-0001: imb_pingpong: "), done.stdout
     done = _cli("imb_pong", str(path), "--shape", entry.shape)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "unknown check 'imb_pong'" in done.stderr

@@ -112,6 +112,9 @@ def test_exit_status_is_one_per_state(tmp_path):
         if code:
             assert err.startswith(f"ocibench evaluate: {word}: "), err
             assert len(err.strip().splitlines()) == 1
+        if word == "FAIL":   # the path's entry of the action ladder, first
+            assert out.startswith("next: fix-software OCIBENCH-SW-0020: NCCL connected GPUs "
+                                  "of one host over the network"), out
 
 
 OSU_BW_SMALL = """# OSU MPI Bandwidth Test v7.5

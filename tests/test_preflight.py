@@ -618,3 +618,16 @@ def test_gpudirect_one_way_or_the_other_on_a_shape_declaring_both(node: Node) ->
     node.files["proc/driver/nvidia/version"] = PROPRIETARY        # and no dma-buf
     found = items(node.run("BM.GPU.H100.8"))
     assert found["dmabuf"].missing and found["nvidia_peermem"].missing
+
+
+def test_a_missing_item_says_its_next_step_from_the_ladder(node: Node) -> None:
+    """Each missing item carries its entry of the action ladder (ocibench.ladder) in the
+    JSON report: step, fault code (OCI's for nvidia_peermem), fix and evidence."""
+    node.files["proc/modules"] = "nvidia 1 0 - Live 0x0\n"        # no peermem
+    node.files["proc/driver/nvidia/version"] = PROPRIETARY        # and no dma-buf
+    data = node.run("BM.GPU.H100.8").to_dict()
+    steps = {s["item"]: s for s in data["next"]}
+    assert set(steps) == set(data["missing"]) and "nvidia_peermem" in steps
+    peermem = steps["nvidia_peermem"]
+    assert peermem["step"] == "fix-software" and peermem["fault"] == "HPCGPU-0008-0001"
+    assert "modprobe nvidia_peermem" in peermem["fix"] and "lsmod" in peermem["evidence"]

@@ -660,6 +660,13 @@ def test_the_report_names_the_cause_from_an_evaluation(tmp_path, cma_shapes):
     [result] = _results(tmp_path / "out")
     assert result["reason"].endswith(SAYS) and not result["disagreements"]
     assert SAYS in html_unescape((tmp_path / "out" / "report.html").read_text())
+    # the action ladder's entry of the lacking capability, in evaluate's JSON and first
+    # in the failed result on the page
+    assert json.loads(stdout)["next"]["fault"] == "OCIBENCH-SW-0032"
+    page = html_unescape((tmp_path / "out" / "report.html").read_text())
+    first = page.index("Next step: <strong>fix-software</strong>, fault code "
+                       "<code>OCIBENCH-SW-0032</code>: UCX took no cma lane")
+    assert first < page.index(SAYS)
 
 
 def test_the_report_names_the_cause_from_a_reframe_run(tmp_path, cma_shapes):

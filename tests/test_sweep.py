@@ -185,6 +185,10 @@ def test_slow_link_is_an_outlier_in_both_pairs_and_pinned_to_its_node(local):
     assert "in both its pairs" in nodes["node3"].reason
     assert nodes["node3"].drain_reason.startswith("ocibench: osu_latency %buffers=H-H %nodes=2 ")
     assert "cluster median" in nodes["node3"].drain_reason
+    # on the action ladder: an outlier is rerun; pinned to the node, one step up
+    first = nodes["node3"].next_step()
+    assert first is not None and first.fault == "OCIBENCH-JOB-0052"
+    assert str(first.step) == "reboot" and first.repeats == 1
     for other in set(names(8)) - {"node3"}:
         assert nodes[other].verdict is NodeVerdict.PASS, (other, nodes[other].reason)
     assert "node3 fails in both its pairs" in nodes["node2"].reason
@@ -213,6 +217,25 @@ def test_a_failed_figure_is_judged_by_judge_and_drains(optimized):
     assert nodes["node4"].verdict is NodeVerdict.FAIL
     assert nodes["node4"].action is Action.DRAIN
     assert "> ceiling" in nodes["node4"].drain_reason and "002_" in nodes["node4"].drain_reason
+
+
+def test_a_failed_node_shows_its_next_step_and_fault_code_first(optimized):
+    """The action ladder (ocibench.ladder) on the sweep's JSON and page: the failed
+    node's step, fault code and the commands that show the evidence, before the details."""
+    values = [1.7, 1.68, 9.0, 9.1, 1.66, 1.69, 1.7, 1.71]          # node3-node4: 9 us
+    the_plan = plan.make_plan(names(8), [PAIR_CASE])
+    result = sweeping.Sweep(the_plan)
+    result.nodes = sweeping.judge_nodes(the_plan, pair_jobs(optimized, values), 3.5, {})
+    result.drain = actions.decide({}, len(result.nodes))
+    data = json.loads(output.to_json(result))
+    first = data["nodes"]["node4"]["next"]
+    assert first["step"] == "reboot" and first["fault"] == "OCIBENCH-FIG-0001"
+    assert data["nodes"]["node4"]["checks"][PAIR_CASE.name]["fault"] == "OCIBENCH-FIG-0001"
+    assert data["nodes"]["node1"]["next"] is None
+    page = output.to_html(result)
+    shown = page.index("Next step: <strong>reboot</strong>, fault code <code>OCIBENCH-FIG-0001")
+    assert "Drain reason" in page[shown:page.index("</section>", shown)]   # details after
+    assert "<code>ibstat</code>" in page
 
 
 def test_a_pair_that_fails_alone_is_retested_and_the_retest_names_the_node(optimized):
@@ -323,6 +346,7 @@ def test_json_has_the_interface_fields(local):
     data = json.loads(output.to_json(a_sweep(local)))
     assert data["nodes"]["node5"]["verdict"] == "outlier"
     assert data["nodes"]["node5"]["action"] == "rerun"
+    assert data["nodes"]["node5"]["next"]["step"] == "rerun"     # seen once: rerun
     assert data["nodes"]["node9"]["verdict"] == "unreachable"
     assert data["nodes"]["node9"]["reason"] == "Slurm state down*: Not responding"
     assert data["summary"] == {"pass": 4, "unjudged": 0, "drifting": 0, "outlier": 1,

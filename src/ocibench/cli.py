@@ -19,6 +19,7 @@ COMMANDS = {
     "sweep": "sweep",
     "history": "history",
     "healthcheck": "healthcheck",
+    "ticket": "ticket",
     "metrics": "metrics",
     "placement": "placement",
 }

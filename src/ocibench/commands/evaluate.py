@@ -65,9 +65,14 @@ def run(args: argparse.Namespace) -> int:
     except (ParamError, shapes.ShapeError, outputs.OutputTooLarge) as err:
         print(f"ocibench evaluate: {err}", file=sys.stderr)
         return 2
+    first = result.next_step()
     if args.json:
-        print(json.dumps({**result.to_dict(), "file": args.file}, indent=2))
+        print(json.dumps({**result.to_dict(), "file": args.file,
+                          "next": first.to_dict() if first else None}, indent=2))
     else:
+        if first:   # what to do comes first (the action ladder), the figures below
+            print(f"next: {first.line()}; {first.rung.fix}; "
+                  f"evidence: {'; '.join(first.rung.evidence)}")
         print(_table(result))
     verdict = result.verdict
     if verdict is RunVerdict.FAIL:

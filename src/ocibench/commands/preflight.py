@@ -41,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"preflight of this node against {result.shape}")
         print("\n".join(item.line() for item in result.items))
+        # what to do about each missing item: its entry of the action ladder
+        for step in result.next_steps():
+            print(f"next for {step['item']}: {step['step']} {step['fault']}: {step['fix']}")
     if result.missing:
         print(f"ocibench preflight: FAIL: {result.shape} requires what this node lacks: "
               + ", ".join(f"{i.name} ({i.status})" for i in result.missing), file=sys.stderr)

@@ -12,11 +12,26 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ocibench import accelerators, benchmarks, shapes
+from ocibench import accelerators, benchmarks, ladder, shapes
 from ocibench.benchmarks import CHECKS  # noqa: F401  (the registry, re-exported here)
 from ocibench.figures import judge, nccl_path, outputs, references, ucx_proto
 from ocibench.figures.judge import Row
 from ocibench.metrics import RunVerdict, Verdict
+
+
+def ladder_entry(check: str, rows: Iterable[Row], path_kind: str | None = None,
+                 failure: str | None = None) -> ladder.Rung | None:
+    """A failed run's entry of the action ladder (ocibench.ladder), as the sweep finds
+    it: the NCCL path's fault by name; else the failed figure's (an impossible value
+    first, a capability it lacked before the figure itself); else the failure line's
+    (a crash, ``#wrong``); None when nothing failed."""
+    if path_kind:
+        return ladder.entry(ladder.PATH, f"nccl:{path_kind}")
+    rows = list(rows)
+    failed = [r for r in rows if r.implausible] or [r for r in rows if r.verdict is Verdict.FAIL]
+    if failed:
+        return ladder.figure_entry(check, bool(failed[0].implausible), failed[0].lacking)
+    return ladder.failure_entry(failure) if failure else None
 
 
 @dataclass(frozen=True)
@@ -43,6 +58,9 @@ class Evaluation:
     #: Why that path makes the run broken whatever its numbers (a fallback to a socket
     #: between GPUs of one host, SHM on an NVLink shape, no GPUDirect RDMA between hosts).
     path_fault: str | None = None
+    #: That fault's name (:data:`ocibench.figures.nccl_path.FAULTS`: the action ladder's
+    #: ``nccl:<name>`` entry).
+    path_kind: str | None = None
 
     @property
     def verdict(self) -> RunVerdict:
@@ -51,6 +69,14 @@ class Evaluation:
         shape that documents the check; RECORDED on a shape that documents none."""
         return run_verdict(self.rows, broken=bool(self.sanity or self.path_fault),
                            unjudged=self.unjudged, documented=self.documented)
+
+    def next_step(self) -> ladder.Decision | None:
+        """A failed run's entry of the action ladder (:func:`ladder_entry`); None unless
+        it failed."""
+        if self.verdict is not RunVerdict.FAIL:
+            return None
+        rung = ladder_entry(self.check, self.rows, self.path_kind, self.sanity)
+        return None if rung is None else ladder.Decision(rung, rung.step, 0)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +110,7 @@ class Evaluation:
             "unjudged": self.unjudged,
             "path": self.path,
             "path_fault": self.path_fault,
+            "path_kind": self.path_kind,
             "sanity": self.sanity,
             "reason": self.reason,
             "notes": list(self.notes),
@@ -131,14 +158,16 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     facts = judge.Facts(absent=dict(known.absent), present=dict(known.present),
                         tables=tuple(ucx_proto.parse(text)))
     documented = documents(shape, check)
-    path = path_fault = None
+    path = path_fault = path_kind = None
     if benchmarks.CHECKS[check].collective == "nccl":
         # The path is judged even where the numbers cannot be: a socket between two
         # GPUs of one host is a broken node whatever was documented for the sizes.
         found = nccl_path.parse(text)
-        path, path_fault = found.describe(), nccl_path.fault(found, shape.data, resolved)
+        classified = nccl_path.classify(found, shape.data, resolved)
+        path = found.describe()
+        path_kind, path_fault = classified if classified else (None, None)
     known_of_run = {"notes": notes, "facts": facts, "documented": documented, "path": path,
-                    "path_fault": path_fault}
+                    "path_fault": path_fault, "path_kind": path_kind}
     try:
         measurement = outputs.parse(check, text, resolved)
     except outputs.Unjudged as err:

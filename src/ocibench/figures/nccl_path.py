@@ -274,9 +274,27 @@ def parse(text: str) -> Path:
                 tuple(warnings))
 
 
+#: The path verdicts :func:`fault` gives, by name (the action ladder's ``nccl:<name>``
+#: entries, ocibench.ladder).
+LOCAL_OVER_NET, LOCAL_OVER_SHM, HOSTS_WITHOUT_GDRDMA = (
+    "local-over-net", "local-over-shm", "hosts-without-gdrdma")
+#: A rack-scale NVLink domain's: NCCL could not set up multi-node NVLink (IMEX), or
+#: joined hosts of one domain by anything but it.
+MNNVL_NOT_SET_UP, DOMAIN_WITHOUT_MNNVL = "mnnvl-not-set-up", "domain-without-mnnvl"
+FAULTS = (LOCAL_OVER_NET, LOCAL_OVER_SHM, HOSTS_WITHOUT_GDRDMA, MNNVL_NOT_SET_UP,
+          DOMAIN_WITHOUT_MNNVL)
+
+
 def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
     """Why the path itself makes the run broken, whatever its number; None when it
-    does not (or when the output does not show the path).
+    does not (or when the output does not show the path).  :func:`classify` names it."""
+    found = classify(path, shape_data, params)
+    return None if found is None else found[1]
+
+
+def classify(path: Path, shape_data: Mapping[str, Any],
+             params: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The path's fault as (one of :data:`FAULTS`, why), or None:
 
     * GPUs of one host that talked over NET (a socket, or the NIC's loopback) have lost
       peer access and shared memory alike: always a fault.
@@ -300,18 +318,21 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
         # NCCL stops at init when the domain's fabric is there and IMEX does not work
         # (its warning names the IMEX configuration): no channel, and the cause.
         if spans_hosts and path.warnings:
-            return f"NCCL could not set up multi-node NVLink: {path.warnings[0]}"
+            return MNNVL_NOT_SET_UP, (
+                f"NCCL could not set up multi-node NVLink: {path.warnings[0]}")
         return None
     links = shape_data.get("links") or {}
     local = [c for c in path.channels if path.local(c)]
     over_net = [c for c in local if c.kind == "NET"]
     if over_net:
-        return (f"NCCL connected GPUs of one host over {_short(over_net[0].transport)} "
+        return LOCAL_OVER_NET, (
+                f"NCCL connected GPUs of one host over {_short(over_net[0].transport)} "
                 f"(channel {over_net[0].channel:02d}: rank {over_net[0].source} -> "
                 f"{over_net[0].target}), not peer access or shared memory{path.causes()}")
     over_shm = [c for c in local if c.kind == "SHM"]
     if over_shm and _nvlink_connected(shape_data):
-        return (f"NCCL connected GPUs of one host over {_short(over_shm[0].transport)} "
+        return LOCAL_OVER_SHM, (
+                f"NCCL connected GPUs of one host over {_short(over_shm[0].transport)} "
                 f"(host memory), though this shape's GPUs are NVLink-connected "
                 f"(links.nvlink_gbs {links['nvlink_gbs']} GB/s): P2P over NVLink expected"
                 f"{path.causes()}")
@@ -322,7 +343,7 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
         # (P2P/MNNVL), hosts of different domains over the cluster network.
         found = _domain_fault(path, between)
         if found:
-            return found
+            return DOMAIN_WITHOUT_MNNVL, found
         between = [c for c in between if not c.mnnvl]
     if rdma and between and _nodes(params) > 1:
         # Whichever net plugin carries it (NCCL's own IB, IBext, AWS Libfabric, OFI...),
@@ -331,7 +352,8 @@ def fault(path: Path, shape_data: Mapping[str, Any], params: Mapping[str, Any]) 
         if slow is not None:
             how = ("without GPUDirect RDMA (no GDRDMA)" if slow.kind == "NET"
                    else "outside the network")
-            return (f"NCCL connected the hosts over {_short(slow.transport)} {how}, not "
+            return HOSTS_WITHOUT_GDRDMA, (
+                    f"NCCL connected the hosts over {_short(slow.transport)} {how}, not "
                     f"with GPUDirect RDMA (GDRDMA) over the {rdma} cluster network"
                     f"{path.causes()}")
     return None

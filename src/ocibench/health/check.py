@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ocibench import shapes
+from ocibench import ladder, shapes
 from ocibench.health import probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState, ProbeResult
 from ocibench.sweep import budget as drain_budget
@@ -224,6 +224,34 @@ def _kernel_fields(ctx: probes.Context, results: list[ProbeResult],
             "kernel_seq_read": highest}
 
 
+def ended_drains(previous: HealthState | None, ended: bool) -> dict[str, int]:
+    """The state's ``offences``, one more for each probe of the drain of ours that
+    ``ended`` in this run (resumed by it, or by a person): "flagged, drained, put back";
+    a probe that fails after that is a repeat offender on the action ladder."""
+    offences = dict(previous.offences) if previous else {}
+    if previous and previous.drained_probes and ended:
+        for name in {ladder.base_name(n) for n in previous.drained_probes}:
+            offences[name] = offences.get(name, 0) + 1
+    return offences
+
+
+def next_steps(results: list[ProbeResult], offences: dict[str, int]) -> list[str]:
+    """For each failing probe, its step on the action ladder (ocibench.ladder), fault code
+    and the commands that show the evidence: what the admin does next."""
+    lines = []
+    for result in results:
+        if result.state != FAIL:
+            continue
+        decision = ladder.decide(ladder.PROBE, result.name,
+                                 offences.get(ladder.base_name(result.name), 0))
+        if decision is None:
+            lines.append(f"{result.name}: next: no ladder entry (ocibench.ladder): report it")
+            continue
+        lines.append(f"{result.name}: next: {decision.line()}; {decision.rung.fix}; "
+                     f"evidence: {'; '.join(decision.rung.evidence)}")
+    return lines
+
+
 def drain_reason(failed: list[ProbeResult]) -> str:
     """``ocibench: <probe> (<evidence>); ...``: one line, at most MAX_REASON characters,
     the evidence without the file or command it was read from (the state file has it)."""
@@ -366,6 +394,10 @@ def _check(options: Options, path: Path) -> Outcome:
             drained_reason, drained_probes = "", ()
 
     lines[probes_at:probes_at] = [f"{r.name}: {r.state}: {r.evidence}" for r in results]
+    # our drain ended: we resume it now, or Slurm holds no drain at all (a person resumed)
+    ended = action == state.RESUME or (current is not None and not drained)
+    offences = ended_drains(previous, ended and not options.dry_run)
+    lines += next_steps(results, offences)
     kernel = _kernel_fields(ctx, results, previous, options.dry_run)
     if any(r.state == FAIL and r.name == _kernel_item(ctx) for r in results):
         lines.append("the kernel log's record fails every run until the node reboots, or "
@@ -376,7 +408,7 @@ def _check(options: Options, path: Path) -> Outcome:
         interval_s=options.interval_s, action=action, reason=reason,
         probes=tuple(results), link_downed=counters,
         drained_reason=drained_reason, drained_probes=drained_probes,
-        history_since=history_since, slurm_error=slurm_error, **kernel)
+        history_since=history_since, slurm_error=slurm_error, offences=offences, **kernel)
     try:
         state.write(record, path)   # before scontrol: see the module's docstring
     except state.StateError as err:
@@ -402,6 +434,7 @@ def _check(options: Options, path: Path) -> Outcome:
             lines.append(f"Slurm refused: {err}")
             after = replace(after, action=state.NONE, drained_reason=reason,
                             drained_probes=previous.drained_probes if previous else (),
+                            offences=dict(previous.offences) if previous else {},
                             slurm_error=f"not resumed: {err}")
             code = FAILED if failed else SLURM
     if after != record:

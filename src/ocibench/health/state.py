@@ -13,7 +13,8 @@ Prometheus export, sees the previous run or this one, never half of one):
      "drained_reason": "ocibench: ..." | "", "drained_probes": ["gpu_count"],
      "history_since": 0.0,
      "kernel_boot_id": "0b5f...", "kernel_seq_passed": 358, "kernel_seq_read": 364,
-     "slurm_error": "" | "sinfo ...: Slurm did not answer within 2.1 s (killed): ..."}
+     "slurm_error": "" | "sinfo ...: Slurm did not answer within 2.1 s (killed): ...",
+     "offences": {"xid": 1}}
 
 ``link_downed`` keeps each RDMA port's link-down counter as last read, so that the
 next run can tell a port that flapped in between (its counter rose) from one that
@@ -30,6 +31,11 @@ The kernel log (/dev/kmsg) keeps its records until the node reboots, whatever
 clean, or that a person acknowledged (``ocibench healthcheck --clear-kernel-log``, or
 resuming a drain of this healthcheck: up to ``kernel_seq_read``, the highest the run
 before had read).  A record that fails keeps failing until then; a new boot starts over.
+
+``offences`` counts, per probe, the drains of this healthcheck that ended (resumed by
+it or by a person) while that probe had failed: a probe that fails again is a repeat
+offender, and its step on the action ladder moves up once per offence (ocibench.ladder,
+docs/ladder.md).
 
 The file is the healthcheck's memory across runs, and the freshness its exporter
 reports (last run, duration, expected interval), as OCI's node-problem detector
@@ -106,6 +112,8 @@ class HealthState:
     #: why the run did not do in Slurm what it decided (Slurm did not answer within the
     #: run's deadline, refused, or knows no such node), one line; "" when it did
     slurm_error: str = ""
+    #: probe -> drains of ours that ended after it failed (the ladder's repeat count)
+    offences: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -333,6 +341,11 @@ def from_dict(data: Any, where: str) -> HealthState:
     slurm_error = data.get("slurm_error", "")
     if not isinstance(slurm_error, str):
         raise StateError(f"{where}: field 'slurm_error' is {slurm_error!r:.60}, not str")
+    offences = data.get("offences", {})
+    if not isinstance(offences, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31
+            for v in offences.values()):
+        raise StateError(f"{where}: field 'offences' is not probe -> count")
     node = _field(data, "node", (str,), where)
     if not hostnames.is_host(node):
         raise StateError(f"{where}: field 'node' is {hostnames.why_not(node)} "
@@ -352,4 +365,5 @@ def from_dict(data: Any, where: str) -> HealthState:
         history_since=float(_field(data, "history_since", number, where))
         if "history_since" in data else 0.0,
         kernel_boot_id=boot, kernel_seq_passed=seqs["kernel_seq_passed"],
-        kernel_seq_read=seqs["kernel_seq_read"], slurm_error=slurm_error)
+        kernel_seq_read=seqs["kernel_seq_read"], slurm_error=slurm_error,
+        offences=dict(offences))

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ocibench import accelerators, capabilities, jsonfile, shapes
+from ocibench import accelerators, capabilities, jsonfile, ladder, shapes
 from ocibench.capabilities import (
     ABSENT,
     PRESENT,
@@ -823,11 +823,23 @@ class Preflight:
         shape says) or "unjudged" (none missing, but one could not be read)."""
         return "fail" if self.missing else "unjudged" if self.undecided else "pass"
 
+    def next_steps(self) -> list[dict[str, Any]]:
+        """Each missing item's entry on the action ladder (ocibench.ladder): step, fault
+        code, fix and the commands that show the evidence; an item of no entry says so."""
+        steps = []
+        for item in self.missing:
+            decision = ladder.decide(ladder.PREFLIGHT, item.name)
+            steps.append({"item": item.name, **decision.to_dict()} if decision else
+                         {"item": item.name, "step": None, "fault": None,
+                          "fix": "no ladder entry (ocibench.ladder): report it"})
+        return steps
+
     def to_dict(self) -> dict[str, Any]:
         return {"shape": self.shape, "root": self.root, "ok": self.ok,
                 "verdict": self.verdict,
                 "missing": [i.name for i in self.missing],
                 "unknown": [i.name for i in self.undecided],
+                "next": self.next_steps(),
                 "items": [{**asdict(i), "missing": i.missing} for i in self.items]}
 
 

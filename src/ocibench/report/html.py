@@ -108,6 +108,7 @@ def _result(result: Result) -> dict[str, Any]:
         "provenance": _provenance(result.provenance),
         "rows": [_row(r, result) for r in result.rows],
         "ceilings_from": result.ceilings_from,
+        "next": None if result.next_step() is None else result.next_step().to_dict(),
     }
 
 

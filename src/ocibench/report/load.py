@@ -212,6 +212,7 @@ def _evaluation_result(path: Path, data: dict[str, Any],
         notes=[str(n) for n in data.get("notes") or []], disagreements=disagreements,
         origin=str(path), name=f"{check}: evaluation of {Path(str(data.get('file') or path)).name}",
         provenance=_provenance(provenance, shape=shape.name),
+        path_kind=data.get("path_kind") if path_fault else None,
     )
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ocibench import benchmarks
+from ocibench import benchmarks, ladder
 from ocibench.figures import ceilings as node_ceilings
+from ocibench.figures import evaluate as evaluation
 from ocibench.figures.judge import Row
 from ocibench.metrics import RUN_VERDICTS, VERDICTS, RunVerdict
 
@@ -44,6 +45,15 @@ class Result:
     #: nvbandwidth result of the same shape (and hosts, where both are known).
     ceilings: dict[str, float] = field(default_factory=dict)
     ceilings_from: str | None = None
+    #: The NCCL path's fault by name (figures.nccl_path.FAULTS), where the input gives it.
+    path_kind: str | None = None
+
+    def next_step(self) -> ladder.Decision | None:
+        """A failed run's entry of the action ladder (figures.evaluate.ladder_entry)."""
+        if self.skipped or self.verdict is not RunVerdict.FAIL:
+            return None
+        rung = evaluation.ladder_entry(self.check, self.rows, self.path_kind, self.reason)
+        return None if rung is None else ladder.Decision(rung, rung.step, 0)
 
     def of_ceiling(self, row: Row) -> list[node_ceilings.Ceiling]:
         """``row`` as a fraction of each of the node's ceilings that bounds it."""

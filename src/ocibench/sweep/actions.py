@@ -1,6 +1,8 @@
-"""What a failure asks of the admin, and the drain decisions: stated once here.
+"""What a failure asks of the admin, and the drain decisions.
 
-A failed check maps to one :class:`~ocibench.metrics.Action`:
+Each failure is an entry of the action ladder (ocibench.ladder: its step, fault code and
+evidence; docs/ladder.md), found here (:func:`failure_rung`, :func:`row_rung`); the
+sweep's :class:`~ocibench.metrics.Action` is the step's (``ladder.SWEEP_ACTION``):
 
 * **fix-software**: the node's software stops the benchmark or its figure: a module
   that does not load (Lmod's error, ``command not found``, an unsafe module tree), an
@@ -28,12 +30,11 @@ jobs correctly until fixed); rerun nodes and unreachable nodes are never drained
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ocibench import accelerators, metrics
+from ocibench import ladder, metrics
 from ocibench.figures.judge import Row
 from ocibench.metrics import Action
 
@@ -51,44 +52,20 @@ MAX_DRAIN_FRACTION = 0.25
 #: matched before any pattern below.
 COULD_NOT_JUDGE = metrics.COULD_NOT_JUDGE
 
-#: An MPI that does not take the GPUs' buffers, in each vendor's words (ocibench.accelerators:
-#: "CUDA-aware", "cuda support" as in ompi_info's *_built_with_cuda_support).
-_GPU_AWARE = "|".join(f"{a.mpi_aware_variant}-aware|{a.mpi_aware_variant} support"
-                      for a in accelerators.VENDORS.values())
-
-#: Failure lines (ocibench.figures.joblog.failure_line, reframe_slurm) -> action, first match.
-_PATTERNS: tuple[tuple[re.Pattern[str], Action], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), action) for pattern, action in (
-        (r"Lmod has detected|module\(s\) are unknown|unsafe module tree", Action.FIX_SOFTWARE),
-        (r"command not found|cannot open shared object file|No module named", Action.FIX_SOFTWARE),
-        (r"is written for Open MPI|needs Open MPI|" + _GPU_AWARE, Action.FIX_SOFTWARE),
-        (r"network device .* is not available|no port \d+ of", Action.DRAIN),
-        (r"#wrong|Out of bounds values|NODE_FAIL|BOOT_FAIL|Xid", Action.DRAIN),
-    ))
-
-#: The links between the GPUs of a node, each vendor's (NVLink, xGMI: accelerators).
-_DEVICE_LINKS = tuple(a.device_link for a in accelerators.VENDORS.values())
-#: Preflight items (ocibench.node.preflight) that are hardware; every other item (kernel
-#: modules, UCX, Open MPI, memlock) is software.
-HARDWARE_ITEMS = ("gpus", *_DEVICE_LINKS, "pcie", "numa", "rdma")
 #: Capabilities (ocibench.capabilities) that are hardware; the others are software.
-HARDWARE_CAPABILITIES = (*_DEVICE_LINKS, "pcie", "rdma")
-_PREFLIGHT = re.compile(r"requires what this node lacks: (.*)")
+HARDWARE_CAPABILITIES = ladder.HARDWARE_CAPABILITIES
+#: Every job failure the ladder names (ocibench.ladder: its failure lines' patterns).
+JOB_FAILURES = ladder.JOB_FAILURES
+
+
+def failure_rung(reason: str) -> ladder.Rung:
+    """The ladder's entry for a job that failed with ``reason`` (ladder.failure_entry)."""
+    return ladder.failure_entry(reason)
 
 
 def for_failure(reason: str) -> Action:
     """The action for a job that failed with ``reason`` (no figure judged)."""
-    if could_not_judge(reason):
-        return Action.RERUN
-    lacks = _PREFLIGHT.search(reason or "")
-    if lacks:
-        items = [part.strip().split(" ")[0] for part in lacks.group(1).split(";")]
-        hardware = any(item in HARDWARE_ITEMS for item in items)
-        return Action.DRAIN if hardware else Action.FIX_SOFTWARE
-    for pattern, action in _PATTERNS:
-        if pattern.search(reason or ""):
-            return action
-    return Action.RERUN
+    return ladder.SWEEP_ACTION[failure_rung(reason).step]
 
 
 def could_not_judge(reason: str | None) -> bool:
@@ -96,20 +73,25 @@ def could_not_judge(reason: str | None) -> bool:
     return metrics.unjudged_in(reason) is not None
 
 
-def for_row(row: Row) -> Action:
-    """The action for a judged figure that failed."""
-    if row.implausible:
-        return Action.RERUN
-    if row.lacking:
-        software = [c for c in row.lacking if c not in HARDWARE_CAPABILITIES]
-        return Action.FIX_SOFTWARE if software else Action.DRAIN
-    return Action.DRAIN
+def row_rung(row: Row, check: str | None = None) -> ladder.Rung:
+    """The ladder's entry for a judged figure of ``check`` that failed
+    (ladder.figure_entry)."""
+    return ladder.figure_entry(check, bool(row.implausible), row.lacking)
+
+
+def for_row(row: Row, check: str | None = None) -> Action:
+    """The action for a judged figure of ``check`` that failed."""
+    if not row.implausible and row.lacking and \
+            all(c in HARDWARE_CAPABILITIES for c in row.lacking):
+        return Action.DRAIN  # hardware lacking: never a rerun, whatever the figure's step
+    return ladder.SWEEP_ACTION[row_rung(row, check).step]
 
 
 def for_drift(persists: bool) -> Action:
     """A drifting node's action: rerun, then drain if it persists (its previous sweep
-    flagged it too)."""
-    return Action.DRAIN if persists else Action.RERUN
+    flagged it too): the drift probe's entry, one step up for the repeat."""
+    step = ladder.escalate(ladder.LADDER[(ladder.PROBE, "drift")].step, int(persists))
+    return ladder.SWEEP_ACTION[step]
 
 
 def worse(a: Action | None, b: Action | None) -> Action | None:

@@ -58,9 +58,10 @@ def to_html(result: Sweep) -> str:
                             "title": f"{case}: {cell['verdict']}: {cell['reason']}"})
         nodes.append({
             "name": name, "anchor": _anchor(name), "verdict": node["verdict"],
-            "action": node["action"], "reason": node["reason"],
+            "action": node["action"], "reason": node["reason"], "next": node["next"],
             "drain_reason": node["drain_reason"], "row": row,
             "details": [{"case": case, "verdict": cell["verdict"], "action": cell["action"],
+                         "step": cell["step"], "fault": cell["fault"],
                          "value": _value(cell), "reason": cell["reason"],
                          "jobs": ", ".join(NODE_SEPARATOR.join(j) for j in cell["jobs"])}
                         for case, cell in checks.items()],

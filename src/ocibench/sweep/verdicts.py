@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ocibench import metrics
+from ocibench import ladder, metrics
 from ocibench.figures import policy
 from ocibench.figures.judge import Row
 from ocibench.history.drift import PERSIST_LOW, PERSIST_WINDOW, Drift, higher_is_better
@@ -100,10 +100,14 @@ class Cell:
     bound: str = "-"                # for the drain reason: "> ceiling 35.00 us"
     source: str = "-"               # where the bound comes from
     jobs: list[Group] = field(default_factory=list)
+    #: the failure's entry of the action ladder (step, fault code, evidence), when failed
+    rung: ladder.Rung | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": str(self.verdict), "reason": self.reason,
                 "action": None if self.action is None else str(self.action),
+                "step": None if self.rung is None else str(self.rung.step),
+                "fault": None if self.rung is None else self.rung.fault,
                 "value": self.value, "unit": self.unit, "figure": self.figure,
                 "bound": self.bound, "source": self.source,
                 "jobs": [list(j) for j in self.jobs]}
@@ -117,9 +121,24 @@ class NodeResult:
     cells: dict[str, Cell]          # case name -> cell
     drain_reason: str | None = None
 
+    def next_step(self) -> ladder.Decision | None:
+        """What the admin does first: the most severe ladder entry of its failed cells;
+        for a drifting node the drift's (one step up when it persists: drained)."""
+        if self.verdict is NodeVerdict.DRIFTING:
+            return ladder.decide(ladder.PROBE, "drift", int(actions.drains(self.action)))
+        # a cell drained though its entry says rerun was seen twice (an outlier pinned
+        # to the node): a repeat, one step up
+        return ladder.worst([
+            ladder.Decision(c.rung, ladder.escalate(c.rung.step, repeat), repeat)
+            for c in self.cells.values() if c.rung is not None
+            and c.verdict is not NodeVerdict.PASS
+            for repeat in [int(c.rung.step is ladder.Step.RERUN and actions.drains(c.action))]])
+
     def to_dict(self) -> dict[str, Any]:
+        first = self.next_step()
         return {"verdict": str(self.verdict), "reason": self.reason,
                 "action": None if self.action is None else str(self.action),
+                "next": None if first is None else first.to_dict(),
                 "drain_reason": self.drain_reason,
                 "checks": {name: cell.to_dict() for name, cell in self.cells.items()}}
 
@@ -147,14 +166,17 @@ def job_cell(job: JobResult) -> Cell | None:
     failing = next((r for r in job.rows if r.verdict is Verdict.FAIL), None)
     if failing is not None:
         bound, source = _bound(failing)
-        return Cell(NodeVerdict.FAIL, failing.failure() or "failed", actions.for_row(failing),
-                    failing.measured, failing.unit, _figure(failing), bound, source, jobs)
+        return Cell(NodeVerdict.FAIL, failing.failure() or "failed",
+                    actions.for_row(failing, job.case.check), failing.measured, failing.unit,
+                    _figure(failing), bound, source, jobs,
+                    rung=actions.row_rung(failing, job.case.check))
     if job.failed and actions.could_not_judge(job.failed):
         return Cell(NodeVerdict.UNJUDGED, job.failed, Action.RERUN, bound="",
                     source="could not judge", jobs=jobs)
     if job.failed:
         return Cell(NodeVerdict.FAIL, job.failed, actions.for_failure(job.failed),
-                    bound="", source="job failed", jobs=jobs)
+                    bound="", source="job failed", jobs=jobs,
+                    rung=actions.failure_rung(job.failed))
     shown = next((r for r in job.rows if r.reference is not None), None) or \
         (job.rows[0] if job.rows else None)
     if shown is None:
@@ -261,7 +283,7 @@ def _outlier(cell: Cell, row: Row, stats: Spread, k: float, dev: float, kind: st
                            f"{_num(stats.median)} {row.unit} ({stats.count} {what}; "
                            f"{row.verdict} against the documented figure)"),
                    value=row.measured, unit=row.unit, figure=_figure(row),
-                   bound=bound, source=source)
+                   bound=bound, source=source, rung=ladder.LADDER[(ladder.JOB, "outlier")])
 
 
 # --------------------------------------------------------------------------- attribution
