@@ -289,3 +289,25 @@ def test_a_one_rank_run_records_algbw_and_is_never_failed(shape):
     if shape != "local":
         assert ev.verdict is RunVerdict.UNJUDGED
         assert "one rank" in ev.reason and "2(n-1)/n" in ev.reason
+
+
+# --- a paste cut at both ends is no truncated run ---------------------------------------
+
+@pytest.mark.parametrize("name", ["nccl-tests/aws-p4de-2n-srun-label-table-only.txt",
+                                  "nccl-tests/aws-p5-2n-srun-label-table-only.txt"])
+@pytest.mark.parametrize("shape", ["local", "BM.GPU.H100.8"])
+def test_a_table_without_its_start_or_end_is_unjudged_not_truncated(name, shape):
+    # published as the table alone ('srun -l' prefixes, header to last size): without
+    # the preamble a run prints first, a missing trailer shows a paste, not a dead run
+    ev = _evaluate(name, shape=shape)
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "a piece of an output" in ev.reason
+
+
+def test_a_run_whose_table_stops_is_still_truncated():
+    # the same rule must keep a run that printed its preamble and then died a FAIL
+    text = _entry("nccl-tests/cscs-sarus-gh200-2n-2.18.2.txt")[1]
+    cut = text[:text.index("# Out of bounds values")]
+    ev = _evaluate("nccl-tests/cscs-sarus-gh200-2n-2.18.2.txt", cut)
+    assert ev.verdict is RunVerdict.FAIL, ev.reason
+    assert "output truncated" in ev.reason
