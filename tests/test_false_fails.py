@@ -311,3 +311,20 @@ def test_a_run_whose_table_stops_is_still_truncated():
     ev = _evaluate("nccl-tests/cscs-sarus-gh200-2n-2.18.2.txt", cut)
     assert ev.verdict is RunVerdict.FAIL, ev.reason
     assert "output truncated" in ev.reason
+
+
+# --- a run over several RDMA ports is measured another way ------------------------------
+
+def test_a_run_spread_over_two_ports_is_unjudged_not_impossible():
+    # OCI's own BM.GPU4.8 run with UCX_NET_DEVICES=mlx5_6:1,mlx5_7:1 (mpirun echoes
+    # 'SET UCX_NET_DEVICES=...'): 23 GB/s over two 100 Gb/s ports, FAILed as above one
+    # port's physical limit.  The figure is one port's: not comparable, not broken.
+    ev = _evaluate("osu/ocitutorials-gpu4-ubuntu-osu_bw-DD-2n-two-rails-7.5.txt",
+                   shape="BM.GPU4.8")
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "2 RDMA ports" in ev.reason and "mlx5_6:1,mlx5_7:1" in ev.reason
+
+
+def test_a_run_over_the_figures_one_port_is_still_judged():
+    ev = _evaluate("osu/ocitutorials-gpu4-osu_bw-DD-2n-ucx-set-7.5.txt", shape="BM.GPU4.8")
+    assert ev.verdict is RunVerdict.PASS, ev.reason

@@ -15,6 +15,7 @@ from ocibench.figures.outputs.common import (
     Unjudged,
     expect_count,
     first_line,
+    rdma_ports_method,
     size_table,
     table_rows,
 )
@@ -168,5 +169,6 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     metric = benchmarks.CHECKS[check].metric
     found = omb_vendor(title)
     return Measurement(check, metric, UNITS[metric], values,
+                       method=rdma_ports_method(check, lines[:lines.index(title)]),
                        vendor=found.vendor if found else None)
 
