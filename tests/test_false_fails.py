@@ -328,3 +328,26 @@ def test_a_run_spread_over_two_ports_is_unjudged_not_impossible():
 def test_a_run_over_the_figures_one_port_is_still_judged():
     ev = _evaluate("osu/ocitutorials-gpu4-osu_bw-DD-2n-ucx-set-7.5.txt", shape="BM.GPU4.8")
     assert ev.verdict is RunVerdict.PASS, ev.reason
+
+
+# --- an all-reduce's busbw across nodes is no one link's rate ---------------------------
+
+def test_a_two_node_busbw_above_the_nodes_ports_is_no_impossible_run():
+    # OCI's own 2-node BM.GPU4.8 run (nccl-tests 2.17.6 in Singularity, NCCL_IB_QPS_PER_
+    # CONNECTION=4): busbw 222.88 GB/s over 16 x 100 Gb/s ports (200 GB/s), FAILed as
+    # impossible.  busbw is algbw x 2(n-1)/n; across N nodes each node sends at least
+    # 2(N-1)/N of the data, so busbw reaches 2(n-1)/n x N/(2(N-1)) of the ports' rate
+    # (1.875 x here, a tree all-reduce), and only above that is a run impossible.
+    ev = _evaluate("nccl-tests/ocitutorials-gpu4-singularity-2n8-2.17.6-nccl-set-lines.txt",
+                   shape="BM.GPU4.8")
+    assert ev.verdict is RunVerdict.PASS, ev.reason
+    row = next(r for r in ev.rows if r.key == "out_of_place")
+    assert row.limit_gbs == pytest.approx(375.0)
+
+
+def test_a_two_node_busbw_above_what_the_ports_can_carry_is_still_impossible():
+    text = _entry("nccl-tests/ocitutorials-gpu4-singularity-2n8-2.17.6-nccl-set-lines.txt")[1]
+    ev = _evaluate("nccl-tests/ocitutorials-gpu4-singularity-2n8-2.17.6-nccl-set-lines.txt",
+                   text.replace("222.88", "400.00"), shape="BM.GPU4.8")
+    assert ev.verdict is RunVerdict.FAIL, ev.reason
+    assert "physical limit" in ev.reason
