@@ -289,3 +289,65 @@ def test_a_one_rank_run_records_algbw_and_is_never_failed(shape):
     if shape != "local":
         assert ev.verdict is RunVerdict.UNJUDGED
         assert "one rank" in ev.reason and "2(n-1)/n" in ev.reason
+
+
+# --- a paste cut at both ends is no truncated run ---------------------------------------
+
+@pytest.mark.parametrize("name", ["nccl-tests/aws-p4de-2n-srun-label-table-only.txt",
+                                  "nccl-tests/aws-p5-2n-srun-label-table-only.txt"])
+@pytest.mark.parametrize("shape", ["local", "BM.GPU.H100.8"])
+def test_a_table_without_its_start_or_end_is_unjudged_not_truncated(name, shape):
+    # published as the table alone ('srun -l' prefixes, header to last size): without
+    # the preamble a run prints first, a missing trailer shows a paste, not a dead run
+    ev = _evaluate(name, shape=shape)
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "a piece of an output" in ev.reason
+
+
+def test_a_run_whose_table_stops_is_still_truncated():
+    # the same rule must keep a run that printed its preamble and then died a FAIL
+    text = _entry("nccl-tests/cscs-sarus-gh200-2n-2.18.2.txt")[1]
+    cut = text[:text.index("# Out of bounds values")]
+    ev = _evaluate("nccl-tests/cscs-sarus-gh200-2n-2.18.2.txt", cut)
+    assert ev.verdict is RunVerdict.FAIL, ev.reason
+    assert "output truncated" in ev.reason
+
+
+# --- a run over several RDMA ports is measured another way ------------------------------
+
+def test_a_run_spread_over_two_ports_is_unjudged_not_impossible():
+    # OCI's own BM.GPU4.8 run with UCX_NET_DEVICES=mlx5_6:1,mlx5_7:1 (mpirun echoes
+    # 'SET UCX_NET_DEVICES=...'): 23 GB/s over two 100 Gb/s ports, FAILed as above one
+    # port's physical limit.  The figure is one port's: not comparable, not broken.
+    ev = _evaluate("osu/ocitutorials-gpu4-ubuntu-osu_bw-DD-2n-two-rails-7.5.txt",
+                   shape="BM.GPU4.8")
+    assert ev.verdict is RunVerdict.UNJUDGED, ev.reason
+    assert "2 RDMA ports" in ev.reason and "mlx5_6:1,mlx5_7:1" in ev.reason
+
+
+def test_a_run_over_the_figures_one_port_is_still_judged():
+    ev = _evaluate("osu/ocitutorials-gpu4-osu_bw-DD-2n-ucx-set-7.5.txt", shape="BM.GPU4.8")
+    assert ev.verdict is RunVerdict.PASS, ev.reason
+
+
+# --- an all-reduce's busbw across nodes is no one link's rate ---------------------------
+
+def test_a_two_node_busbw_above_the_nodes_ports_is_no_impossible_run():
+    # OCI's own 2-node BM.GPU4.8 run (nccl-tests 2.17.6 in Singularity, NCCL_IB_QPS_PER_
+    # CONNECTION=4): busbw 222.88 GB/s over 16 x 100 Gb/s ports (200 GB/s), FAILed as
+    # impossible.  busbw is algbw x 2(n-1)/n; across N nodes each node sends at least
+    # 2(N-1)/N of the data, so busbw reaches 2(n-1)/n x N/(2(N-1)) of the ports' rate
+    # (1.875 x here, a tree all-reduce), and only above that is a run impossible.
+    ev = _evaluate("nccl-tests/ocitutorials-gpu4-singularity-2n8-2.17.6-nccl-set-lines.txt",
+                   shape="BM.GPU4.8")
+    assert ev.verdict is RunVerdict.PASS, ev.reason
+    row = next(r for r in ev.rows if r.key == "out_of_place")
+    assert row.limit_gbs == pytest.approx(375.0)
+
+
+def test_a_two_node_busbw_above_what_the_ports_can_carry_is_still_impossible():
+    text = _entry("nccl-tests/ocitutorials-gpu4-singularity-2n8-2.17.6-nccl-set-lines.txt")[1]
+    ev = _evaluate("nccl-tests/ocitutorials-gpu4-singularity-2n8-2.17.6-nccl-set-lines.txt",
+                   text.replace("222.88", "400.00"), shape="BM.GPU4.8")
+    assert ev.verdict is RunVerdict.FAIL, ev.reason
+    assert "physical limit" in ev.reason

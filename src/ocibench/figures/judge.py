@@ -193,11 +193,41 @@ def physical_limit(shape: shapes.Shape, figure: Mapping[str, Any]) -> tuple[floa
     per_direction = limit_gbs(shape, limit)
     spec = benchmarks.CHECKS.get(str(figure.get("check")))
     directions = spec.directions if spec else 1
+    spread = _bus_spread(spec, figure) if per_direction is not None else None
+    if spread is not None:
+        factor, ranks, nodes = spread
+        return (per_direction * factor,
+                f"{per_direction * factor:g} GB/s: {limit} {per_direction:g} x "
+                f"2(n-1)/n x N/(2(N-1)) for {ranks} ranks on {nodes} nodes")
     if per_direction is None or directions == 1:
         return per_direction, f"{per_direction:g} GB/s of {limit}" if per_direction else ""
     return (per_direction * directions,
             f"{per_direction * directions:g} GB/s of {limit} in both directions "
             f"({directions} x {per_direction:g})")
+
+
+def _bus_spread(spec: benchmarks.CheckSpec | None,
+                figure: Mapping[str, Any]) -> tuple[float, int, int] | None:
+    """How far above a node's network rate an all-reduce's bus bandwidth can go across
+    nodes: (factor, ranks, nodes), or None within one node or for another metric.
+
+    nccl-tests prints busbw = algbw x 2(n-1)/n for n ranks (a ring's traffic a link).
+    Across N nodes each node must send at least 2(N-1)/N of the data over its network
+    (a reduce-scatter then an all-gather between nodes), so algbw is at most
+    N/(2(N-1)) of the node's rate and busbw at most 2(n-1)/n x N/(2(N-1)) of it: a
+    tree or NVLS all-reduce goes above the node's ports (OCI's own 2 x 8 A100 run
+    prints 222.88 GB/s over 200 GB/s of ports), which a ring cannot."""
+    if spec is None or spec.metric != "busbw":
+        return None
+    try:
+        params = benchmarks.resolve(spec.name, figure.get("params") or {})
+    except benchmarks.ParamError:
+        return None
+    nodes = int(params.get("nodes", 1))
+    ranks = nodes * int(params.get("gpus_per_node", 1))
+    if nodes < 2 or ranks < 2:
+        return None
+    return 2 * (ranks - 1) / ranks * nodes / (2 * (nodes - 1)), ranks, nodes
 
 
 def limit_label(figure: Mapping[str, Any]) -> str | None:

@@ -263,6 +263,26 @@ def method_differs(check: str, fields: list[str]) -> str | None:
             f"{'; '.join(fields)}")
 
 
+#: mpirun's echo of a UCX_NET_DEVICES it was given (-x UCX_NET_DEVICES=...): Open MPI
+#: prints "[host:pid] SET UCX_NET_DEVICES=mlx5_6:1,mlx5_7:1" before the program's output.
+_UCX_NET_DEVICES = re.compile(r"\bSET UCX_NET_DEVICES=(\S+)")
+
+
+def rdma_ports_method(check: str, lines: list[str]) -> str | None:
+    """The method sentence of an MPI run that named several RDMA ports to UCX: its
+    messages were striped over them, and a figure measured over one port (the seeds'
+    commands name one) is another measurement, above whose port limit the run may go.
+    None where no line names more than one."""
+    for line in lines:
+        found = _UCX_NET_DEVICES.search(line)
+        ports = [p for p in found.group(1).split(",") if p] if found else []
+        if len(ports) > 1:
+            return method_differs(check, [
+                f"UCX spread the messages over {len(ports)} RDMA ports "
+                f"({found.group(0)!r}); the figures are measured over one"])
+    return None
+
+
 def expect_count(check: str, what: str, expected: int, seen: int) -> None:
     if seen != expected:
         raise SanityError(f"{check}: expected {expected} {what}, saw {seen}")

@@ -15,6 +15,7 @@ from ocibench.figures.outputs.common import (
     Unjudged,
     Values,
     first_line,
+    rdma_ports_method,
     size_table,
 )
 
@@ -57,7 +58,8 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     for metric in spec.extra_metrics:   # a rate (Mbytes/sec): size 0 moves no bytes
         values = size_table(check, rows, _column(check, header, spec.columns[metric]), sizes)
         extra[metric] = {s: v for s, v in values.items() if s > 0}
-    return Measurement(check, spec.metric, UNITS[spec.metric], latency, extra)
+    return Measurement(check, spec.metric, UNITS[spec.metric], latency, extra,
+                       method=rdma_ports_method(check, lines))
 
 
 #: "# Benchmarking Uniband" (IMB_output.c), and the run's list: "# List of Benchmarks to

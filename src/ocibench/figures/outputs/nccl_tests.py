@@ -108,6 +108,12 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     if runs > 1:
         raise Unjudged(_nccl_alone(check, gpus, runs)
                        or f"{check}: {runs} runs in one output; give one run")
+    if not oobs and not gpus and not any(map(_NCCL_PREAMBLE.match, lines)):
+        # A run prints its preamble before its table: with neither its start nor its end,
+        # the text is a paste cut at both ends, not a run that stopped.
+        raise Unjudged(f"{check}: the results table alone (no '# nThread', no '# Using "
+                       "devices', no '# Out of bounds values'): a piece of an output, cannot "
+                       "tell whether the run ended")
     if not oobs:
         raise SanityError("output truncated: missing '# Out of bounds values'")
     avg = next((m for m in map(_NCCL_AVG.match, lines) if m), None)

@@ -15,6 +15,7 @@ from ocibench.figures.outputs.common import (
     Unjudged,
     expect_count,
     first_line,
+    rdma_ports_method,
     size_table,
     table_rows,
 )
@@ -168,5 +169,15 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     metric = benchmarks.CHECKS[check].metric
     found = omb_vendor(title)
     return Measurement(check, metric, UNITS[metric], values,
+                       method=rdma_ports_method(check, _own_preamble(lines, title)),
                        vendor=found.vendor if found else None)
 
+
+
+def _own_preamble(lines: list[str], title: str) -> list[str]:
+    """The lines between the run before (its OMB title) and this run's title: where
+    mpirun echoed what it was given for this run (a session may paste several)."""
+    at = lines.index(title)
+    start = max((i + 1 for i, line in enumerate(lines[:at]) if line.startswith("# OSU ")),
+                default=0)
+    return lines[start:at]
