@@ -194,8 +194,25 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
         unjudged = "; ".join(why for why in (method, unjudged) if why)
         rows = [judge.judge(shape, [], row.metric, row.key, row.measured, row.unit)
                 for row in rows]
+    missed = [row for row in rows if row.verdict is Verdict.FAIL]
+    if measurement.handicap and missed and all(
+            Verdict.FAIL in (row.tolerance, row.floor_verdict) for row in missed):
+        # Worse than its figure, measured at a disadvantage the figure was not: the
+        # disadvantage may be why, so nothing is judged.  A value that met its figure
+        # anyway holds; an impossible one (above a physical limit) stays a FAIL.
+        unjudged = "; ".join(why for why in (
+            f"{check}: {measurement.handicap}, and missed its figure "
+            f"({_missed(missed[0])})", unjudged) if why)
+        rows = [judge.judge(shape, [], row.metric, row.key, row.measured, row.unit)
+                for row in rows]
     return Evaluation(check, shape.name, resolved, tuple(rows), unjudged=unjudged,
                       **known_of_run)
+
+
+def _missed(row: Row) -> str:
+    return (f"{row.metric} at {row.key}: {row.measured:g} {row.unit}, "
+            f"documented {row.reference:g} {row.unit}" if row.reference is not None
+            else f"{row.metric} at {row.key}: {row.measured:g} {row.unit}")
 
 
 def _other_vendor(shape: shapes.Shape, measurement: outputs.Measurement) -> str | None:

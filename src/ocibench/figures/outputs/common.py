@@ -74,6 +74,11 @@ class Measurement:
     #: incomparable with a documented figure ("one process drove 2 GPUs (-g 2); the
     #: figures are one rank per GPU: mpirun -np 2 ... -g 1"); None when it does not.
     method: str | None = None
+    #: How the run was measured at a disadvantage its figures were not, one that can only
+    #: make it worse (IMB started at the judged size, without the sweep's smaller sizes
+    #: before it: a cold start): a value that still meets its figure holds; one that
+    #: misses it is not judged, since the disadvantage may be why.  None when none.
+    handicap: str | None = None
     #: The GPU vendor whose software printed the output, where it says so (OMB's title
     #: tag, the collective tests' or library's version banner); None where it does not.
     vendor: str | None = None
