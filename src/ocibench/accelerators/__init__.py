@@ -28,10 +28,13 @@ from .row import (
     DriverStub,
     GpuMemory,
     GpuMemoryQuery,
+    GpuQuery,
     HostCopyApi,
     KernelLogScan,
+    MigMode,
     ProbedGpu,
     ProbeFormatError,
+    SramCounts,
     VersionQuery,
 )
 
@@ -47,6 +50,9 @@ __all__ = [
     "ProbeFormatError",
     "GpuMemory",
     "GpuMemoryQuery",
+    "GpuQuery",
+    "MigMode",
+    "SramCounts",
     "KernelLogScan",
     "Accelerator",
     "VENDORS",

@@ -99,6 +99,35 @@ class GpuMemoryQuery:
 
 
 @dataclass(frozen=True)
+class MigMode:
+    """One GPU's MIG mode as the vendor's query prints it: now, and after its next
+    reset; "[N/A]" on a GPU without MIG."""
+
+    gpu: str
+    current: str
+    pending: str
+
+
+@dataclass(frozen=True)
+class SramCounts:
+    """One GPU's aggregate (lifetime) SRAM ECC error counts; None where the tool
+    printed no count (N/A: ECC off, or a GPU that does not report it)."""
+
+    gpu: str
+    uncorrectable: int | None
+    correctable: int | None
+
+
+@dataclass(frozen=True)
+class GpuQuery:
+    """A per-GPU query of the node doctor's checks (ocibench.node.doctor): the command
+    and the reader of its output (ProbeFormatError: output it cannot read)."""
+
+    command: tuple[str, ...]
+    parse: Callable[[str], list[Any]]
+
+
+@dataclass(frozen=True)
 class KernelLogScan:
     """The healthcheck's kernel-log item of a vendor: the GPU driver's messages that
     take a GPU out of service until it is reset or the node rebooted.  ``read`` gives,
@@ -239,6 +268,10 @@ class Accelerator:
     #: None: the vendor has none, and the item is not probed on its GPUs.
     gpu_memory: GpuMemoryQuery | None = None
     kernel_log: KernelLogScan | None = None
+    #: The node doctor's per-GPU queries (ocibench.node.doctor): MIG mode (MigMode per
+    #: GPU) and SRAM ECC counts (SramCounts per GPU); None: not probed on its GPUs.
+    mig_query: GpuQuery | None = None
+    sram_query: GpuQuery | None = None
 
     def device_arch(self, arch: str) -> str:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""

@@ -32,7 +32,7 @@ from ocibench import accelerators, capabilities, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
 from ocibench.history import current
-from ocibench.node import preflight, rdma
+from ocibench.node import doctor, preflight, rdma
 from ocibench.shapes.probe import Ran
 
 #: Seconds one tool may take (nvidia-smi answers in well under a second with
@@ -380,6 +380,26 @@ def probe_fabric_manager(ctx: Context) -> list[Finding]:
     return [Finding("fabric_manager", UNKNOWN, f"{evidence}: {ran.why or 'not a final state'}")]
 
 
+def _doctor(key: str) -> Probe:
+    """The healthcheck's probe of one of OCI's node-doctor checks (ocibench.node.doctor,
+    preflight's item judged here): not run where the GPU tool already gave no list."""
+    check = dict(doctor.PROBES)[key]
+
+    def probe(ctx: Context) -> list[Finding]:
+        silent = ctx.gpu_tool_silent()
+        if silent:
+            return _named(doctor.NAMES[key], silent)
+        item = check(ctx.root, ctx.exp, ctx.listing(), ctx.timeout())
+        return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
+    probe.__doc__ = check.__doc__
+    return probe
+
+
+def _declares(key: str) -> Callable[[Context], bool]:
+    """Whether the shape's node_doctor section lists the check ``key`` (on its GPUs)."""
+    return lambda c: c.exp.gpu_count > 0 and doctor.declared(c.exp, key) is not None
+
+
 def _snapshot(ctx: Context, name: str) -> current.Snapshot | Finding:
     """The node's snapshot beside the history (ocibench.history.current: what the
     sweep and ``ocibench history add`` published of it), or the unknown finding that
@@ -489,4 +509,6 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Probe], ...] = (
     # a shape declares it only for a vendor that has the service (ocibench.shapes.rules)
     ("fabric_manager", lambda c: capabilities.present(
         c.exp.capabilities.get("fabric_manager")) and bool(c.vendor), probe_fabric_manager),
+    # OCI's node-doctor checks the shape's node_doctor section lists (ocibench.node.doctor)
+    *((doctor.NAMES[key], _declares(key), _doctor(key)) for key, _ in doctor.PROBES),
 )

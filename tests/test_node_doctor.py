@@ -1,0 +1,210 @@
+"""OCI's node-doctor checks (ocibench.node.doctor): MIG mode, SRAM ECC counts and the
+driver's version, read from the tools' published outputs (tests/data/node_doctor,
+SOURCES.md) and from fakes on PATH for the faults (tests/health_fakes.py), in the
+healthcheck and in preflight; judged against the shape file's node_doctor section."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from health_fakes import FakeNode, bus_id
+from ocibench import accelerators, shapes
+from ocibench.health import check, probes
+from ocibench.health.state import FAIL, PASS, UNKNOWN
+from ocibench.node import doctor, preflight
+
+DATA = Path(__file__).parent / "data" / "node_doctor"
+NVIDIA = accelerators.VENDORS["nvidia"]
+DOCTOR_ITEMS = ("mig_mode", "sram_errors", "driver_version")
+
+
+@pytest.fixture
+def h100(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeNode:
+    """A healthy BM.GPU.H100.8 node (its shape file lists OCI's checks); its nvidia-smi
+    first on PATH."""
+    fake = FakeNode(tmp_path / "h100", "BM.GPU.H100.8")
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    return fake
+
+
+def judged(fake: FakeNode) -> dict[str, tuple[str, str]]:
+    """name -> (state, evidence) of the doctor's findings in a healthcheck run."""
+    ctx = probes.Context(root=fake.root, shape=fake.shape, node="gpu-1",
+                         deadline=time.monotonic() + 20, tool_timeout=2.0)
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx)
+            if r.name in DOCTOR_ITEMS}
+
+
+# --------------------------------------------------------------------------- the readers
+
+
+def test_the_published_nvidia_smi_q_gives_each_gpus_aggregate_sram_counts() -> None:
+    """NVIDIA/DCGM#232's A10G: Volatile and Aggregate both list SRAM counts; only the
+    Aggregate ones count, and "Aggregate Uncorrectable SRAM Sources" is not them."""
+    text = (DATA / "nvidia-smi-q.A10G.txt").read_text()
+    assert NVIDIA.sram_query.parse(text) == [
+        accelerators.SramCounts("00000000:00:1E.0", uncorrectable=0, correctable=0)]
+    # the published GPU with errors in the Volatile table and the SRAM sources: the
+    # aggregate counts are still read from the Aggregate table alone
+    broken = text.replace("            SRAM Uncorrectable SEC-DED    : 0\n"
+                          "            DRAM Correctable              : 1",
+                          "            SRAM Uncorrectable SEC-DED    : 7\n"
+                          "            DRAM Correctable              : 1")
+    broken = broken.replace("SRAM L2                       : 0", "SRAM L2                       : 9")
+    # the first Parity line is the Volatile table's (errors since the driver loaded)
+    broken = broken.replace("SRAM Uncorrectable Parity     : 0",
+                            "SRAM Uncorrectable Parity     : 4", 1)
+    assert NVIDIA.sram_query.parse(broken)[0].uncorrectable == 7
+
+
+def test_the_published_mig_query_gives_each_gpus_mode() -> None:
+    modes = NVIDIA.mig_query.parse((DATA / "mig-modes.csv").read_text())
+    assert [m.current for m in modes] == ["Enabled", "Disabled", "Disabled", "Disabled"]
+    assert modes[0].gpu == "GPU-ec845691-fb46-e16d-abfb-b135308cb39f"
+
+
+@pytest.mark.parametrize("out", ["GPU-1, Enabled\n", "GPU-1, On, On\n",
+                                 "No devices were found\n"])
+def test_a_mig_answer_not_asked_for_is_a_format_error(out: str) -> None:
+    with pytest.raises(accelerators.ProbeFormatError):
+        NVIDIA.mig_query.parse(out)
+
+
+def test_nvidia_smi_q_without_a_gpu_section_is_a_format_error() -> None:
+    with pytest.raises(accelerators.ProbeFormatError):
+        NVIDIA.sram_query.parse("NVIDIA-SMI has failed because it couldn't communicate "
+                                "with the NVIDIA driver.\n")
+
+
+# --------------------------------------------------------------------------- healthcheck
+
+
+def test_a_healthy_h100_passes_the_doctors_checks(h100: FakeNode) -> None:
+    got = judged(h100)
+    assert {n: s for n, (s, _) in got.items()} == dict.fromkeys(DOCTOR_ITEMS, PASS), got
+    assert "MIG mode Disabled on 8 GPUs" in got["mig_mode"][1]
+    assert "at most 0 aggregate SRAM uncorrectable (the shape's limit 5)" in \
+        got["sram_errors"][1]
+    assert "driver 550.90.12, on the shape's allowed list" in got["driver_version"][1]
+
+
+def test_a_shape_without_the_section_runs_none_of_them(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeNode(tmp_path / "a100")          # BM.GPU4.8: OCI's doctor has no entry
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    assert judged(fake) == {}
+
+
+def test_mig_mode_on_fails_naming_the_gpu_and_oci_fault(h100: FakeNode) -> None:
+    # the published answer of a node whose first GPU is in MIG mode
+    (h100.bin / "mig.csv").write_text((DATA / "mig-modes.csv").read_text())
+    state, evidence = judged(h100)["mig_mode"]
+    assert state == FAIL, evidence
+    assert "MIG mode Enabled on 1 of 4 GPUs (GPU-ec845691-fb46-e16d-abfb-b135308cb39f)" \
+        in evidence and "HPCGPU-0001-0002" in evidence
+
+
+def test_mig_mode_pending_is_said_and_a_gpu_without_mig_passes(h100: FakeNode) -> None:
+    h100.mig(pending=(3,))
+    state, evidence = judged(h100)["mig_mode"]
+    assert state == PASS and "GPU-00000003-0000-0000-0000-000000000000: Disabled until " \
+        "its next reset, then Enabled" in evidence, evidence
+    # "[N/A]": a GPU without MIG (Syllo/nvtop#470)
+    (h100.bin / "mig.csv").write_text("GPU-1, [N/A], [N/A]\n")
+    assert judged(h100)["mig_mode"][0] == PASS
+
+
+def test_sram_uncorrectable_over_the_shapes_threshold_fails(h100: FakeNode) -> None:
+    h100.ecc(uncorrectable={2: 6})                    # the shape's limit: 5
+    state, evidence = judged(h100)["sram_errors"]
+    assert state == FAIL, evidence
+    assert f"GPU {bus_id(2)}: 6 uncorrectable" in evidence and "over the shape's 5" in \
+        evidence and "HPCGPU-0006-0001" in evidence
+    h100.ecc(uncorrectable={2: 5})                    # at the limit: OCI fails above it
+    assert judged(h100)["sram_errors"][0] == PASS
+
+
+def test_sram_correctable_over_the_threshold_is_said_not_failed(h100: FakeNode) -> None:
+    h100.ecc(correctable={1: 1001})
+    state, evidence = judged(h100)["sram_errors"]
+    assert state == PASS and f"GPU {bus_id(1)}: 1001 correctable, over the shape's " \
+        "1000 (OCI's doctor warns)" in evidence, evidence
+
+
+def test_the_published_single_gpu_output_passes_against_the_h100_limits(h100: FakeNode) -> None:
+    (h100.bin / "ecc.txt").write_text((DATA / "nvidia-smi-q.A10G.txt").read_text())
+    state, evidence = judged(h100)["sram_errors"]
+    assert state == PASS and "1 GPUs: at most 0" in evidence, evidence
+
+
+@pytest.mark.parametrize("how, piece", [
+    ("na", "no aggregate SRAM uncorrectable count"),
+    ("garbage", "no GPU section of nvidia-smi -q"),
+    ("missing", "nvidia-smi"),
+])
+def test_sram_counts_not_read_are_unknown(h100: FakeNode, how: str, piece: str) -> None:
+    if how == "na":
+        h100.ecc(uncorrectable={0: "N/A"})
+    elif how == "garbage":
+        (h100.bin / "ecc.txt").write_text("Unable to determine the device handle\n")
+    else:
+        (h100.bin / "ecc.txt").unlink()              # the fake's cat then fails
+    state, evidence = judged(h100)["sram_errors"]
+    assert state == UNKNOWN and piece in evidence, evidence
+
+
+@pytest.mark.parametrize("versions, state, piece", [
+    (("470.57.02",), FAIL, "driver 470.57.02 is on the shape's refused list (OCI's "
+     "HPCGPU-0007-0001)"),
+    (("550.90.12",) * 7 + ("535.104.12",), FAIL, "GPUs on different driver versions: "
+     "535.104.12, 550.90.12"),
+    # the published A10G's driver (NVIDIA/DCGM#232): on none of the H100's lists
+    (("535.247.01",), UNKNOWN, "driver 535.247.01 is on none of the shape's lists"),
+    (("Failed to initialize NVML: Driver/library version mismatch",), UNKNOWN,
+     "not a driver version per GPU"),
+])
+def test_the_driver_against_the_shapes_lists(h100: FakeNode, versions, state: str,
+                                             piece: str) -> None:
+    h100.driver(*versions)
+    got, evidence = judged(h100)["driver_version"]
+    assert got == state and piece in evidence, evidence
+
+
+def test_a_hanging_gpu_tool_leaves_them_unknown_without_waiting_again(h100: FakeNode) -> None:
+    h100.hang()
+    start = time.monotonic()
+    got = judged(h100)
+    assert {s for s, _ in got.values()} == {UNKNOWN} and set(got) == set(DOCTOR_ITEMS)
+    assert time.monotonic() - start < 8          # the listing's 2 s, once, and the rest
+
+
+def test_a_node_without_nvidia_smi_is_unknown_never_fail(h100: FakeNode) -> None:
+    (h100.bin / "nvidia-smi").unlink()
+    got = judged(h100)
+    assert {s for s, _ in got.values()} == {UNKNOWN}, got
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+def test_preflight_lists_the_doctors_items_of_the_shape(h100: FakeNode) -> None:
+    h100.mig(enabled=(5,))
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    got = {i.name: i for i in result.items if i.name in DOCTOR_ITEMS}
+    assert set(got) == set(DOCTOR_ITEMS)
+    assert got["mig_mode"].missing and "GPU-00000005" in got["mig_mode"].detail
+    assert got["sram_errors"].status == "present" and got["driver_version"].status == "present"
+    assert "mig_mode" in result.to_dict()["missing"]
+
+
+def test_the_shape_files_thresholds_are_oci_doctors() -> None:
+    """The H100's entry of oci-dr-hpc-v2's test_limits.json: uncorrectable 5,
+    correctable 1000, 470.57.02 refused (cited in the shape file)."""
+    exp = preflight.expectations(shapes.load("BM.GPU.H100.8"))
+    assert doctor.declared(exp, "sram_errors")["uncorrectable"] == 5
+    assert doctor.declared(exp, "sram_errors")["correctable"] == 1000
+    assert doctor.declared(exp, "driver")["refused"] == ["470.57.02"]
+    assert "test_limits.json" in doctor.declared(exp, "mig")["source"]
