@@ -5,6 +5,7 @@ healthcheck and in preflight; judged against the shape file's node_doctor sectio
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -208,3 +209,73 @@ def test_the_shape_files_thresholds_are_oci_doctors() -> None:
     assert doctor.declared(exp, "sram_errors")["correctable"] == 1000
     assert doctor.declared(exp, "driver")["refused"] == ["470.57.02"]
     assert "test_limits.json" in doctor.declared(exp, "mig")["source"]
+
+
+# --------------------------------------------------------------------------- PCIe errors
+
+
+def kmsg_text(name: str) -> list[str]:
+    """A published log's lines as /dev/kmsg's records hold them (no dmesg timestamp)."""
+    return [re.sub(r"^\[\s*[0-9.]+\] ", "", line)
+            for line in (DATA / name).read_text().splitlines()]
+
+
+def kernel(fake: FakeNode, **kw) -> dict[str, tuple[str, str]]:
+    ctx = probes.Context(root=fake.root, shape=fake.shape, node="gpu-1",
+                         deadline=time.monotonic() + 20, tool_timeout=2.0, **kw)
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx, only=["kernel_log"])}
+
+
+def test_the_published_fatal_aer_error_fails_naming_the_device_and_oci_fault(
+        h100: FakeNode) -> None:
+    h100.kernel_log(*kmsg_text("aer-gpu-burn-1.dmesg"))
+    got = kernel(h100)
+    state, evidence = got["pcie_errors"]
+    assert state == FAIL, evidence
+    assert "PCIe Uncorrected (Fatal) error (Transaction Layer) on 0000:00:02.0" in evidence
+    assert "PCIe Corrected error (Data Link Layer) on 0000:00:02.0" in evidence
+    assert "(OCI's HPCGPU-0002-0001)" in evidence
+    assert got["xid"][0] == FAIL              # the same log's Xid 79, judged beside it
+
+
+def test_the_newer_kernels_aer_line_is_read_too(h100: FakeNode) -> None:
+    h100.kernel_log(*kmsg_text("aer-intel-7265.log"))
+    state, evidence = kernel(h100)["pcie_errors"]
+    assert state == FAIL and "PCIe Corrected error (Physical Layer) on 0000:00:1c.5" in \
+        evidence, evidence
+
+
+def test_a_log_without_aer_errors_passes(h100: FakeNode) -> None:
+    # AER's and DPC's lines at boot, which name errors without one having happened
+    h100.kernel_log("pcieport 0000:00:01.0: AER: enabled with IRQ 24",
+                    "pcieport 0000:00:01.0: DPC: error containment capabilities: Int Msg #0, "
+                    "RPExt+ PoisonedTLP+ SwTrigger+ RP PIO Log 4, DL_ActiveErr+")
+    got = kernel(h100)
+    assert got == {"xid": (PASS, got["xid"][1]), "pcie_errors": (PASS, got["pcie_errors"][1])}
+    assert "no PCIe AER error ('PCIe Bus Error') in 3 log lines" in got["pcie_errors"][1]
+
+
+def test_an_aer_error_keeps_the_kernel_logs_mark_where_it_was(h100: FakeNode) -> None:
+    """The state file's mark of records judged clean moves only when every scan of the
+    log passed: a PCIe error beside no Xid is judged again next run."""
+    h100.kernel_log(*kmsg_text("aer-intel-7265.log"))
+    ctx = probes.Context(root=h100.root, shape=h100.shape, node="gpu-1",
+                         deadline=time.monotonic() + 20, tool_timeout=2.0)
+    results = check.run_probes(ctx, only=["kernel_log"])
+    assert {r.name: r.state for r in results} == {"xid": PASS, "pcie_errors": FAIL}
+    fields = check._kernel_fields(ctx, results, None, dry_run=False)
+    assert fields["kernel_seq_passed"] == -1 and fields["kernel_seq_read"] == 9, fields
+
+
+def test_an_acknowledged_aer_error_passes(h100: FakeNode) -> None:
+    h100.kernel_log(*kmsg_text("aer-gpu-burn-1.dmesg"))
+    state, evidence = kernel(h100, acknowledge_kernel_log=True)["pcie_errors"]
+    assert state == PASS and "acknowledged" in evidence, evidence
+
+
+def test_a_shape_without_pcie_errors_does_not_scan_for_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeNode(tmp_path / "a100")
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    fake.kernel_log(*kmsg_text("aer-intel-7265.log"))
+    assert set(kernel(fake)) == {"xid"}

@@ -137,6 +137,8 @@ class KernelLogScan:
     read: Callable[[str], tuple[str, str] | None]
     #: What is looked for, for the evidence of a clean log: "Xid 48, 79, 94, 95".
     looks_for: str
+    #: The fault code a failure names, where the check is another's (OCI's node doctor)
+    fault: str = ""
 
 
 @dataclass(frozen=True)

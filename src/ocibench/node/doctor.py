@@ -16,6 +16,10 @@ lists is run here, one it does not list is not.
 * **driver**: the GPU driver's version, the same on every GPU, against the shape's
   lists: refused fails (HPCGPU-0007-0001), allowed passes, warned or on no list is
   unknown (OCI's doctor warns: "unsupported but not blacklisted").
+* **pcie_errors**: PCIe AER errors in the kernel log (HPCGPU-0002-0001): a scan of the
+  healthcheck's kernel-log probe (:data:`PCIE_ERRORS`), judged by sequence number
+  with the GPU driver's errors (ocibench.health.probes); preflight does not read the
+  kernel log.
 
 Each gives one :class:`~ocibench.node.preflight.Item`: present (held), unexpected (not
 as the shape says), or unknown (the tool absent, hung, or printing what it was not
@@ -40,6 +44,28 @@ FAULT = {"mig": "HPCGPU-0001-0002", "sram_errors": "HPCGPU-0006-0001",
          "driver": "HPCGPU-0007-0001", "pcie_errors": "HPCGPU-0002-0001"}
 #: The items' names, by the shape file's key.
 NAMES = {"mig": "mig_mode", "sram_errors": "sram_errors", "driver": "driver_version"}
+#: drivers/pci/pcie/aer.c (aer_print_error): "<dev> <bdf>: PCIe Bus Error:
+#: severity=<Corrected|Correctable|Uncorrected (Non-Fatal)|Uncorrected (Fatal)>,
+#: type=<layer>, ..."; since Linux 6.x with "AER: " before it.  One line per error the
+#: kernel reports, naming the device that saw it; the lines after it (the status mask,
+#: the error's bit) and the root port's "AER: ... error received" say the same error.
+_AER = re.compile(r"([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): (?:AER: )?"
+                  r"PCIe Bus Error: severity=([A-Za-z]+(?: \([A-Za-z-]+\))?), "
+                  r"type=([A-Za-z ]+)")
+
+
+def _read_aer(line: str) -> tuple[str, str] | None:
+    m = _AER.search(line)
+    return (m.group(1).lower(), f"PCIe {m.group(2)} error ({m.group(3).strip()})") \
+        if m else None
+
+
+#: The healthcheck's scan of the kernel log for PCIe errors, where the shape lists
+#: ``pcie_errors``: OCI's doctor fails a node on any (internal/level1_tests/
+#: pcie_error_check.go: a "pcieport" line with "error" in dmesg), corrected ones too.
+PCIE_ERRORS = accelerators.KernelLogScan(
+    name="pcie_errors", read=_read_aer, looks_for="PCIe AER error ('PCIe Bus Error')",
+    fault=f"OCI's {FAULT['pcie_errors']}")
 #: A driver's version as the driver prints it: 535.104.12, 550.54.15, 580.65.06.
 _VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}")
 
