@@ -279,3 +279,69 @@ def test_a_shape_without_pcie_errors_does_not_scan_for_them(
     monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
     fake.kernel_log(*kmsg_text("aer-intel-7265.log"))
     assert set(kernel(fake)) == {"xid"}
+
+
+# --------------------------------------------------------------------------- RDMA settings
+
+
+def rdma(fake: FakeNode) -> dict[str, tuple[str, str]]:
+    ctx = probes.Context(root=fake.root, shape=fake.shape, node="gpu-1",
+                         deadline=time.monotonic() + 20, tool_timeout=2.0)
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx, only=["rdma"])}
+
+
+def test_every_h100_port_has_oci_settings(h100: FakeNode) -> None:
+    got = rdma(h100)
+    assert len(got) == 16 and {s for s, _ in got.values()} == {PASS}, got
+    evidence = got["rdma mlx5_0:1"][1]
+    for piece in ("MTU 4220", "trust dscp, PFC on priorities 0, 5", "`mlnx_qos -i enp12s0f0np0`",
+                  "device/net/enp12s0f0np0/mtu"):
+        assert piece in evidence, evidence
+
+
+def test_the_published_qos_of_another_site_fails_naming_setting_value_and_expected(
+        h100: FakeNode) -> None:
+    """att/netarbiter's port: trust dscp, PFC on priority 3 (not OCI's 0 and 5)."""
+    netdev = h100.ports["mlx5_6:1"].netdev
+    (h100.bin / "mlnx_qos.d" / netdev).write_text((DATA / "mlnx_qos.netarbiter.txt").read_text())
+    got = rdma(h100)
+    state, evidence = got["rdma mlx5_6:1"]
+    assert state == FAIL, evidence
+    assert f"{netdev}: PFC enabled on priorities 3, the shape's 0, 5" in evidence
+    assert [n for n, (s, _) in got.items() if s != PASS] == ["rdma mlx5_6:1"]
+
+
+@pytest.mark.parametrize("field, value, piece", [
+    ("mtu", 1500, "MTU 1500 on enp88s0f1np0, the shape's 4220"),
+    ("trust", "pcp", "priority trust state pcp, the shape's dscp"),
+    ("pfc", [0] * 8, "PFC enabled on priorities none, the shape's 0, 5"),
+])
+def test_a_wrong_setting_fails_naming_it(h100: FakeNode, field: str, value, piece: str) -> None:
+    h100.port("mlx5_8:1", **{field: value})
+    state, evidence = rdma(h100)["rdma mlx5_8:1"]
+    assert state == FAIL and piece in evidence, evidence
+
+
+@pytest.mark.parametrize("how, piece", [
+    ("missing", "QoS not read: "),
+    ("garbage", "printed no 'Priority trust state' line"),
+    ("mtu", "MTU of enp12s0f0np0 not read"),
+])
+def test_a_setting_not_read_is_unknown_never_fail(h100: FakeNode, how: str, piece: str) -> None:
+    if how == "missing":
+        (h100.bin / "mlnx_qos").unlink()
+    elif how == "garbage":
+        (h100.bin / "mlnx_qos.d" / "enp12s0f0np0").write_text("Netlink error: Bad value\n")
+    else:
+        (h100.root / "sys/class/infiniband/mlx5_0/device/net/enp12s0f0np0/mtu").write_text("x\n")
+    got = rdma(h100)
+    state, evidence = got["rdma mlx5_0:1"]
+    assert state == UNKNOWN and piece in evidence, evidence
+    assert FAIL not in {s for s, _ in got.values()}
+
+
+def test_preflight_judges_the_settings_too(h100: FakeNode) -> None:
+    h100.port("mlx5_1:1", mtu=9000)
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    item = next(i for i in result.items if i.name == "rdma mlx5_1:1")
+    assert item.missing and "MTU 9000 on enp12s0f1np0, the shape's 4220" in item.detail
