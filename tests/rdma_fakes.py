@@ -22,7 +22,8 @@ UCX ports not among them) gets the files an mlx5 port has under
 is a script on the node's PATH printing its trust state and PFC priorities in the
 layout of a published output (att/netarbiter nvmf/OUTPUTSAMPLE.setup-nic-lossless-
 layer3.sh.md); where the shape gives ``node_doctor.rdma_settings``, a healthy port has
-them.
+them.  ``mlxconfig -d <pci> query`` likewise prints each card's firmware parameters
+(MAX_ACC_OUT_READ, ADVANCED_PCI_SETTINGS), as OCI's images set them.
 
 ``ethtool -S <interface>`` is a script on the node's PATH printing the interface's
 counters as ethtool prints them ("NIC statistics:", then "     <name>: <value>"), with
@@ -65,6 +66,27 @@ while IFS= read -r line; do printf '%s\\n' "$line"; done < "$f"
 """
 
 
+MLXCONFIG = """\
+#!/bin/sh
+[ "$1" = -d ] && [ "$3" = query ] || { echo "mlxconfig (fake): only -d PCI query" >&2; exit 64; }
+f="${0%/*}/mlxconfig.d/$2"
+[ -f "$f" ] || { echo "-E- Failed to open device: $2. No such file or directory" >&2; exit 1; }
+while IFS= read -r line; do printf '%s\\n' "$line"; done < "$f"
+"""
+
+
+def mlxconfig_output(pci: str, firmware: dict[str, str]) -> str:
+    """What ``mlxconfig -d <pci> query`` prints, in the layout of a published output
+    (TerrenceMiao/blog, source/_posts/Configure-and-setup-Mellanox-network-adapter.md
+    @625b3aef: "Device #1:", the device's lines, "Configurations:", a line per
+    parameter)."""
+    lines = ["", "Device #1:", "----------", "", "Device type:        ConnectX7",
+             "Name:               MCX755106AS-HEA_Ax", f"Device:             {pci}", "",
+             "Configurations:                                          Next Boot"]
+    lines += [f"        {name:<44}{value}" for name, value in firmware.items()]
+    return "\n".join(lines) + "\n"
+
+
 def mlnx_qos_output(trust: str, pfc: list[int]) -> str:
     """What ``mlnx_qos -i`` prints, in the published output's layout (its dscp2prio and
     tc rows as published)."""
@@ -104,6 +126,9 @@ class FakePort:
     mtu: int = 4220
     trust: str = "dscp"
     pfc: list[int] = field(default_factory=lambda: [0] * 8)
+    #: The card's firmware parameters (mlxconfig), as OCI's images set them.
+    firmware: dict[str, str] = field(default_factory=lambda: {
+        "MAX_ACC_OUT_READ": "128", "ADVANCED_PCI_SETTINGS": "True(1)"})
 
 
 class FakePorts:
@@ -187,6 +212,15 @@ class FakePorts:
                 (qos / p.netdev).write_text(mlnx_qos_output(p.trust, p.pfc))
         (bin_dir / "mlnx_qos").write_text(MLNX_QOS)
         (bin_dir / "mlnx_qos").chmod(0o755)
+        cards = bin_dir / "mlxconfig.d"
+        cards.mkdir(parents=True, exist_ok=True)
+        for old in cards.iterdir():
+            old.unlink()
+        for p in self.ports.values():
+            if p.present and p.driver == "mlx5_core":
+                (cards / p.pci).write_text(mlxconfig_output(p.pci, p.firmware))
+        (bin_dir / "mlxconfig").write_text(MLXCONFIG)
+        (bin_dir / "mlxconfig").chmod(0o755)
 
     def write(self, root: Path, bin_dir: Path) -> None:
         """Replace the node's RDMA sysfs under ``root`` and its ethtool."""

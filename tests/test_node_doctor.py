@@ -345,3 +345,37 @@ def test_preflight_judges_the_settings_too(h100: FakeNode) -> None:
     result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
     item = next(i for i in result.items if i.name == "rdma mlx5_1:1")
     assert item.missing and "MTU 9000 on enp12s0f1np0, the shape's 4220" in item.detail
+
+
+def test_preflight_reads_each_cards_firmware_settings(h100: FakeNode) -> None:
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    items = {i.name: i for i in result.items if i.name.startswith("rdma ")}
+    card = items["rdma mlx5_0:1"]
+    assert card.status == "present" and "MAX_ACC_OUT_READ 128, ADVANCED_PCI_SETTINGS True(1)" \
+        in card.detail and "`mlxconfig -d 0000:0c:00.0 query MAX_ACC_OUT_READ " \
+        "ADVANCED_PCI_SETTINGS`" in card.evidence, card
+    # function 1 is the same card: asked once, on function 0
+    assert "mlxconfig" not in items["rdma mlx5_1:1"].evidence
+
+
+@pytest.mark.parametrize("firmware, state, piece", [
+    ({"MAX_ACC_OUT_READ": "0", "ADVANCED_PCI_SETTINGS": "False(0)"}, "unexpected",
+     "card at 0000:41:00.0: ADVANCED_PCI_SETTINGS False(0), the shape's True(1) (OCI's "
+     "HPCGPU-0017-0001)"),
+    ({"MAX_ACC_OUT_READ": "64", "ADVANCED_PCI_SETTINGS": "True(1)"}, "unexpected",
+     "MAX_ACC_OUT_READ 64, the shape's 0 or 44 or 128"),
+    ({"ADVANCED_PCI_SETTINGS": "True(1)"}, "unknown", "printed no MAX_ACC_OUT_READ"),
+])
+def test_a_cards_firmware_setting_not_the_shapes_fails(h100: FakeNode, firmware, state: str,
+                                                       piece: str) -> None:
+    h100.port("mlx5_5:1", firmware=firmware)
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    item = next(i for i in result.items if i.name == "rdma mlx5_5:1")
+    assert item.status == state and piece in item.detail, item
+
+
+def test_the_healthcheck_does_not_run_mlxconfig(h100: FakeNode) -> None:
+    (h100.bin / "mlxconfig").write_text("#!/bin/sh\nexit 1\n")
+    got = rdma(h100)
+    assert {s for s, _ in got.values()} == {PASS}
+    assert not any("mlxconfig" in e for _, e in got.values())

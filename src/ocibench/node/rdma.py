@@ -37,7 +37,13 @@ is checked for:
   (``/sys/class/net/<if>/mtu``, read through ``device/net/<if>/``), and, from
   ``mlnx_qos -i <if>`` (MLNX_OFED's QoS tool), the priority trust state and the
   priorities with PFC enabled.  A wrong one fails naming the setting, its value and the
-  shape's.  mlx5 ports only: mlnx_qos is ConnectX's tool.
+  shape's.  mlx5 ports only: mlnx_qos is ConnectX's tool;
+* **mlxconfig**: where the settings name firmware parameters (``MAX_ACC_OUT_READ``,
+  ``ADVANCED_PCI_SETTINGS``: OCI's max_acc_check, fault HPCGPU-0017-0001), each card's
+  values (``mlxconfig -d <pci> query``, on the port at function 0 of its PCI address)
+  against those the shape allows.  One reading only (preflight): a firmware setting
+  changes only with a firmware reset, and mlxconfig takes seconds per card, which the
+  healthcheck's deadline has not to spare.
 
 Other ports the shape names (``network.ucx_net_devices``: the VCN NIC that carries
 MPI's bootstrap) are checked for nic, state and link_downed only.
@@ -103,14 +109,19 @@ class Settings:
     mtu: int | None = None
     trust: str | None = None                # mlnx_qos's priority trust state: dscp
     pfc: tuple[int, ...] | None = None      # PFC enabled (1) or not, priorities 0-7
+    #: Firmware parameters and the values allowed each, as mlxconfig prints them.
+    mlxconfig: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
     def of(cls, section: dict[str, Any] | None) -> Settings | None:
         if not section:
             return None
         pfc = section.get("pfc")
+        firmware = tuple((str(k), tuple(str(v) for v in vs))
+                         for k, vs in (section.get("mlxconfig") or {}).items())
         return cls(mtu=section.get("mtu"), trust=section.get("trust"),
-                   pfc=tuple(int(v) for v in pfc) if pfc is not None else None)
+                   pfc=tuple(int(v) for v in pfc) if pfc is not None else None,
+                   mlxconfig=firmware)
 
     @property
     def asks_qos(self) -> bool:
@@ -265,6 +276,9 @@ def read_port(root: Path, port: Port, since: dict[str, int] | None = None,
         _mtu(root, port, base, reading)
     if _asks_qos(port):
         _qos(root, port, base, reading, timeout, qos)
+    if since is None and port.cluster and port.settings and port.settings.mlxconfig and \
+            (port.pci or "").endswith(".0"):
+        _mlxconfig(port, reading, timeout)
     return reading
 
 
@@ -607,6 +621,43 @@ def _qos(root: Path, port: Port, base: str, reading: Reading,
         reading.checks.append(Check("qos", UNEXPECTED, f"{netdev.text}: {'; '.join(wrong)}"))
     else:
         reading.checks.append(Check("qos", PRESENT, ", ".join(said)))
+
+
+#: mlxconfig's query: "Configurations:" (then its columns' titles), then a line per
+#: parameter, "        MAX_ACC_OUT_READ                            128" ("*" before a
+#: parameter changed from its default).
+_MLXCONFIG_LINE = re.compile(r"^\s*\*?\s*([A-Z][A-Z0-9_]+)\s+(\S+)\s*$")
+
+
+def _mlxconfig(port: Port, reading: Reading, timeout: Callable[[], float] | None) -> None:
+    want = dict(port.settings.mlxconfig) if port.settings else {}
+    seconds = timeout() if timeout else None
+    ran = run(["mlxconfig", "-d", port.pci or "", "query", *want], seconds)
+    reading.ran.append(ran.command)
+    if ran.why:
+        reading.checks.append(Check("mlxconfig", UNKNOWN, f"firmware settings not read: "
+                                    f"{ran.why}"))
+        return
+    lines = ran.out.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Configurations:")),
+                 None)
+    found: dict[str, str] = {}
+    for line in lines[start + 1:] if start is not None else []:
+        if m := _MLXCONFIG_LINE.match(line):
+            found.setdefault(m.group(1), m.group(2))
+    missing = [name for name in want if name not in found]
+    if missing:
+        reading.checks.append(Check("mlxconfig", UNKNOWN, f"mlxconfig -d {port.pci} printed "
+                                    f"no {', '.join(missing)}"))
+        return
+    wrong = [f"{name} {found[name]}, the shape's {' or '.join(allowed)}"
+             for name, allowed in want.items() if found[name] not in allowed]
+    if wrong:
+        reading.checks.append(Check("mlxconfig", UNEXPECTED, f"card at {port.pci}: "
+                                    f"{'; '.join(wrong)} (OCI's HPCGPU-0017-0001)"))
+    else:
+        reading.checks.append(Check("mlxconfig", PRESENT, ", ".join(
+            f"{name} {found[name]}" for name in want)))
 
 
 # --------------------------------------------------------------------------- helpers
