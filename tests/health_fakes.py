@@ -59,6 +59,7 @@ class FakeNode:
         self.mig()
         self.ecc()
         self.driver()
+        self.modules()
         self.pcie()
         self.ports = FakePorts(self.shape)
         self.ports.write(self.root, self.bin)
@@ -118,6 +119,22 @@ class FakeNode:
                     f"            {'DRAM Uncorrectable':<30}: 0",
                     f"            {'SRAM Threshold Exceeded':<30}: No"]
         (self.bin / "ecc.txt").write_text("\n".join(out) + "\n")
+
+    def modules(self, swap: tuple[int, int] | None = None) -> None:
+        """``--query-gpu=pci.bus_id,module_id``: each GPU at the shape's address in the
+        shape's module (node_doctor.cdfp), or, without a map, GPU i in module i + 1; the
+        modules of the GPUs ``swap`` names exchanged (two CDFP cables swapped)."""
+        cdfp = (self.shape.data.get("node_doctor") or {}).get("cdfp") or {}
+        # nvidia-smi's spelling of 0000:0f:00.0: 00000000:0F:00.0
+        pairs = [(f"0000{pci[:4]}{pci[4:].upper()}", module)
+                 for pci, module in (cdfp.get("modules") or {}).items()] or \
+            [(bus_id(i), i + 1) for i in range(self.exp.gpu_count)]
+        modules = [m for _, m in pairs]
+        if swap:
+            a, b = swap
+            modules[a], modules[b] = modules[b], modules[a]
+        (self.bin / "modules.csv").write_text("".join(
+            f"{pci}, {m}\n" for (pci, _), m in zip(pairs, modules)))
 
     def driver(self, *versions: str) -> None:
         """``--query-gpu=driver_version``: one line per GPU (default 550.90.12, on the

@@ -19,7 +19,7 @@ from ocibench.node import doctor, preflight
 
 DATA = Path(__file__).parent / "data" / "node_doctor"
 NVIDIA = accelerators.VENDORS["nvidia"]
-DOCTOR_ITEMS = ("mig_mode", "sram_errors", "driver_version")
+DOCTOR_ITEMS = ("mig_mode", "sram_errors", "driver_version", "cdfp_cabling")
 
 
 @pytest.fixture
@@ -90,6 +90,7 @@ def test_a_healthy_h100_passes_the_doctors_checks(h100: FakeNode) -> None:
     assert "at most 0 aggregate SRAM uncorrectable (the shape's limit 5)" in \
         got["sram_errors"][1]
     assert "driver 550.90.12, on the shape's allowed list" in got["driver_version"][1]
+    assert "8 GPUs each in the shape's module" in got["cdfp_cabling"][1]
 
 
 def test_a_shape_without_the_section_runs_none_of_them(tmp_path: Path,
@@ -379,3 +380,43 @@ def test_the_healthcheck_does_not_run_mlxconfig(h100: FakeNode) -> None:
     got = rdma(h100)
     assert {s for s, _ in got.values()} == {PASS}
     assert not any("mlxconfig" in e for _, e in got.values())
+
+
+# --------------------------------------------------------------------------- CDFP cabling
+
+
+def test_the_module_query_reads_bus_id_and_module() -> None:
+    # the published A10G's "Bus Id" and "Module ID" (NVIDIA/DCGM#232), as the CSV query
+    # prints them
+    assert NVIDIA.module_query.parse("00000000:00:1E.0, 1\n") == [
+        accelerators.GpuModule("00000000:00:1E.0", "1")]
+    with pytest.raises(accelerators.ProbeFormatError):
+        NVIDIA.module_query.parse("Field \"module_id\" is not a valid field to query.\n")
+
+
+def test_two_gpus_in_each_others_modules_fail_naming_both(h100: FakeNode) -> None:
+    h100.modules(swap=(0, 1))
+    state, evidence = judged(h100)["cdfp_cabling"]
+    assert state == FAIL, evidence
+    assert "GPU at 0000:0f:00.0 is module 4, the shape's 2" in evidence
+    assert "GPU at 0000:2d:00.0 is module 2, the shape's 4" in evidence
+    assert "HPCGPU-0010-0001" in evidence
+
+
+def test_a_gpu_missing_from_its_address_fails(h100: FakeNode) -> None:
+    lines = (h100.bin / "modules.csv").read_text().splitlines()
+    (h100.bin / "modules.csv").write_text("\n".join(lines[:-1]) + "\n")
+    state, evidence = judged(h100)["cdfp_cabling"]
+    assert state == FAIL and "no GPU at 0000:d8:00.0 (the shape's module 6)" in evidence, \
+        evidence
+
+
+@pytest.mark.parametrize("text, piece", [
+    ("00000000:0F:00.0, [N/A]\n", "no module id for the GPU at 0000:0f:00.0"),
+    ("No devices were found\n", "not pci.bus_id, module_id"),
+])
+def test_module_ids_not_read_are_unknown(h100: FakeNode, text: str, piece: str) -> None:
+    lines = (h100.bin / "modules.csv").read_text().splitlines()[1:]
+    (h100.bin / "modules.csv").write_text(text + "\n".join(lines) + "\n")
+    state, evidence = judged(h100)["cdfp_cabling"]
+    assert state == UNKNOWN and piece in evidence, evidence

@@ -10,6 +10,7 @@ from .row import (
     DriverStub,
     GpuMemory,
     GpuMemoryQuery,
+    GpuModule,
     GpuQuery,
     HostCopyApi,
     KernelLogScan,
@@ -115,6 +116,22 @@ def _parse_mig_modes(out: str) -> list[MigMode]:
             raise ProbeFormatError(f"printed {line[:80]!r}, not uuid, mig.mode.current, "
                                    "mig.mode.pending")
         found.append(MigMode(*fields))
+    return found
+
+
+#: "00000000:0F:00.0, 2": a GPU's bus id and module id ("[N/A]" where the board has none).
+_MODULE_LINE = re.compile(r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]), "
+                          r"([0-9]{1,3}|\[N/A\])")
+
+
+def _parse_module_ids(out: str) -> list[GpuModule]:
+    """``nvidia-smi --query-gpu=pci.bus_id,module_id --format=csv,noheader``."""
+    found = []
+    for line in (raw.strip() for raw in out.splitlines() if raw.strip()):
+        m = _MODULE_LINE.fullmatch(line)
+        if not m:
+            raise ProbeFormatError(f"printed {line[:80]!r}, not pci.bus_id, module_id")
+        found.append(GpuModule(m.group(1), m.group(2)))
     return found
 
 
@@ -244,4 +261,7 @@ NVIDIA = Accelerator(
                         "--format=csv,noheader"), _parse_mig_modes),
     # nvidia-smi(1): -q -d ECC prints the ECC section of -q alone
     sram_query=GpuQuery(("nvidia-smi", "-q", "-d", "ECC"), _parse_sram_counts),
+    # nvidia-smi(1): --query-gpu's module_id (OCI's cdfp_cable_check asks it so)
+    module_query=GpuQuery(("nvidia-smi", "--query-gpu=pci.bus_id,module_id",
+                           "--format=csv,noheader"), _parse_module_ids),
 )

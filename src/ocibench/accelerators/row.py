@@ -119,6 +119,15 @@ class SramCounts:
 
 
 @dataclass(frozen=True)
+class GpuModule:
+    """One GPU's PCI address (as the tool prints it) and the module (its slot on the
+    board, which the CDFP cables wire) the tool says it is in."""
+
+    bus_id: str
+    module: str
+
+
+@dataclass(frozen=True)
 class GpuQuery:
     """A per-GPU query of the node doctor's checks (ocibench.node.doctor): the command
     and the reader of its output (ProbeFormatError: output it cannot read)."""
@@ -274,6 +283,8 @@ class Accelerator:
     #: GPU) and SRAM ECC counts (SramCounts per GPU); None: not probed on its GPUs.
     mig_query: GpuQuery | None = None
     sram_query: GpuQuery | None = None
+    #: Each GPU's module id (GpuModule per GPU): the CDFP cabling check.
+    module_query: GpuQuery | None = None
 
     def device_arch(self, arch: str) -> str:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""

@@ -16,6 +16,8 @@ lists is run here, one it does not list is not.
 * **driver**: the GPU driver's version, the same on every GPU, against the shape's
   lists: refused fails (HPCGPU-0007-0001), allowed passes, warned or on no list is
   unknown (OCI's doctor warns: "unsupported but not blacklisted").
+* **cdfp**: each GPU at its PCI address in the module the shape's map gives it
+  (``nvidia-smi --query-gpu=pci.bus_id,module_id``; HPCGPU-0010-0001).
 * **pcie_errors**: PCIe AER errors in the kernel log (HPCGPU-0002-0001): a scan of the
   healthcheck's kernel-log probe (:data:`PCIE_ERRORS`), judged by sequence number
   with the GPU driver's errors (ocibench.health.probes); preflight does not read the
@@ -34,16 +36,18 @@ from typing import Any, Callable
 
 from ocibench import accelerators
 from ocibench.capabilities import PRESENT, UNEXPECTED, UNKNOWN
-from ocibench.node.preflight import Expectations, Gpu, Item, run
+from ocibench.node.preflight import Expectations, Gpu, Item, _sysfs_bdf, run
 from ocibench.shapes.probe import Ran
 
 #: OCI's fault codes of these checks (oci-dr-hpc-v2 configs/recommendations.json
 #: @1b62d6d3716307c8631ab3fe2962c78f280348e7: gpu_mode_check, sram_error_check,
 #: gpu_driver_check, pcie_error_check).
 FAULT = {"mig": "HPCGPU-0001-0002", "sram_errors": "HPCGPU-0006-0001",
-         "driver": "HPCGPU-0007-0001", "pcie_errors": "HPCGPU-0002-0001"}
+         "driver": "HPCGPU-0007-0001", "pcie_errors": "HPCGPU-0002-0001",
+         "cdfp": "HPCGPU-0010-0001"}
 #: The items' names, by the shape file's key.
-NAMES = {"mig": "mig_mode", "sram_errors": "sram_errors", "driver": "driver_version"}
+NAMES = {"mig": "mig_mode", "sram_errors": "sram_errors", "driver": "driver_version",
+         "cdfp": "cdfp_cabling"}
 #: drivers/pci/pcie/aer.c (aer_print_error): "<dev> <bdf>: PCIe Bus Error:
 #: severity=<Corrected|Correctable|Uncorrected (Non-Fatal)|Uncorrected (Fatal)>,
 #: type=<layer>, ..."; since Linux 6.x with "AER: " before it.  One line per error the
@@ -178,9 +182,40 @@ def probe_driver(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
                 "qualified)", ran.command, exp.binding)
 
 
+def probe_cdfp(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
+               timeout: float | None = None) -> Item:
+    """Each GPU at its PCI address in the module the shape gives it (OCI's
+    cdfp_cable_check: the board's CDFP cables wire its GPU modules; with two swapped,
+    the GPUs' addresses and module ids disagree with the shape's map)."""
+    name = NAMES["cdfp"]
+    want = {str(pci).lower(): str(module) for pci, module in
+            ((declared(exp, "cdfp") or {}).get("modules") or {}).items()}
+    got = _query(exp, name, exp.vendor and exp.vendor.module_query, timeout)
+    if isinstance(got, Item):
+        return got
+    found, ran = got
+    have = {_sysfs_bdf(g.bus_id): g.module for g in found}
+    wrong = []
+    for pci, module in sorted(want.items()):
+        if pci not in have:
+            wrong.append(f"no GPU at {pci} (the shape's module {module})")
+        elif have[pci] != module and have[pci] != "[N/A]":
+            wrong.append(f"GPU at {pci} is module {have[pci]}, the shape's {module}")
+    if wrong:
+        return Item(name, UNEXPECTED, f"{'; '.join(wrong)} (CDFP cabling: OCI's "
+                    f"{FAULT['cdfp']})", ran.command, exp.binding)
+    unread = [pci for pci in sorted(want) if have.get(pci) == "[N/A]"]
+    if unread:
+        return Item(name, UNKNOWN, f"no module id for the GPU at {', '.join(unread)}",
+                    ran.command, exp.binding)
+    return Item(name, PRESENT, f"{len(want)} GPUs each in the shape's module",
+                ran.command, exp.binding)
+
+
 #: (shape file key, probe): the checks in the order they run.
 PROBES: tuple[tuple[str, Callable[..., Item]], ...] = (
     ("mig", probe_mig), ("sram_errors", probe_sram), ("driver", probe_driver),
+    ("cdfp", probe_cdfp),
 )
 
 
