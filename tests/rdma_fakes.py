@@ -66,6 +66,24 @@ while IFS= read -r line; do printf '%s\\n' "$line"; done < "$f"
 """
 
 
+WPA_CLI = """\
+#!/bin/sh
+[ "$1" = -i ] && [ "$3" = status ] || { echo "wpa_cli (fake): only -i IF status" >&2; exit 64; }
+f="${0%/*}/wpa_cli.d/$2"
+[ -f "$f" ] || { echo "Failed to connect to non-global ctrl_ifname: $2  error: No such file or directory"; exit 255; }
+while IFS= read -r line; do printf '%s\\n' "$line"; done < "$f"
+"""
+
+
+def wpa_cli_status(state: str) -> str:
+    """``wpa_cli -i <if> status`` of a wired 802.1X port, its state lines as OCI's
+    tutorial shows them (oracle-japan/ocitutorials, tutorials/_hpc/tech-knowhow/
+    howto-create-cnenabled-osimage.md: wpa_state, Supplicant PAE state, EAP state)."""
+    done = state == "AUTHENTICATED"
+    return (f"wpa_state={'COMPLETED' if done else 'ASSOCIATED'}\n"
+            f"Supplicant PAE state={state}\nEAP state={'SUCCESS' if done else 'IDLE'}\n")
+
+
 MLXCONFIG = """\
 #!/bin/sh
 [ "$1" = -d ] && [ "$3" = query ] || { echo "mlxconfig (fake): only -d PCI query" >&2; exit 64; }
@@ -126,6 +144,7 @@ class FakePort:
     mtu: int = 4220
     trust: str = "dscp"
     pfc: list[int] = field(default_factory=lambda: [0] * 8)
+    pae: str = "AUTHENTICATED"     # the 802.1X supplicant's state (wpa_cli status)
     #: The card's firmware parameters (mlxconfig), as OCI's images set them.
     firmware: dict[str, str] = field(default_factory=lambda: {
         "MAX_ACC_OUT_READ": "128", "ADVANCED_PCI_SETTINGS": "True(1)"})
@@ -221,6 +240,15 @@ class FakePorts:
                 (cards / p.pci).write_text(mlxconfig_output(p.pci, p.firmware))
         (bin_dir / "mlxconfig").write_text(MLXCONFIG)
         (bin_dir / "mlxconfig").chmod(0o755)
+        wpa = bin_dir / "wpa_cli.d"
+        wpa.mkdir(parents=True, exist_ok=True)
+        for old in wpa.iterdir():
+            old.unlink()
+        for p in self.ports.values():
+            if p.present:
+                (wpa / p.netdev).write_text(wpa_cli_status(p.pae))
+        (bin_dir / "wpa_cli").write_text(WPA_CLI)
+        (bin_dir / "wpa_cli").chmod(0o755)
 
     def write(self, root: Path, bin_dir: Path) -> None:
         """Replace the node's RDMA sysfs under ``root`` and its ethtool."""

@@ -420,3 +420,41 @@ def test_module_ids_not_read_are_unknown(h100: FakeNode, text: str, piece: str) 
     (h100.bin / "modules.csv").write_text(text + "\n".join(lines) + "\n")
     state, evidence = judged(h100)["cdfp_cabling"]
     assert state == UNKNOWN and piece in evidence, evidence
+
+
+# --------------------------------------------------------------------------- RDMA authentication
+
+
+def test_every_h100_port_is_authenticated(h100: FakeNode) -> None:
+    # the published state lines of a node OCI's tutorial admitted, on one port
+    netdev = h100.ports["mlx5_3:1"].netdev
+    (h100.bin / "wpa_cli.d" / netdev).write_text(
+        (DATA / "wpa_cli-status.ocitutorials.txt").read_text())
+    got = rdma(h100)
+    assert {s for s, _ in got.values()} == {PASS}, got
+    assert "802.1X AUTHENTICATED" in got["rdma mlx5_3:1"][1]
+    assert f"`wpa_cli -i {netdev} status`" in got["rdma mlx5_3:1"][1]
+
+
+@pytest.mark.parametrize("pae", ["CONNECTING", "HELD", "DISCONNECTED"])
+def test_a_port_not_authenticated_fails_naming_it(h100: FakeNode, pae: str) -> None:
+    h100.port("mlx5_12:1", pae=pae)
+    got = rdma(h100)
+    state, evidence = got["rdma mlx5_12:1"]
+    netdev = h100.ports["mlx5_12:1"].netdev
+    assert state == FAIL and f"{netdev} not authenticated to the cluster network: " \
+        f"Supplicant PAE state {pae} (OCI's HPCGPU-0008-0001" in evidence, evidence
+    assert [n for n, (s, _) in got.items() if s != PASS] == ["rdma mlx5_12:1"]
+
+
+@pytest.mark.parametrize("how", ["no supplicant", "no wpa_cli"])
+def test_authentication_not_read_is_unknown(h100: FakeNode, how: str) -> None:
+    netdev = h100.ports["mlx5_12:1"].netdev
+    if how == "no supplicant":
+        (h100.bin / "wpa_cli.d" / netdev).unlink()      # wpa_cli cannot reach it: exit 255
+    else:
+        (h100.bin / "wpa_cli").unlink()
+    state, evidence = rdma(h100)["rdma mlx5_12:1"]
+    assert state == UNKNOWN and "authentication not read" in evidence, evidence
+    # the tool's own failure is said, not read as output without the state
+    assert "no 'Supplicant PAE state'" not in evidence, evidence

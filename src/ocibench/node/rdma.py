@@ -38,6 +38,10 @@ is checked for:
   ``mlnx_qos -i <if>`` (MLNX_OFED's QoS tool), the priority trust state and the
   priorities with PFC enabled.  A wrong one fails naming the setting, its value and the
   shape's.  mlx5 ports only: mlnx_qos is ConnectX's tool;
+* **auth**: where the shape's ``node_doctor.rdma_auth`` lists it, the port's 802.1X
+  authentication, which OCI's cluster network requires before it carries the port's
+  traffic (oci-cn-auth runs a wpa_supplicant per interface): ``wpa_cli -i <if> status``
+  says ``Supplicant PAE state=AUTHENTICATED`` (OCI's auth_check, HPCGPU-0008-0001);
 * **mlxconfig**: where the settings name firmware parameters (``MAX_ACC_OUT_READ``,
   ``ADVANCED_PCI_SETTINGS``: OCI's max_acc_check, fault HPCGPU-0017-0001), each card's
   values (``mlxconfig -d <pci> query``, on the port at function 0 of its PCI address)
@@ -141,6 +145,8 @@ class Port:
     cluster: bool = True            # a cluster-network port (every check), or not
     #: The shape's node_doctor.rdma_settings (mtu, trust, pfc); None: not judged.
     settings: Settings | None = None
+    #: Whether the port's 802.1X authentication is judged (node_doctor.rdma_auth).
+    auth: bool = False
 
     @property
     def name(self) -> str:
@@ -160,10 +166,12 @@ def ports_of(shape_data: dict[str, Any], ucx_devices: dict[str, str],
     RDMA port)."""
     network = shape_data.get("network") or {}
     gbps = network.get("port_gbps")
-    settings = Settings.of((shape_data.get("node_doctor") or {}).get("rdma_settings"))
+    doctor = shape_data.get("node_doctor") or {}
+    settings = Settings.of(doctor.get("rdma_settings"))
     ports = [Port(device=str(nic["device"]), port=int(nic.get("port", 1)),
                   gbps=float(gbps) if gbps else None, gid_index=gid_index,
-                  pci=nic.get("pci"), gpu=nic.get("gpu"), settings=settings)
+                  pci=nic.get("pci"), gpu=nic.get("gpu"), settings=settings,
+                  auth=bool(doctor.get("rdma_auth")))
              for nic in network.get("rdma_nics") or []]
     listed = {p.name for p in ports}
     for device in sorted(set(ucx_devices.values())):
@@ -175,7 +183,7 @@ def ports_of(shape_data: dict[str, Any], ucx_devices: dict[str, str],
 
 @dataclass
 class Check:
-    name: str          # nic, state, rate, gid, link_downed, rx_discards, mtu, qos
+    name: str          # nic, state, rate, gid, link_downed, rx_discards, mtu, qos, auth
     status: str        # PRESENT, UNEXPECTED, ABSENT or UNKNOWN
     detail: str
 
@@ -231,24 +239,30 @@ def read_ports(root: Path, ports: list[Port], since: dict[str, int] | None = Non
               is True}
     names = {port: read.text for port, read in wanted.items() if read.text}
     qos = {p.name for p in ports if _asks_qos(p)}
+    auth = {p.name for p in ports if p.auth and p.cluster}
     seconds = timeout() if timeout else None
     ran: dict[str, Ran] = {}
     shown: dict[str, Ran] = {}
+    said: dict[str, Ran] = {}
     if names and (seconds is None or seconds > _LEAST_S):
         with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
             runs = {port: pool.submit(run, ["ethtool", "-S", name], seconds)
                     for port, name in names.items()}
             qos_runs = {port: pool.submit(run, ["mlnx_qos", "-i", name], seconds)
                         for port, name in names.items() if port in qos}
+            auth_runs = {port: pool.submit(run, ["wpa_cli", "-i", name, "status"], seconds)
+                         for port, name in names.items() if port in auth}
             ran = {port: future.result() for port, future in runs.items()}
             shown = {port: future.result() for port, future in qos_runs.items()}
+            said = {port: future.result() for port, future in auth_runs.items()}
     return [read_port(root, p, since, timeout, ethtool=ran.get(p.name),
-                      qos=shown.get(p.name)) for p in ports]
+                      qos=shown.get(p.name), wpa=said.get(p.name)) for p in ports]
 
 
 def read_port(root: Path, port: Port, since: dict[str, int] | None = None,
               timeout: Callable[[], float] | None = None,
-              ethtool: Ran | None = None, qos: Ran | None = None) -> Reading:
+              ethtool: Ran | None = None, qos: Ran | None = None,
+              wpa: Ran | None = None) -> Reading:
     """Read and judge one port under ``root`` (``/`` on a node, a fake tree in tests).
 
     ``since``: None for one reading (preflight: link_downed is shown, RX discards are
@@ -257,7 +271,7 @@ def read_port(root: Path, port: Port, since: dict[str, int] | None = None,
     what they added since.  ``timeout``: the seconds ethtool may take now (the
     healthcheck's deadline); default preflight's limit.  ``ethtool``: its run for this
     port's interface, where :func:`read_ports` ran it already; ``qos``: its
-    ``mlnx_qos -i`` likewise."""
+    ``mlnx_qos -i`` and ``wpa``, its ``wpa_cli -i <if> status``, likewise."""
     reading = Reading(port, root)
     base = f"sys/class/infiniband/{port.device}"
     if not _nic(root, port, base, reading):
@@ -276,6 +290,8 @@ def read_port(root: Path, port: Port, since: dict[str, int] | None = None,
         _mtu(root, port, base, reading)
     if _asks_qos(port):
         _qos(root, port, base, reading, timeout, qos)
+    if port.cluster and port.auth:
+        _auth(root, port, base, reading, timeout, wpa)
     if since is None and port.cluster and port.settings and port.settings.mlxconfig and \
             (port.pci or "").endswith(".0"):
         _mlxconfig(port, reading, timeout)
@@ -621,6 +637,44 @@ def _qos(root: Path, port: Port, base: str, reading: Reading,
         reading.checks.append(Check("qos", UNEXPECTED, f"{netdev.text}: {'; '.join(wrong)}"))
     else:
         reading.checks.append(Check("qos", PRESENT, ", ".join(said)))
+
+
+#: wpa_cli status: "key=value" lines; the supplicant's 802.1X state machine's (IEEE
+#: 802.1X-2004 8.4.6) "Supplicant PAE state=AUTHENTICATED" once the port is admitted.
+_PAE = re.compile(r"^Supplicant PAE state=(\S+)\s*$", re.MULTILINE)
+
+
+def _auth(root: Path, port: Port, base: str, reading: Reading,
+          timeout: Callable[[], float] | None, ran: Ran | None) -> None:
+    netdev = _netdev(root, base)
+    if netdev.why:
+        reading.checks.append(Check("auth", UNKNOWN, f"authentication not read: "
+                                    f"{netdev.why}"))
+        return
+    if ran is None:
+        seconds = timeout() if timeout else None
+        if seconds is not None and seconds <= _LEAST_S:
+            reading.checks.append(Check("auth", UNKNOWN, "authentication not read: the "
+                                        "run's deadline passed"))
+            return
+        ran = run(["wpa_cli", "-i", netdev.text or "", "status"], seconds)
+    reading.ran.append(ran.command)
+    if ran.why:
+        reading.checks.append(Check("auth", UNKNOWN, f"authentication not read: {ran.why}"))
+        return
+    m = _PAE.search(ran.out)
+    if not m:
+        first = next((line.strip() for line in ran.out.splitlines() if line.strip()),
+                     "nothing")
+        reading.checks.append(Check("auth", UNKNOWN, f"authentication not read: wpa_cli "
+                                    f"printed {first[:60]!r}, no 'Supplicant PAE state'"))
+    elif m.group(1) != "AUTHENTICATED":
+        reading.checks.append(Check("auth", UNEXPECTED, f"{netdev.text} not authenticated "
+                                    f"to the cluster network: Supplicant PAE state "
+                                    f"{m.group(1)[:30]} (OCI's HPCGPU-0008-0001: rerun; if "
+                                    "it persists, restart oracle-cloud-agent)"))
+    else:
+        reading.checks.append(Check("auth", PRESENT, "802.1X AUTHENTICATED"))
 
 
 #: mlxconfig's query: "Configurations:" (then its columns' titles), then a line per
