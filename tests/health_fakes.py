@@ -3,7 +3,8 @@ hardware this machine does not have (tests/test_healthcheck.py, and every node o
 loopback cluster in tests/test_healthcheck_cluster.py).
 
 ``<dir>/bin``: tests/data/healthcheck/nvidia-smi and the files it prints (the GPU list,
-the row remapper's state, NVLink's status); a file ``hang`` there makes it hang; and
+the row remapper's state, NVLink's status, MIG modes, the ECC counts of ``-q -d ECC``,
+the driver's version); a file ``hang`` there makes it hang; and
 tests/data/healthcheck/systemctl, which answers ``is-active`` from ``services/<unit>``.
 ``<dir>/root``: ``sys/bus/pci/devices/<bdf>/`` link speed and width of each GPU,
 ``sys/class/infiniband/<dev>/`` of each of the shape's RDMA ports (tests/rdma_fakes.py:
@@ -55,6 +56,10 @@ class FakeNode:
         self.gpus(self.exp.gpu_count)
         self.remap()
         self.nvlink()
+        self.mig()
+        self.ecc()
+        self.driver()
+        self.modules()
         self.pcie()
         self.ports = FakePorts(self.shape)
         self.ports.write(self.root, self.bin)
@@ -78,6 +83,65 @@ class FakeNode:
             p, f = (pending, failure) if i == gpu else ("No", "No")
             rows.append(f"{bus_id(i)}, {p}, {f}\n")
         (self.bin / "remap.csv").write_text("".join(rows))
+
+    def mig(self, enabled: tuple[int, ...] = (), pending: tuple[int, ...] = ()) -> None:
+        """MIG modes (``--query-gpu=uuid,mig.mode.current,mig.mode.pending``): off, but
+        on GPUs ``enabled`` now and on ``pending`` after their next reset."""
+        def mode(on: bool) -> str:
+            return "Enabled" if on else "Disabled"
+        (self.bin / "mig.csv").write_text("".join(
+            f"GPU-{i:08d}-0000-0000-0000-000000000000, {mode(i in enabled)}, "
+            f"{mode(i in pending or i in enabled)}\n" for i in range(self.exp.gpu_count)))
+
+    def ecc(self, uncorrectable: dict[int, int | str] | None = None,
+            correctable: dict[int, int | str] | None = None) -> None:
+        """``nvidia-smi -q -d ECC`` (R535's layout, as tests/data/node_doctor's published
+        ``-q`` prints it): every count 0 but the aggregate SRAM ones given per GPU (the
+        uncorrectable one as its Parity part)."""
+        out = ["", "==============NVSMI LOG==============", "",
+               "Driver Version                            : 550.90.12", "",
+               f"Attached GPUs                             : {self.exp.gpu_count}"]
+        for i in range(self.exp.gpu_count):
+            u = (uncorrectable or {}).get(i, 0)
+            c = (correctable or {}).get(i, 0)
+            out += [f"GPU {bus_id(i)}", "    ECC Mode",
+                    "        Current                           : Enabled",
+                    "        Pending                           : Enabled",
+                    "    ECC Errors", "        Volatile"]
+            out += [f"            {k:<30}: 0" for k in (
+                "SRAM Correctable", "SRAM Uncorrectable Parity", "SRAM Uncorrectable SEC-DED",
+                "DRAM Correctable", "DRAM Uncorrectable")]
+            out += ["        Aggregate",
+                    f"            {'SRAM Correctable':<30}: {c}",
+                    f"            {'SRAM Uncorrectable Parity':<30}: {u}",
+                    f"            {'SRAM Uncorrectable SEC-DED':<30}: 0",
+                    f"            {'DRAM Correctable':<30}: 0",
+                    f"            {'DRAM Uncorrectable':<30}: 0",
+                    f"            {'SRAM Threshold Exceeded':<30}: No"]
+        (self.bin / "ecc.txt").write_text("\n".join(out) + "\n")
+
+    def modules(self, swap: tuple[int, int] | None = None) -> None:
+        """``--query-gpu=pci.bus_id,module_id``: each GPU at the shape's address in the
+        shape's module (node_doctor.cdfp), or, without a map, GPU i in module i + 1; the
+        modules of the GPUs ``swap`` names exchanged (two CDFP cables swapped)."""
+        cdfp = (self.shape.data.get("node_doctor") or {}).get("cdfp") or {}
+        # nvidia-smi's spelling of 0000:0f:00.0: 00000000:0F:00.0
+        pairs = [(f"0000{pci[:4]}{pci[4:].upper()}", module)
+                 for pci, module in (cdfp.get("modules") or {}).items()] or \
+            [(bus_id(i), i + 1) for i in range(self.exp.gpu_count)]
+        modules = [m for _, m in pairs]
+        if swap:
+            a, b = swap
+            modules[a], modules[b] = modules[b], modules[a]
+        (self.bin / "modules.csv").write_text("".join(
+            f"{pci}, {m}\n" for (pci, _), m in zip(pairs, modules)))
+
+    def driver(self, *versions: str) -> None:
+        """``--query-gpu=driver_version``: one line per GPU (default 550.90.12, on the
+        H100 shape's allowed list); as many versions as GPUs, or one for all."""
+        given = list(versions) or ["550.90.12"]
+        lines = given if len(given) > 1 else given * self.exp.gpu_count
+        (self.bin / "driver.csv").write_text("".join(f"{v}\n" for v in lines))
 
     def nvlink(self, inactive: dict[int, int] | None = None) -> None:
         links = int(self.exp.capabilities.get("nvlink") or 0)

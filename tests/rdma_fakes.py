@@ -18,6 +18,13 @@ UCX ports not among them) gets the files an mlx5 port has under
 * ``device/uevent`` with the NIC's ``PCI_SLOT_NAME`` (the PCI device's uevent) and
   ``device/net/<interface>/``, the port's network interface (what ibdev2netdev reads).
 
+``device/net/<interface>/mtu`` holds the interface's MTU; ``mlnx_qos -i <interface>``
+is a script on the node's PATH printing its trust state and PFC priorities in the
+layout of a published output (att/netarbiter nvmf/OUTPUTSAMPLE.setup-nic-lossless-
+layer3.sh.md); where the shape gives ``node_doctor.rdma_settings``, a healthy port has
+them.  ``mlxconfig -d <pci> query`` likewise prints each card's firmware parameters
+(MAX_ACC_OUT_READ, ADVANCED_PCI_SETTINGS), as OCI's images set them.
+
 ``ethtool -S <interface>`` is a script on the node's PATH printing the interface's
 counters as ethtool prints them ("NIC statistics:", then "     <name>: <value>"), with
 mlx5's ``rx_prio<p>_discards`` (Documentation/networking/device_drivers/ethernet/
@@ -50,6 +57,69 @@ while IFS= read -r line; do printf '%s\\n' "$line"; done < "$f"
 """
 
 
+MLNX_QOS = """\
+#!/bin/sh
+[ "$1" = -i ] || { echo "mlnx_qos (fake): only -i" >&2; exit 64; }
+f="${0%/*}/mlnx_qos.d/$2"
+[ -f "$f" ] || { echo "Netlink error: no such interface $2" >&2; exit 1; }
+while IFS= read -r line; do printf '%s\\n' "$line"; done < "$f"
+"""
+
+
+WPA_CLI = """\
+#!/bin/sh
+[ "$1" = -i ] && [ "$3" = status ] || { echo "wpa_cli (fake): only -i IF status" >&2; exit 64; }
+f="${0%/*}/wpa_cli.d/$2"
+[ -f "$f" ] || { echo "Failed to connect to non-global ctrl_ifname: $2  error: No such file or directory"; exit 255; }
+while IFS= read -r line; do printf '%s\\n' "$line"; done < "$f"
+"""
+
+
+def wpa_cli_status(state: str) -> str:
+    """``wpa_cli -i <if> status`` of a wired 802.1X port, its state lines as OCI's
+    tutorial shows them (oracle-japan/ocitutorials, tutorials/_hpc/tech-knowhow/
+    howto-create-cnenabled-osimage.md: wpa_state, Supplicant PAE state, EAP state)."""
+    done = state == "AUTHENTICATED"
+    return (f"wpa_state={'COMPLETED' if done else 'ASSOCIATED'}\n"
+            f"Supplicant PAE state={state}\nEAP state={'SUCCESS' if done else 'IDLE'}\n")
+
+
+MLXCONFIG = """\
+#!/bin/sh
+[ "$1" = -d ] && [ "$3" = query ] || { echo "mlxconfig (fake): only -d PCI query" >&2; exit 64; }
+f="${0%/*}/mlxconfig.d/$2"
+[ -f "$f" ] || { echo "-E- Failed to open device: $2. No such file or directory" >&2; exit 1; }
+while IFS= read -r line; do printf '%s\\n' "$line"; done < "$f"
+"""
+
+
+def mlxconfig_output(pci: str, firmware: dict[str, str]) -> str:
+    """What ``mlxconfig -d <pci> query`` prints, in the layout of a published output
+    (TerrenceMiao/blog, source/_posts/Configure-and-setup-Mellanox-network-adapter.md
+    @625b3aef: "Device #1:", the device's lines, "Configurations:", a line per
+    parameter)."""
+    lines = ["", "Device #1:", "----------", "", "Device type:        ConnectX7",
+             "Name:               MCX755106AS-HEA_Ax", f"Device:             {pci}", "",
+             "Configurations:                                          Next Boot"]
+    lines += [f"        {name:<44}{value}" for name, value in firmware.items()]
+    return "\n".join(lines) + "\n"
+
+
+def mlnx_qos_output(trust: str, pfc: list[int]) -> str:
+    """What ``mlnx_qos -i`` prints, in the published output's layout (its dscp2prio and
+    tc rows as published)."""
+    lines = ["DCBX mode: OS controlled", f"Priority trust state: {trust}", "dscp2prio mapping:"]
+    lines += [f"        prio:{p} dscp:" + "".join(f"{8 * p + 7 - k:02d}," for k in range(8))
+              for p in range(8)]
+    lines += ["Cable len: 7", "PFC configuration:",
+              "        priority    " + "   ".join(str(p) for p in range(8)),
+              "        enabled     " + "   ".join(str(v) for v in pfc) + "   "]
+    for tc in range(8):
+        lines += [f"tc: {tc} ratelimit: unlimited, tsa: vendor",
+                  f"         priority:  {tc}"]
+    return "\n".join(lines) + "\n"
+
+
 def ipv4_gid(a: int, b: int, c: int, d: int) -> str:
     """The IPv4-mapped GID of a.b.c.d as sysfs prints it."""
     return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
@@ -71,6 +141,13 @@ class FakePort:
     gids: dict[int, str] = field(default_factory=dict)
     types: dict[int, str] = field(default_factory=dict)
     present: bool = True       # False: the device is gone from the node
+    mtu: int = 4220
+    trust: str = "dscp"
+    pfc: list[int] = field(default_factory=lambda: [0] * 8)
+    pae: str = "AUTHENTICATED"     # the 802.1X supplicant's state (wpa_cli status)
+    #: The card's firmware parameters (mlxconfig), as OCI's images set them.
+    firmware: dict[str, str] = field(default_factory=lambda: {
+        "MAX_ACC_OUT_READ": "128", "ADVANCED_PCI_SETTINGS": "True(1)"})
 
 
 class FakePorts:
@@ -86,6 +163,10 @@ class FakePorts:
             driver = "ionic" if port.device.startswith("ionic_") else "mlx5_core"
             fake = FakePort(port.device, port.port, pci, driver, f"enp{bus}s0f{fn}np0")
             fake.rate = RATE_TEXT.get(int(port.gbps or 100), fake.rate)
+            if port.settings:
+                fake.mtu = port.settings.mtu or fake.mtu
+                fake.trust = port.settings.trust or fake.trust
+                fake.pfc = list(port.settings.pfc or fake.pfc)
             link_local = f"fe80:0000:0000:0000:0a00:{i:02x}ff:fe00:{host:04x}"
             ipv4 = ipv4_gid(192, 168, i, host)
             if driver == "ionic":
@@ -113,6 +194,7 @@ class FakePorts:
             out[f"{base}/device/uevent"] = (
                 f"DRIVER={p.driver}\nPCI_CLASS=20000\nPCI_SLOT_NAME={p.pci}\n")
             out[f"{base}/device/net/{p.netdev}/operstate"] = "up\n"
+            out[f"{base}/device/net/{p.netdev}/mtu"] = f"{p.mtu}\n"
             if p.state is not None:
                 out[f"{port}/state"] = p.state + "\n"
             out[f"{port}/rate"] = p.rate + "\n"
@@ -140,6 +222,33 @@ class FakePorts:
         if script:
             (bin_dir / "ethtool").write_text(ETHTOOL)
             (bin_dir / "ethtool").chmod(0o755)
+        qos = bin_dir / "mlnx_qos.d"
+        qos.mkdir(parents=True, exist_ok=True)
+        for old in qos.iterdir():
+            old.unlink()
+        for p in self.ports.values():
+            if p.present and p.driver == "mlx5_core":
+                (qos / p.netdev).write_text(mlnx_qos_output(p.trust, p.pfc))
+        (bin_dir / "mlnx_qos").write_text(MLNX_QOS)
+        (bin_dir / "mlnx_qos").chmod(0o755)
+        cards = bin_dir / "mlxconfig.d"
+        cards.mkdir(parents=True, exist_ok=True)
+        for old in cards.iterdir():
+            old.unlink()
+        for p in self.ports.values():
+            if p.present and p.driver == "mlx5_core":
+                (cards / p.pci).write_text(mlxconfig_output(p.pci, p.firmware))
+        (bin_dir / "mlxconfig").write_text(MLXCONFIG)
+        (bin_dir / "mlxconfig").chmod(0o755)
+        wpa = bin_dir / "wpa_cli.d"
+        wpa.mkdir(parents=True, exist_ok=True)
+        for old in wpa.iterdir():
+            old.unlink()
+        for p in self.ports.values():
+            if p.present:
+                (wpa / p.netdev).write_text(wpa_cli_status(p.pae))
+        (bin_dir / "wpa_cli").write_text(WPA_CLI)
+        (bin_dir / "wpa_cli").chmod(0o755)
 
     def write(self, root: Path, bin_dir: Path) -> None:
         """Replace the node's RDMA sysfs under ``root`` and its ethtool."""

@@ -10,10 +10,14 @@ from .row import (
     DriverStub,
     GpuMemory,
     GpuMemoryQuery,
+    GpuModule,
+    GpuQuery,
     HostCopyApi,
     KernelLogScan,
+    MigMode,
     ProbedGpu,
     ProbeFormatError,
+    SramCounts,
     VersionQuery,
 )
 
@@ -97,6 +101,91 @@ def _parse_remapped_rows(out: str) -> list[GpuMemory]:
     return found
 
 
+#: mig.mode.current and mig.mode.pending as nvidia-smi prints them ("[N/A]" on a GPU
+#: without MIG: nvidia-smi --help-query-gpu, "mig.mode.current").
+_MIG_MODES = ("Enabled", "Disabled", "[N/A]", "N/A")
+
+
+def _parse_mig_modes(out: str) -> list[MigMode]:
+    """``nvidia-smi --query-gpu=uuid,mig.mode.current,mig.mode.pending
+    --format=csv,noheader``: "GPU-ec84..., Enabled, Enabled" per GPU."""
+    found = []
+    for line in (raw.strip() for raw in out.splitlines() if raw.strip()):
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 3 or not all(f in _MIG_MODES for f in fields[1:]):
+            raise ProbeFormatError(f"printed {line[:80]!r}, not uuid, mig.mode.current, "
+                                   "mig.mode.pending")
+        found.append(MigMode(*fields))
+    return found
+
+
+#: "00000000:0F:00.0, 2": a GPU's bus id and module id ("[N/A]" where the board has none).
+_MODULE_LINE = re.compile(r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]), "
+                          r"([0-9]{1,3}|\[N/A\])")
+
+
+def _parse_module_ids(out: str) -> list[GpuModule]:
+    """``nvidia-smi --query-gpu=pci.bus_id,module_id --format=csv,noheader``."""
+    found = []
+    for line in (raw.strip() for raw in out.splitlines() if raw.strip()):
+        m = _MODULE_LINE.fullmatch(line)
+        if not m:
+            raise ProbeFormatError(f"printed {line[:80]!r}, not pci.bus_id, module_id")
+        found.append(GpuModule(m.group(1), m.group(2)))
+    return found
+
+
+#: nvidia-smi -q: a GPU's section starts "GPU 00000000:0F:00.0" at the line's start;
+#: its items are indented by four spaces per level ("    ECC Errors", "        Aggregate",
+#: "            SRAM Uncorrectable Parity     : 0").
+_SMI_GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+_SMI_ITEM = re.compile(r"^( *)(\S[^:]*?)\s*(?::\s*(.*?))?\s*$")
+
+
+def _parse_sram_counts(out: str) -> list[SramCounts]:
+    """Each GPU's aggregate SRAM ECC counts in ``nvidia-smi -q -d ECC`` (or the whole
+    ``-q``): under "ECC Errors", "Aggregate", the "SRAM Correctable" line and the
+    uncorrectable ones, "SRAM Uncorrectable" (drivers before R535) or its "Parity" and
+    "SEC-DED" parts (R535 on), which are summed, as OCI's doctor sums them.  "N/A" (ECC
+    off, or a GPU that does not count them) in any part is no count."""
+    gpus: dict[str, dict[str, int | None]] = {}
+    gpu: dict[str, int | None] | None = None
+    path: list[tuple[int, str]] = []
+    for line in out.splitlines():
+        if m := _SMI_GPU.match(line):
+            gpu = gpus.setdefault(m.group(1), {})
+            path = []
+            continue
+        m = _SMI_ITEM.match(line)
+        if gpu is None or not m or not m.group(1):
+            continue
+        depth, name, value = len(m.group(1)), m.group(2), m.group(3)
+        while path and path[-1][0] >= depth:
+            path.pop()
+        if value is None:
+            path.append((depth, name))
+            continue
+        if [p for _, p in path] != ["ECC Errors", "Aggregate"] or \
+                not name.startswith("SRAM ") or "Threshold" in name:
+            continue
+        kind = "correctable" if name == "SRAM Correctable" else \
+            "uncorrectable" if name.startswith("SRAM Uncorrectable") else None
+        if kind is None:
+            continue
+        if re.fullmatch(r"[0-9]{1,19}", value or ""):
+            if kind not in gpu or gpu[kind] is not None:
+                gpu[kind] = (gpu.get(kind) or 0) + int(value)
+        elif value not in ("N/A", "[N/A]"):
+            raise ProbeFormatError(f"printed {line.strip()[:80]!r}: not a count")
+        else:
+            gpu[kind] = None        # a part not counted: the sum is not known
+    if not gpus:
+        first = next((raw.strip() for raw in out.splitlines() if raw.strip()), "nothing")
+        raise ProbeFormatError(f"printed {first[:80]!r}, no GPU section of nvidia-smi -q")
+    return [SramCounts(bus, c.get("uncorrectable"), c.get("correctable"))
+            for bus, c in gpus.items()]
+
+
 NVIDIA = Accelerator(
     vendor="nvidia",
     # Spack's CudaPackage.cuda_arch_values: "80", "90", "90a", "100a", "120f"...
@@ -167,4 +256,12 @@ NVIDIA = Accelerator(
         parse=_parse_remapped_rows, healthy="no remap pending or failed"),
     kernel_log=KernelLogScan(name="xid", read=_read_xid,
                              looks_for=f"Xid {', '.join(map(str, sorted(XIDS)))}"),
+    # nvidia-smi(1): --query-gpu's mig.mode.current and mig.mode.pending (A100 and later)
+    mig_query=GpuQuery(("nvidia-smi", "--query-gpu=uuid,mig.mode.current,mig.mode.pending",
+                        "--format=csv,noheader"), _parse_mig_modes),
+    # nvidia-smi(1): -q -d ECC prints the ECC section of -q alone
+    sram_query=GpuQuery(("nvidia-smi", "-q", "-d", "ECC"), _parse_sram_counts),
+    # nvidia-smi(1): --query-gpu's module_id (OCI's cdfp_cable_check asks it so)
+    module_query=GpuQuery(("nvidia-smi", "--query-gpu=pci.bus_id,module_id",
+                           "--format=csv,noheader"), _parse_module_ids),
 )

@@ -99,6 +99,44 @@ class GpuMemoryQuery:
 
 
 @dataclass(frozen=True)
+class MigMode:
+    """One GPU's MIG mode as the vendor's query prints it: now, and after its next
+    reset; "[N/A]" on a GPU without MIG."""
+
+    gpu: str
+    current: str
+    pending: str
+
+
+@dataclass(frozen=True)
+class SramCounts:
+    """One GPU's aggregate (lifetime) SRAM ECC error counts; None where the tool
+    printed no count (N/A: ECC off, or a GPU that does not report it)."""
+
+    gpu: str
+    uncorrectable: int | None
+    correctable: int | None
+
+
+@dataclass(frozen=True)
+class GpuModule:
+    """One GPU's PCI address (as the tool prints it) and the module (its slot on the
+    board, which the CDFP cables wire) the tool says it is in."""
+
+    bus_id: str
+    module: str
+
+
+@dataclass(frozen=True)
+class GpuQuery:
+    """A per-GPU query of the node doctor's checks (ocibench.node.doctor): the command
+    and the reader of its output (ProbeFormatError: output it cannot read)."""
+
+    command: tuple[str, ...]
+    parse: Callable[[str], list[Any]]
+
+
+@dataclass(frozen=True)
 class KernelLogScan:
     """The healthcheck's kernel-log item of a vendor: the GPU driver's messages that
     take a GPU out of service until it is reset or the node rebooted.  ``read`` gives,
@@ -108,6 +146,8 @@ class KernelLogScan:
     read: Callable[[str], tuple[str, str] | None]
     #: What is looked for, for the evidence of a clean log: "Xid 48, 79, 94, 95".
     looks_for: str
+    #: The fault code a failure names, where the check is another's (OCI's node doctor)
+    fault: str = ""
 
 
 @dataclass(frozen=True)
@@ -239,6 +279,12 @@ class Accelerator:
     #: None: the vendor has none, and the item is not probed on its GPUs.
     gpu_memory: GpuMemoryQuery | None = None
     kernel_log: KernelLogScan | None = None
+    #: The node doctor's per-GPU queries (ocibench.node.doctor): MIG mode (MigMode per
+    #: GPU) and SRAM ECC counts (SramCounts per GPU); None: not probed on its GPUs.
+    mig_query: GpuQuery | None = None
+    sram_query: GpuQuery | None = None
+    #: Each GPU's module id (GpuModule per GPU): the CDFP cabling check.
+    module_query: GpuQuery | None = None
 
     def device_arch(self, arch: str) -> str:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""

@@ -188,8 +188,8 @@ def bounded(name: str, probe: probes.Probe, ctx: probes.Context) -> list[probes.
 EXCUSABLE = ("kernel_log", "history", "drift")
 
 
-def _kernel_item(ctx: probes.Context) -> str:
-    return probes.item_name("kernel_log", ctx)
+def _kernel_items(ctx: probes.Context) -> tuple[str, ...]:
+    return probes.kernel_items(ctx)
 
 
 def _rejudged(ctx: probes.Context, results: list[ProbeResult],
@@ -218,7 +218,8 @@ def _kernel_fields(ctx: probes.Context, results: list[ProbeResult],
     if dry_run or ctx.kernel_read is None:
         return before
     boot, highest = ctx.kernel_read
-    passed = any(r.name == _kernel_item(ctx) and r.state == PASS for r in results)
+    kernel = [r for r in results if r.name in _kernel_items(ctx)]
+    passed = bool(kernel) and all(r.state == PASS for r in kernel)
     kept = ctx.kernel_since[1] if boot and ctx.kernel_since[0] == boot else -1
     return {"kernel_boot_id": boot, "kernel_seq_passed": highest if passed else kept,
             "kernel_seq_read": highest}
@@ -399,7 +400,7 @@ def _check(options: Options, path: Path) -> Outcome:
     offences = ended_drains(previous, ended and not options.dry_run)
     lines += next_steps(results, offences)
     kernel = _kernel_fields(ctx, results, previous, options.dry_run)
-    if any(r.state == FAIL and r.name == _kernel_item(ctx) for r in results):
+    if any(r.state == FAIL and r.name in _kernel_items(ctx) for r in results):
         lines.append("the kernel log's record fails every run until the node reboots, or "
                      "a person acknowledges it once the GPU is reset: `ocibench healthcheck "
                      "--clear-kernel-log`, or resuming this healthcheck's drain")

@@ -32,7 +32,7 @@ from ocibench import accelerators, capabilities, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
 from ocibench.history import current
-from ocibench.node import nvlink_fabric, preflight, rdma
+from ocibench.node import doctor, nvlink_fabric, preflight, rdma
 from ocibench.shapes.probe import Ran
 
 #: Seconds one tool may take (nvidia-smi answers in well under a second with
@@ -214,27 +214,44 @@ def kernel_records(lines: list[str]) -> list[tuple[int | None, str]]:
     return found
 
 
+def kernel_scans(ctx: Context) -> list[accelerators.KernelLogScan]:
+    """What the kernel-log probe looks for: the vendor row's GPU errors, then PCIe AER
+    errors where the shape's node_doctor section lists them (ocibench.node.doctor)."""
+    scans = [ctx.vendor.kernel_log] if ctx.vendor and ctx.vendor.kernel_log else []
+    if doctor.declared(ctx.exp, "pcie_errors") is not None:
+        scans.append(doctor.PCIE_ERRORS)
+    return scans
+
+
+def kernel_items(ctx: Context) -> tuple[str, ...]:
+    """The names of the kernel-log probe's findings (``xid``, ``pcie_errors``)."""
+    return tuple(scan.name for scan in kernel_scans(ctx))
+
+
 def probe_kernel_log(ctx: Context) -> list[Finding]:
     """The GPU driver's fatal errors in the kernel log (the vendor row's
     ``kernel_log``: NVIDIA's Xid 48, 79, 94, 95; amdgpu's uncorrectable hardware
-    error): each takes the GPU out of service until it is reset or the node rebooted.
+    error): each takes the GPU out of service until it is reset or the node rebooted;
+    and, where the shape lists them, PCIe AER errors (OCI's node doctor): one finding
+    each, from one reading of the log.
 
     /dev/kmsg gives every record still in the ring buffer to each new reader, whatever
     ``dmesg --clear`` did, so a record is judged by its sequence number: only those
     newer than what an earlier run of this boot judged clean, or a person acknowledged
     (Context.kernel_since; ``--clear-kernel-log``).  A fatal error fails every run
     until it is acknowledged, or the node reboots (a new boot id starts over)."""
-    scan = ctx.vendor.kernel_log if ctx.vendor else None
-    assert scan is not None         # PROBES runs it only where the row has one
+    scans = kernel_scans(ctx)
+    assert scans                    # PROBES runs it only where the row has one
     path = ctx.root / "dev/kmsg"
     lines, why = read_kernel_log(path, ctx.deadline)
     if lines is None:
-        return [Finding(scan.name, UNKNOWN, why)]
+        return [Finding(scan.name, UNKNOWN, why) for scan in scans]
     records = kernel_records(lines)
     if not records:
         # a running kernel's log is never empty (its boot banner): a reader that gets
         # nothing (a container's /dev/kmsg, a namespace) has read no log
-        return [Finding(scan.name, UNKNOWN, f"{path} gave no record [read {path}]")]
+        return [Finding(scan.name, UNKNOWN, f"{path} gave no record [read {path}]")
+                for scan in scans]
     boot = (preflight._read(ctx.root, BOOT_ID).text or "").strip()[:64]
     numbers = [seq for seq, _line in records if seq is not None]
     highest = max(numbers, default=-1)
@@ -244,6 +261,25 @@ def probe_kernel_log(ctx: Context) -> list[Finding]:
     if ctx.acknowledge_kernel_log:
         excused = highest
     judged = [line for seq, line in records if seq is None or seq > excused]
+    note = ""
+    if excused >= 0:
+        note = f" (records up to {excused} judged before)"
+        oldest = min(numbers, default=excused + 1)
+        if oldest > excused + 1:
+            note += (f"; records {excused + 1} to {oldest - 1} were overwritten before "
+                     "they were read")
+    elif not boot:
+        note = f" (no boot id at {ctx.root / BOOT_ID}: every record judged)"
+    return [_scanned(ctx, scan, records, excused, highest, boot, f"no {scan.looks_for} "
+                     f"in {len(judged)} log lines{note} [read {path}]") for scan in scans]
+
+
+def _scanned(ctx: Context, scan: accelerators.KernelLogScan,
+             records: list[tuple[int | None, str]], excused: int, highest: int, boot: str,
+             clean: str) -> Finding:
+    """One scan's finding of the kernel log's records; ``clean``: its evidence when
+    no record after ``excused`` holds what it looks for."""
+    path = ctx.root / "dev/kmsg"
     seen: dict[tuple[str, str], str] = {}
     acknowledged: dict[tuple[str, str], str] = {}
     for seq, line in records:
@@ -261,23 +297,14 @@ def probe_kernel_log(ctx: Context) -> list[Finding]:
         return "; ".join(f"{what} on {bus}{when}" for (what, bus), when in sorted(found.items()))
 
     if seen:
-        return [Finding(scan.name, FAIL, f"{listed(seen)} [read {path}]")]
+        fault = f" ({scan.fault})" if scan.fault else ""
+        return Finding(scan.name, FAIL, f"{listed(seen)}{fault} [read {path}]")
     if ctx.acknowledge_kernel_log:
         shown = f" ({listed(acknowledged)} among them)" if acknowledged else ""
-        return [Finding(scan.name, PASS, f"{len(records)} log lines acknowledged{shown}, "
-                        f"up to record {highest} of boot {boot or '(no boot id)'} "
-                        f"[read {path}; --clear-kernel-log]")]
-    note = ""
-    if excused >= 0:
-        note = f" (records up to {excused} judged before)"
-        oldest = min(numbers, default=excused + 1)
-        if oldest > excused + 1:
-            note += (f"; records {excused + 1} to {oldest - 1} were overwritten before "
-                     "they were read")
-    elif not boot:
-        note = f" (no boot id at {ctx.root / BOOT_ID}: every record judged)"
-    return [Finding(scan.name, PASS, f"no {scan.looks_for} in {len(judged)} log lines"
-                    f"{note} [read {path}]")]
+        return Finding(scan.name, PASS, f"{len(records)} log lines acknowledged{shown}, "
+                       f"up to record {highest} of boot {boot or '(no boot id)'} "
+                       f"[read {path}; --clear-kernel-log]")
+    return Finding(scan.name, PASS, clean)
 
 
 def probe_gpu_memory(ctx: Context) -> list[Finding]:
@@ -397,6 +424,26 @@ def probe_imex(ctx: Context) -> list[Finding]:
     return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
 
 
+def _doctor(key: str) -> Probe:
+    """The healthcheck's probe of one of OCI's node-doctor checks (ocibench.node.doctor,
+    preflight's item judged here): not run where the GPU tool already gave no list."""
+    check = dict(doctor.PROBES)[key]
+
+    def probe(ctx: Context) -> list[Finding]:
+        silent = ctx.gpu_tool_silent()
+        if silent:
+            return _named(doctor.NAMES[key], silent)
+        item = check(ctx.root, ctx.exp, ctx.listing(), ctx.timeout())
+        return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
+    probe.__doc__ = check.__doc__
+    return probe
+
+
+def _declares(key: str) -> Callable[[Context], bool]:
+    """Whether the shape's node_doctor section lists the check ``key`` (on its GPUs)."""
+    return lambda c: c.exp.gpu_count > 0 and doctor.declared(c.exp, key) is not None
+
+
 def _snapshot(ctx: Context, name: str) -> current.Snapshot | Finding:
     """The node's snapshot beside the history (ocibench.history.current: what the
     sweep and ``ocibench history add`` published of it), or the unknown finding that
@@ -509,4 +556,6 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Probe], ...] = (
     # a rack-scale NVLink domain (GB200 NVL72): the fabric and IMEX, which MNNVL needs
     ("nvlink_fabric", spans_hosts, probe_nvlink_fabric),
     ("imex", spans_hosts, probe_imex),
+    # OCI's node-doctor checks the shape's node_doctor section lists (ocibench.node.doctor)
+    *((doctor.NAMES[key], _declares(key), _doctor(key)) for key, _ in doctor.PROBES),
 )

@@ -31,7 +31,7 @@ import re
 import resource
 import shutil
 import stat
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -107,6 +107,9 @@ class Expectations:
     rdma_ports: list[Any]
     vendor: accelerators.Accelerator | None = None   # the GPUs' row, from gpus.vendor
     gpu_arch: str | None = None    # gpus.arch: "80", "gfx942"
+    #: The shape's node_doctor section: OCI's node-doctor checks that apply to it
+    #: (ocibench.node.doctor).
+    doctor: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gpu_count(self) -> int:
@@ -140,6 +143,7 @@ def expectations(shape: shapes.Shape) -> Expectations:
         rdma_ports=ports,
         vendor=accelerators.of(shape.gpus),
         gpu_arch=str((shape.gpus or {}).get("arch") or "") or None,
+        doctor=dict(data.get("node_doctor") or {}),
     )
 
 
@@ -846,11 +850,13 @@ class Preflight:
 def preflight(shape: shapes.Shape, root: Path = Path("/")) -> Preflight:
     exp = expectations(shape)
     gpus = list_gpus(accelerators.of(shape.gpus))
-    from ocibench.node import rdma  # it reads files with this module's readers
+    # they read files and run tools with this module's readers
+    from ocibench.node import doctor, rdma
 
     probes = list(PROBES) + [rdma.port_probe(p) for p in exp.rdma_ports]
     items = [item for item in (p(root, exp, gpus) for p in probes)
              if item.name not in _other_vendors_gpudirect(shape)]
+    items += doctor.items(root, exp, gpus)
     for group in capabilities.GPUDIRECT_GROUPS:
         _one_of(items, group)
     return Preflight(shape.name, str(root), items)

@@ -31,6 +31,24 @@ is checked for:
   since its last run, so that discards long past do not hold a node drained until a
   reboot.  mlx5 ports only: other drivers name their counters otherwise.
 
+* **mtu**, **qos**: where the shape's ``node_doctor.rdma_settings`` gives them, the
+  settings OCI's images apply to every cluster-network port (oci-dr-hpc-v2
+  internal/shapes/shapes.json "rdma-settings"): the interface's MTU
+  (``/sys/class/net/<if>/mtu``, read through ``device/net/<if>/``), and, from
+  ``mlnx_qos -i <if>`` (MLNX_OFED's QoS tool), the priority trust state and the
+  priorities with PFC enabled.  A wrong one fails naming the setting, its value and the
+  shape's.  mlx5 ports only: mlnx_qos is ConnectX's tool;
+* **auth**: where the shape's ``node_doctor.rdma_auth`` lists it, the port's 802.1X
+  authentication, which OCI's cluster network requires before it carries the port's
+  traffic (oci-cn-auth runs a wpa_supplicant per interface): ``wpa_cli -i <if> status``
+  says ``Supplicant PAE state=AUTHENTICATED`` (OCI's auth_check, HPCGPU-0008-0001);
+* **mlxconfig**: where the settings name firmware parameters (``MAX_ACC_OUT_READ``,
+  ``ADVANCED_PCI_SETTINGS``: OCI's max_acc_check, fault HPCGPU-0017-0001), each card's
+  values (``mlxconfig -d <pci> query``, on the port at function 0 of its PCI address)
+  against those the shape allows.  One reading only (preflight): a firmware setting
+  changes only with a firmware reset, and mlxconfig takes seconds per card, which the
+  healthcheck's deadline has not to spare.
+
 Other ports the shape names (``network.ucx_net_devices``: the VCN NIC that carries
 MPI's bootstrap) are checked for nic, state and link_downed only.
 
@@ -88,6 +106,33 @@ _LEAST_S = 0.05
 
 
 @dataclass(frozen=True)
+class Settings:
+    """What OCI's images set on a cluster-network port (the shape's
+    ``node_doctor.rdma_settings``); None: that setting is not judged."""
+
+    mtu: int | None = None
+    trust: str | None = None                # mlnx_qos's priority trust state: dscp
+    pfc: tuple[int, ...] | None = None      # PFC enabled (1) or not, priorities 0-7
+    #: Firmware parameters and the values allowed each, as mlxconfig prints them.
+    mlxconfig: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def of(cls, section: dict[str, Any] | None) -> Settings | None:
+        if not section:
+            return None
+        pfc = section.get("pfc")
+        firmware = tuple((str(k), tuple(str(v) for v in vs))
+                         for k, vs in (section.get("mlxconfig") or {}).items())
+        return cls(mtu=section.get("mtu"), trust=section.get("trust"),
+                   pfc=tuple(int(v) for v in pfc) if pfc is not None else None,
+                   mlxconfig=firmware)
+
+    @property
+    def asks_qos(self) -> bool:
+        return self.trust is not None or self.pfc is not None
+
+
+@dataclass(frozen=True)
 class Port:
     """One RDMA port as the shape says it (``network.rdma_nics``, or a UCX device)."""
 
@@ -98,6 +143,10 @@ class Port:
     pci: str | None = None          # "0000:0c:00.0"; None: not given
     gpu: int | None = None          # the GPU it serves
     cluster: bool = True            # a cluster-network port (every check), or not
+    #: The shape's node_doctor.rdma_settings (mtu, trust, pfc); None: not judged.
+    settings: Settings | None = None
+    #: Whether the port's 802.1X authentication is judged (node_doctor.rdma_auth).
+    auth: bool = False
 
     @property
     def name(self) -> str:
@@ -117,9 +166,12 @@ def ports_of(shape_data: dict[str, Any], ucx_devices: dict[str, str],
     RDMA port)."""
     network = shape_data.get("network") or {}
     gbps = network.get("port_gbps")
+    doctor = shape_data.get("node_doctor") or {}
+    settings = Settings.of(doctor.get("rdma_settings"))
     ports = [Port(device=str(nic["device"]), port=int(nic.get("port", 1)),
                   gbps=float(gbps) if gbps else None, gid_index=gid_index,
-                  pci=nic.get("pci"), gpu=nic.get("gpu"))
+                  pci=nic.get("pci"), gpu=nic.get("gpu"), settings=settings,
+                  auth=bool(doctor.get("rdma_auth")))
              for nic in network.get("rdma_nics") or []]
     listed = {p.name for p in ports}
     for device in sorted(set(ucx_devices.values())):
@@ -131,7 +183,7 @@ def ports_of(shape_data: dict[str, Any], ucx_devices: dict[str, str],
 
 @dataclass
 class Check:
-    name: str          # nic, state, rate, gid, link_downed, rx_discards
+    name: str          # nic, state, rate, gid, link_downed, rx_discards, mtu, qos, auth
     status: str        # PRESENT, UNEXPECTED, ABSENT or UNKNOWN
     detail: str
 
@@ -186,19 +238,31 @@ def read_ports(root: Path, ports: list[Port], since: dict[str, int] | None = Non
               if _counts_discards(p) and _is_dir(root, f"sys/class/infiniband/{p.device}")
               is True}
     names = {port: read.text for port, read in wanted.items() if read.text}
+    qos = {p.name for p in ports if _asks_qos(p)}
+    auth = {p.name for p in ports if p.auth and p.cluster}
     seconds = timeout() if timeout else None
     ran: dict[str, Ran] = {}
+    shown: dict[str, Ran] = {}
+    said: dict[str, Ran] = {}
     if names and (seconds is None or seconds > _LEAST_S):
         with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
             runs = {port: pool.submit(run, ["ethtool", "-S", name], seconds)
                     for port, name in names.items()}
+            qos_runs = {port: pool.submit(run, ["mlnx_qos", "-i", name], seconds)
+                        for port, name in names.items() if port in qos}
+            auth_runs = {port: pool.submit(run, ["wpa_cli", "-i", name, "status"], seconds)
+                         for port, name in names.items() if port in auth}
             ran = {port: future.result() for port, future in runs.items()}
-    return [read_port(root, p, since, timeout, ethtool=ran.get(p.name)) for p in ports]
+            shown = {port: future.result() for port, future in qos_runs.items()}
+            said = {port: future.result() for port, future in auth_runs.items()}
+    return [read_port(root, p, since, timeout, ethtool=ran.get(p.name),
+                      qos=shown.get(p.name), wpa=said.get(p.name)) for p in ports]
 
 
 def read_port(root: Path, port: Port, since: dict[str, int] | None = None,
               timeout: Callable[[], float] | None = None,
-              ethtool: Ran | None = None) -> Reading:
+              ethtool: Ran | None = None, qos: Ran | None = None,
+              wpa: Ran | None = None) -> Reading:
     """Read and judge one port under ``root`` (``/`` on a node, a fake tree in tests).
 
     ``since``: None for one reading (preflight: link_downed is shown, RX discards are
@@ -206,7 +270,8 @@ def read_port(root: Path, port: Port, since: dict[str, int] | None = None,
     healthcheck (``{}`` on its first run): link_downed and RX discards are judged by
     what they added since.  ``timeout``: the seconds ethtool may take now (the
     healthcheck's deadline); default preflight's limit.  ``ethtool``: its run for this
-    port's interface, where :func:`read_ports` ran it already."""
+    port's interface, where :func:`read_ports` ran it already; ``qos``: its
+    ``mlnx_qos -i`` and ``wpa``, its ``wpa_cli -i <if> status``, likewise."""
     reading = Reading(port, root)
     base = f"sys/class/infiniband/{port.device}"
     if not _nic(root, port, base, reading):
@@ -221,7 +286,22 @@ def read_port(root: Path, port: Port, since: dict[str, int] | None = None,
     _link_downed(root, port, base, reading, since)
     if _counts_discards(port):
         _rx_discards(root, port, base, reading, since, timeout, ethtool)
+    if port.cluster and port.settings and port.settings.mtu is not None:
+        _mtu(root, port, base, reading)
+    if _asks_qos(port):
+        _qos(root, port, base, reading, timeout, qos)
+    if port.cluster and port.auth:
+        _auth(root, port, base, reading, timeout, wpa)
+    if since is None and port.cluster and port.settings and port.settings.mlxconfig and \
+            (port.pci or "").endswith(".0"):
+        _mlxconfig(port, reading, timeout)
     return reading
+
+
+def _asks_qos(port: Port) -> bool:
+    """The trust state and PFC are judged on mlx5's cluster-network ports whose shape
+    gives them: mlnx_qos is ConnectX's tool."""
+    return _counts_discards(port) and bool(port.settings and port.settings.asks_qos)
 
 
 def _counts_discards(port: Port) -> bool:
@@ -484,6 +564,154 @@ def _rx_discards(root: Path, port: Port, base: str, reading: Reading,
                                     f"{limit} (HPCGPU-0004-0001)"))
     else:
         reading.checks.append(Check("rx_discards", PRESENT, f"{what} {count} (+{added})"))
+
+
+def _mtu(root: Path, port: Port, base: str, reading: Reading) -> None:
+    """The port's interface MTU against the shape's (OCI's images set 4220 on the
+    cluster network, RoCE's 4096-byte MTU and its headers)."""
+    want = port.settings.mtu if port.settings else None
+    netdev = _netdev(root, base)
+    if netdev.why:
+        reading.checks.append(Check("mtu", UNKNOWN, f"MTU not read: {netdev.why}"))
+        return
+    rel = f"device/net/{netdev.text}/mtu"
+    reading.read.append(rel)
+    read = _read(root, f"{base}/{rel}")
+    text = (read.text or "").strip()
+    if not re.fullmatch(r"[0-9]{1,6}", text):
+        reading.checks.append(Check("mtu", UNKNOWN, f"MTU of {netdev.text} not read: "
+                                    f"{_shown(read)}"))
+    elif int(text) != want:
+        reading.checks.append(Check("mtu", UNEXPECTED, f"MTU {text} on {netdev.text}, the "
+                                    f"shape's {want}"))
+    else:
+        reading.checks.append(Check("mtu", PRESENT, f"MTU {text}"))
+
+
+#: mlnx_qos -i <if> (MLNX_OFED): "Priority trust state: dscp", and under "PFC
+#: configuration:" the rows "priority    0   1 ...   7" and "enabled     0   0 ...".
+_TRUST = re.compile(r"^Priority trust state: (\S+)\s*$", re.MULTILINE)
+_PFC_ENABLED = re.compile(r"^\s*enabled\s+((?:[01]\s+){7}[01])\s*$", re.MULTILINE)
+
+
+def _qos(root: Path, port: Port, base: str, reading: Reading,
+         timeout: Callable[[], float] | None, ran: Ran | None) -> None:
+    """The trust state and the priorities with PFC enabled against the shape's."""
+    want = port.settings or Settings()
+    netdev = _netdev(root, base)
+    if netdev.why:
+        reading.checks.append(Check("qos", UNKNOWN, f"QoS not read: {netdev.why}"))
+        return
+    if ran is None:
+        seconds = timeout() if timeout else None
+        if seconds is not None and seconds <= _LEAST_S:
+            reading.checks.append(Check("qos", UNKNOWN, "QoS not read: the run's deadline "
+                                        "passed"))
+            return
+        ran = run(["mlnx_qos", "-i", netdev.text or ""], seconds)
+    reading.ran.append(ran.command)
+    if ran.why:
+        reading.checks.append(Check("qos", UNKNOWN, f"QoS not read: {ran.why}"))
+        return
+    trust = _TRUST.search(ran.out)
+    pfc = _PFC_ENABLED.search(ran.out)
+    if (want.trust is not None and not trust) or (want.pfc is not None and not pfc):
+        missing = "no 'Priority trust state' line" if want.trust is not None and not trust \
+            else "no PFC 'enabled' row"
+        reading.checks.append(Check("qos", UNKNOWN, f"QoS not read: mlnx_qos -i "
+                                    f"{netdev.text} printed {missing}"))
+        return
+    wrong, said = [], []
+    if want.trust is not None and trust:
+        said.append(f"trust {trust.group(1)}")
+        if trust.group(1) != want.trust:
+            wrong.append(f"priority trust state {trust.group(1)}, the shape's {want.trust}")
+    if want.pfc is not None and pfc:
+        have = tuple(int(v) for v in pfc.group(1).split())
+        on = ", ".join(str(p) for p, v in enumerate(have) if v) or "none"
+        said.append(f"PFC on priorities {on}")
+        if have != want.pfc:
+            expected = ", ".join(str(p) for p, v in enumerate(want.pfc) if v) or "none"
+            wrong.append(f"PFC enabled on priorities {on}, the shape's {expected}")
+    if wrong:
+        reading.checks.append(Check("qos", UNEXPECTED, f"{netdev.text}: {'; '.join(wrong)}"))
+    else:
+        reading.checks.append(Check("qos", PRESENT, ", ".join(said)))
+
+
+#: wpa_cli status: "key=value" lines; the supplicant's 802.1X state machine's (IEEE
+#: 802.1X-2004 8.4.6) "Supplicant PAE state=AUTHENTICATED" once the port is admitted.
+_PAE = re.compile(r"^Supplicant PAE state=(\S+)\s*$", re.MULTILINE)
+
+
+def _auth(root: Path, port: Port, base: str, reading: Reading,
+          timeout: Callable[[], float] | None, ran: Ran | None) -> None:
+    netdev = _netdev(root, base)
+    if netdev.why:
+        reading.checks.append(Check("auth", UNKNOWN, f"authentication not read: "
+                                    f"{netdev.why}"))
+        return
+    if ran is None:
+        seconds = timeout() if timeout else None
+        if seconds is not None and seconds <= _LEAST_S:
+            reading.checks.append(Check("auth", UNKNOWN, "authentication not read: the "
+                                        "run's deadline passed"))
+            return
+        ran = run(["wpa_cli", "-i", netdev.text or "", "status"], seconds)
+    reading.ran.append(ran.command)
+    if ran.why:
+        reading.checks.append(Check("auth", UNKNOWN, f"authentication not read: {ran.why}"))
+        return
+    m = _PAE.search(ran.out)
+    if not m:
+        first = next((line.strip() for line in ran.out.splitlines() if line.strip()),
+                     "nothing")
+        reading.checks.append(Check("auth", UNKNOWN, f"authentication not read: wpa_cli "
+                                    f"printed {first[:60]!r}, no 'Supplicant PAE state'"))
+    elif m.group(1) != "AUTHENTICATED":
+        reading.checks.append(Check("auth", UNEXPECTED, f"{netdev.text} not authenticated "
+                                    f"to the cluster network: Supplicant PAE state "
+                                    f"{m.group(1)[:30]} (OCI's HPCGPU-0008-0001: rerun; if "
+                                    "it persists, restart oracle-cloud-agent)"))
+    else:
+        reading.checks.append(Check("auth", PRESENT, "802.1X AUTHENTICATED"))
+
+
+#: mlxconfig's query: "Configurations:" (then its columns' titles), then a line per
+#: parameter, "        MAX_ACC_OUT_READ                            128" ("*" before a
+#: parameter changed from its default).
+_MLXCONFIG_LINE = re.compile(r"^\s*\*?\s*([A-Z][A-Z0-9_]+)\s+(\S+)\s*$")
+
+
+def _mlxconfig(port: Port, reading: Reading, timeout: Callable[[], float] | None) -> None:
+    want = dict(port.settings.mlxconfig) if port.settings else {}
+    seconds = timeout() if timeout else None
+    ran = run(["mlxconfig", "-d", port.pci or "", "query", *want], seconds)
+    reading.ran.append(ran.command)
+    if ran.why:
+        reading.checks.append(Check("mlxconfig", UNKNOWN, f"firmware settings not read: "
+                                    f"{ran.why}"))
+        return
+    lines = ran.out.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Configurations:")),
+                 None)
+    found: dict[str, str] = {}
+    for line in lines[start + 1:] if start is not None else []:
+        if m := _MLXCONFIG_LINE.match(line):
+            found.setdefault(m.group(1), m.group(2))
+    missing = [name for name in want if name not in found]
+    if missing:
+        reading.checks.append(Check("mlxconfig", UNKNOWN, f"mlxconfig -d {port.pci} printed "
+                                    f"no {', '.join(missing)}"))
+        return
+    wrong = [f"{name} {found[name]}, the shape's {' or '.join(allowed)}"
+             for name, allowed in want.items() if found[name] not in allowed]
+    if wrong:
+        reading.checks.append(Check("mlxconfig", UNEXPECTED, f"card at {port.pci}: "
+                                    f"{'; '.join(wrong)} (OCI's HPCGPU-0017-0001)"))
+    else:
+        reading.checks.append(Check("mlxconfig", PRESENT, ", ".join(
+            f"{name} {found[name]}" for name in want)))
 
 
 # --------------------------------------------------------------------------- helpers

@@ -1,0 +1,460 @@
+"""OCI's node-doctor checks (ocibench.node.doctor): MIG mode, SRAM ECC counts and the
+driver's version, read from the tools' published outputs (tests/data/node_doctor,
+SOURCES.md) and from fakes on PATH for the faults (tests/health_fakes.py), in the
+healthcheck and in preflight; judged against the shape file's node_doctor section."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from health_fakes import FakeNode, bus_id
+from ocibench import accelerators, shapes
+from ocibench.health import check, probes
+from ocibench.health.state import FAIL, PASS, UNKNOWN
+from ocibench.node import doctor, preflight
+
+DATA = Path(__file__).parent / "data" / "node_doctor"
+NVIDIA = accelerators.VENDORS["nvidia"]
+DOCTOR_ITEMS = ("mig_mode", "sram_errors", "driver_version", "cdfp_cabling")
+
+
+@pytest.fixture
+def h100(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeNode:
+    """A healthy BM.GPU.H100.8 node (its shape file lists OCI's checks); its nvidia-smi
+    first on PATH."""
+    fake = FakeNode(tmp_path / "h100", "BM.GPU.H100.8")
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    return fake
+
+
+def judged(fake: FakeNode) -> dict[str, tuple[str, str]]:
+    """name -> (state, evidence) of the doctor's findings in a healthcheck run."""
+    ctx = probes.Context(root=fake.root, shape=fake.shape, node="gpu-1",
+                         deadline=time.monotonic() + 20, tool_timeout=2.0)
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx)
+            if r.name in DOCTOR_ITEMS}
+
+
+# --------------------------------------------------------------------------- the readers
+
+
+def test_the_published_nvidia_smi_q_gives_each_gpus_aggregate_sram_counts() -> None:
+    """NVIDIA/DCGM#232's A10G: Volatile and Aggregate both list SRAM counts; only the
+    Aggregate ones count, and "Aggregate Uncorrectable SRAM Sources" is not them."""
+    text = (DATA / "nvidia-smi-q.A10G.txt").read_text()
+    assert NVIDIA.sram_query.parse(text) == [
+        accelerators.SramCounts("00000000:00:1E.0", uncorrectable=0, correctable=0)]
+    # the published GPU with errors in the Volatile table and the SRAM sources: the
+    # aggregate counts are still read from the Aggregate table alone
+    broken = text.replace("            SRAM Uncorrectable SEC-DED    : 0\n"
+                          "            DRAM Correctable              : 1",
+                          "            SRAM Uncorrectable SEC-DED    : 7\n"
+                          "            DRAM Correctable              : 1")
+    broken = broken.replace("SRAM L2                       : 0", "SRAM L2                       : 9")
+    # the first Parity line is the Volatile table's (errors since the driver loaded)
+    broken = broken.replace("SRAM Uncorrectable Parity     : 0",
+                            "SRAM Uncorrectable Parity     : 4", 1)
+    assert NVIDIA.sram_query.parse(broken)[0].uncorrectable == 7
+
+
+def test_the_published_mig_query_gives_each_gpus_mode() -> None:
+    modes = NVIDIA.mig_query.parse((DATA / "mig-modes.csv").read_text())
+    assert [m.current for m in modes] == ["Enabled", "Disabled", "Disabled", "Disabled"]
+    assert modes[0].gpu == "GPU-ec845691-fb46-e16d-abfb-b135308cb39f"
+
+
+@pytest.mark.parametrize("out", ["GPU-1, Enabled\n", "GPU-1, On, On\n",
+                                 "No devices were found\n"])
+def test_a_mig_answer_not_asked_for_is_a_format_error(out: str) -> None:
+    with pytest.raises(accelerators.ProbeFormatError):
+        NVIDIA.mig_query.parse(out)
+
+
+def test_nvidia_smi_q_without_a_gpu_section_is_a_format_error() -> None:
+    with pytest.raises(accelerators.ProbeFormatError):
+        NVIDIA.sram_query.parse("NVIDIA-SMI has failed because it couldn't communicate "
+                                "with the NVIDIA driver.\n")
+
+
+# --------------------------------------------------------------------------- healthcheck
+
+
+def test_a_healthy_h100_passes_the_doctors_checks(h100: FakeNode) -> None:
+    got = judged(h100)
+    assert {n: s for n, (s, _) in got.items()} == dict.fromkeys(DOCTOR_ITEMS, PASS), got
+    assert "MIG mode Disabled on 8 GPUs" in got["mig_mode"][1]
+    assert "at most 0 aggregate SRAM uncorrectable (the shape's limit 5)" in \
+        got["sram_errors"][1]
+    assert "driver 550.90.12, on the shape's allowed list" in got["driver_version"][1]
+    assert "8 GPUs each in the shape's module" in got["cdfp_cabling"][1]
+
+
+def test_a_shape_without_the_section_runs_none_of_them(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeNode(tmp_path / "a100")          # BM.GPU4.8: OCI's doctor has no entry
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    assert judged(fake) == {}
+
+
+def test_mig_mode_on_fails_naming_the_gpu_and_oci_fault(h100: FakeNode) -> None:
+    # the published answer of a node whose first GPU is in MIG mode
+    (h100.bin / "mig.csv").write_text((DATA / "mig-modes.csv").read_text())
+    state, evidence = judged(h100)["mig_mode"]
+    assert state == FAIL, evidence
+    assert "MIG mode Enabled on 1 of 4 GPUs (GPU-ec845691-fb46-e16d-abfb-b135308cb39f)" \
+        in evidence and "HPCGPU-0001-0002" in evidence
+
+
+def test_mig_mode_pending_is_said_and_a_gpu_without_mig_passes(h100: FakeNode) -> None:
+    h100.mig(pending=(3,))
+    state, evidence = judged(h100)["mig_mode"]
+    assert state == PASS and "GPU-00000003-0000-0000-0000-000000000000: Disabled until " \
+        "its next reset, then Enabled" in evidence, evidence
+    # "[N/A]": a GPU without MIG (Syllo/nvtop#470)
+    (h100.bin / "mig.csv").write_text("GPU-1, [N/A], [N/A]\n")
+    assert judged(h100)["mig_mode"][0] == PASS
+
+
+def test_sram_uncorrectable_over_the_shapes_threshold_fails(h100: FakeNode) -> None:
+    h100.ecc(uncorrectable={2: 6})                    # the shape's limit: 5
+    state, evidence = judged(h100)["sram_errors"]
+    assert state == FAIL, evidence
+    assert f"GPU {bus_id(2)}: 6 uncorrectable" in evidence and "over the shape's 5" in \
+        evidence and "HPCGPU-0006-0001" in evidence
+    h100.ecc(uncorrectable={2: 5})                    # at the limit: OCI fails above it
+    assert judged(h100)["sram_errors"][0] == PASS
+
+
+def test_sram_correctable_over_the_threshold_is_said_not_failed(h100: FakeNode) -> None:
+    h100.ecc(correctable={1: 1001})
+    state, evidence = judged(h100)["sram_errors"]
+    assert state == PASS and f"GPU {bus_id(1)}: 1001 correctable, over the shape's " \
+        "1000 (OCI's doctor warns)" in evidence, evidence
+
+
+def test_the_published_single_gpu_output_passes_against_the_h100_limits(h100: FakeNode) -> None:
+    (h100.bin / "ecc.txt").write_text((DATA / "nvidia-smi-q.A10G.txt").read_text())
+    state, evidence = judged(h100)["sram_errors"]
+    assert state == PASS and "1 GPUs: at most 0" in evidence, evidence
+
+
+@pytest.mark.parametrize("how, piece", [
+    ("na", "no aggregate SRAM uncorrectable count"),
+    ("garbage", "no GPU section of nvidia-smi -q"),
+    ("missing", "nvidia-smi"),
+])
+def test_sram_counts_not_read_are_unknown(h100: FakeNode, how: str, piece: str) -> None:
+    if how == "na":
+        h100.ecc(uncorrectable={0: "N/A"})
+    elif how == "garbage":
+        (h100.bin / "ecc.txt").write_text("Unable to determine the device handle\n")
+    else:
+        (h100.bin / "ecc.txt").unlink()              # the fake's cat then fails
+    state, evidence = judged(h100)["sram_errors"]
+    assert state == UNKNOWN and piece in evidence, evidence
+
+
+@pytest.mark.parametrize("versions, state, piece", [
+    (("470.57.02",), FAIL, "driver 470.57.02 is on the shape's refused list (OCI's "
+     "HPCGPU-0007-0001)"),
+    (("550.90.12",) * 7 + ("535.104.12",), FAIL, "GPUs on different driver versions: "
+     "535.104.12, 550.90.12"),
+    # the published A10G's driver (NVIDIA/DCGM#232): on none of the H100's lists
+    (("535.247.01",), UNKNOWN, "driver 535.247.01 is on none of the shape's lists"),
+    (("Failed to initialize NVML: Driver/library version mismatch",), UNKNOWN,
+     "not a driver version per GPU"),
+])
+def test_the_driver_against_the_shapes_lists(h100: FakeNode, versions, state: str,
+                                             piece: str) -> None:
+    h100.driver(*versions)
+    got, evidence = judged(h100)["driver_version"]
+    assert got == state and piece in evidence, evidence
+
+
+def test_a_hanging_gpu_tool_leaves_them_unknown_without_waiting_again(h100: FakeNode) -> None:
+    h100.hang()
+    start = time.monotonic()
+    got = judged(h100)
+    assert {s for s, _ in got.values()} == {UNKNOWN} and set(got) == set(DOCTOR_ITEMS)
+    assert time.monotonic() - start < 8          # the listing's 2 s, once, and the rest
+
+
+def test_a_node_without_nvidia_smi_is_unknown_never_fail(h100: FakeNode) -> None:
+    (h100.bin / "nvidia-smi").unlink()
+    got = judged(h100)
+    assert {s for s, _ in got.values()} == {UNKNOWN}, got
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+def test_preflight_lists_the_doctors_items_of_the_shape(h100: FakeNode) -> None:
+    h100.mig(enabled=(5,))
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    got = {i.name: i for i in result.items if i.name in DOCTOR_ITEMS}
+    assert set(got) == set(DOCTOR_ITEMS)
+    assert got["mig_mode"].missing and "GPU-00000005" in got["mig_mode"].detail
+    assert got["sram_errors"].status == "present" and got["driver_version"].status == "present"
+    assert "mig_mode" in result.to_dict()["missing"]
+
+
+def test_the_shape_files_thresholds_are_oci_doctors() -> None:
+    """The H100's entry of oci-dr-hpc-v2's test_limits.json: uncorrectable 5,
+    correctable 1000, 470.57.02 refused (cited in the shape file)."""
+    exp = preflight.expectations(shapes.load("BM.GPU.H100.8"))
+    assert doctor.declared(exp, "sram_errors")["uncorrectable"] == 5
+    assert doctor.declared(exp, "sram_errors")["correctable"] == 1000
+    assert doctor.declared(exp, "driver")["refused"] == ["470.57.02"]
+    assert "test_limits.json" in doctor.declared(exp, "mig")["source"]
+
+
+# --------------------------------------------------------------------------- PCIe errors
+
+
+def kmsg_text(name: str) -> list[str]:
+    """A published log's lines as /dev/kmsg's records hold them (no dmesg timestamp)."""
+    return [re.sub(r"^\[\s*[0-9.]+\] ", "", line)
+            for line in (DATA / name).read_text().splitlines()]
+
+
+def kernel(fake: FakeNode, **kw) -> dict[str, tuple[str, str]]:
+    ctx = probes.Context(root=fake.root, shape=fake.shape, node="gpu-1",
+                         deadline=time.monotonic() + 20, tool_timeout=2.0, **kw)
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx, only=["kernel_log"])}
+
+
+def test_the_published_fatal_aer_error_fails_naming_the_device_and_oci_fault(
+        h100: FakeNode) -> None:
+    h100.kernel_log(*kmsg_text("aer-gpu-burn-1.dmesg"))
+    got = kernel(h100)
+    state, evidence = got["pcie_errors"]
+    assert state == FAIL, evidence
+    assert "PCIe Uncorrected (Fatal) error (Transaction Layer) on 0000:00:02.0" in evidence
+    assert "PCIe Corrected error (Data Link Layer) on 0000:00:02.0" in evidence
+    assert "(OCI's HPCGPU-0002-0001)" in evidence
+    assert got["xid"][0] == FAIL              # the same log's Xid 79, judged beside it
+
+
+def test_the_newer_kernels_aer_line_is_read_too(h100: FakeNode) -> None:
+    h100.kernel_log(*kmsg_text("aer-intel-7265.log"))
+    state, evidence = kernel(h100)["pcie_errors"]
+    assert state == FAIL and "PCIe Corrected error (Physical Layer) on 0000:00:1c.5" in \
+        evidence, evidence
+
+
+def test_a_log_without_aer_errors_passes(h100: FakeNode) -> None:
+    # AER's and DPC's lines at boot, which name errors without one having happened
+    h100.kernel_log("pcieport 0000:00:01.0: AER: enabled with IRQ 24",
+                    "pcieport 0000:00:01.0: DPC: error containment capabilities: Int Msg #0, "
+                    "RPExt+ PoisonedTLP+ SwTrigger+ RP PIO Log 4, DL_ActiveErr+")
+    got = kernel(h100)
+    assert got == {"xid": (PASS, got["xid"][1]), "pcie_errors": (PASS, got["pcie_errors"][1])}
+    assert "no PCIe AER error ('PCIe Bus Error') in 3 log lines" in got["pcie_errors"][1]
+
+
+def test_an_aer_error_keeps_the_kernel_logs_mark_where_it_was(h100: FakeNode) -> None:
+    """The state file's mark of records judged clean moves only when every scan of the
+    log passed: a PCIe error beside no Xid is judged again next run."""
+    h100.kernel_log(*kmsg_text("aer-intel-7265.log"))
+    ctx = probes.Context(root=h100.root, shape=h100.shape, node="gpu-1",
+                         deadline=time.monotonic() + 20, tool_timeout=2.0)
+    results = check.run_probes(ctx, only=["kernel_log"])
+    assert {r.name: r.state for r in results} == {"xid": PASS, "pcie_errors": FAIL}
+    fields = check._kernel_fields(ctx, results, None, dry_run=False)
+    assert fields["kernel_seq_passed"] == -1 and fields["kernel_seq_read"] == 9, fields
+
+
+def test_an_acknowledged_aer_error_passes(h100: FakeNode) -> None:
+    h100.kernel_log(*kmsg_text("aer-gpu-burn-1.dmesg"))
+    state, evidence = kernel(h100, acknowledge_kernel_log=True)["pcie_errors"]
+    assert state == PASS and "acknowledged" in evidence, evidence
+
+
+def test_a_shape_without_pcie_errors_does_not_scan_for_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeNode(tmp_path / "a100")
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    fake.kernel_log(*kmsg_text("aer-intel-7265.log"))
+    assert set(kernel(fake)) == {"xid"}
+
+
+# --------------------------------------------------------------------------- RDMA settings
+
+
+def rdma(fake: FakeNode) -> dict[str, tuple[str, str]]:
+    ctx = probes.Context(root=fake.root, shape=fake.shape, node="gpu-1",
+                         deadline=time.monotonic() + 20, tool_timeout=2.0)
+    return {r.name: (r.state, r.evidence) for r in check.run_probes(ctx, only=["rdma"])}
+
+
+def test_every_h100_port_has_oci_settings(h100: FakeNode) -> None:
+    got = rdma(h100)
+    assert len(got) == 16 and {s for s, _ in got.values()} == {PASS}, got
+    evidence = got["rdma mlx5_0:1"][1]
+    for piece in ("MTU 4220", "trust dscp, PFC on priorities 0, 5", "`mlnx_qos -i enp12s0f0np0`",
+                  "device/net/enp12s0f0np0/mtu"):
+        assert piece in evidence, evidence
+
+
+def test_the_published_qos_of_another_site_fails_naming_setting_value_and_expected(
+        h100: FakeNode) -> None:
+    """att/netarbiter's port: trust dscp, PFC on priority 3 (not OCI's 0 and 5)."""
+    netdev = h100.ports["mlx5_6:1"].netdev
+    (h100.bin / "mlnx_qos.d" / netdev).write_text((DATA / "mlnx_qos.netarbiter.txt").read_text())
+    got = rdma(h100)
+    state, evidence = got["rdma mlx5_6:1"]
+    assert state == FAIL, evidence
+    assert f"{netdev}: PFC enabled on priorities 3, the shape's 0, 5" in evidence
+    assert [n for n, (s, _) in got.items() if s != PASS] == ["rdma mlx5_6:1"]
+
+
+@pytest.mark.parametrize("field, value, piece", [
+    ("mtu", 1500, "MTU 1500 on enp88s0f1np0, the shape's 4220"),
+    ("trust", "pcp", "priority trust state pcp, the shape's dscp"),
+    ("pfc", [0] * 8, "PFC enabled on priorities none, the shape's 0, 5"),
+])
+def test_a_wrong_setting_fails_naming_it(h100: FakeNode, field: str, value, piece: str) -> None:
+    h100.port("mlx5_8:1", **{field: value})
+    state, evidence = rdma(h100)["rdma mlx5_8:1"]
+    assert state == FAIL and piece in evidence, evidence
+
+
+@pytest.mark.parametrize("how, piece", [
+    ("missing", "QoS not read: "),
+    ("garbage", "printed no 'Priority trust state' line"),
+    ("mtu", "MTU of enp12s0f0np0 not read"),
+])
+def test_a_setting_not_read_is_unknown_never_fail(h100: FakeNode, how: str, piece: str) -> None:
+    if how == "missing":
+        (h100.bin / "mlnx_qos").unlink()
+    elif how == "garbage":
+        (h100.bin / "mlnx_qos.d" / "enp12s0f0np0").write_text("Netlink error: Bad value\n")
+    else:
+        (h100.root / "sys/class/infiniband/mlx5_0/device/net/enp12s0f0np0/mtu").write_text("x\n")
+    got = rdma(h100)
+    state, evidence = got["rdma mlx5_0:1"]
+    assert state == UNKNOWN and piece in evidence, evidence
+    assert FAIL not in {s for s, _ in got.values()}
+
+
+def test_preflight_judges_the_settings_too(h100: FakeNode) -> None:
+    h100.port("mlx5_1:1", mtu=9000)
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    item = next(i for i in result.items if i.name == "rdma mlx5_1:1")
+    assert item.missing and "MTU 9000 on enp12s0f1np0, the shape's 4220" in item.detail
+
+
+def test_preflight_reads_each_cards_firmware_settings(h100: FakeNode) -> None:
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    items = {i.name: i for i in result.items if i.name.startswith("rdma ")}
+    card = items["rdma mlx5_0:1"]
+    assert card.status == "present" and "MAX_ACC_OUT_READ 128, ADVANCED_PCI_SETTINGS True(1)" \
+        in card.detail and "`mlxconfig -d 0000:0c:00.0 query MAX_ACC_OUT_READ " \
+        "ADVANCED_PCI_SETTINGS`" in card.evidence, card
+    # function 1 is the same card: asked once, on function 0
+    assert "mlxconfig" not in items["rdma mlx5_1:1"].evidence
+
+
+@pytest.mark.parametrize("firmware, state, piece", [
+    ({"MAX_ACC_OUT_READ": "0", "ADVANCED_PCI_SETTINGS": "False(0)"}, "unexpected",
+     "card at 0000:41:00.0: ADVANCED_PCI_SETTINGS False(0), the shape's True(1) (OCI's "
+     "HPCGPU-0017-0001)"),
+    ({"MAX_ACC_OUT_READ": "64", "ADVANCED_PCI_SETTINGS": "True(1)"}, "unexpected",
+     "MAX_ACC_OUT_READ 64, the shape's 0 or 44 or 128"),
+    ({"ADVANCED_PCI_SETTINGS": "True(1)"}, "unknown", "printed no MAX_ACC_OUT_READ"),
+])
+def test_a_cards_firmware_setting_not_the_shapes_fails(h100: FakeNode, firmware, state: str,
+                                                       piece: str) -> None:
+    h100.port("mlx5_5:1", firmware=firmware)
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    item = next(i for i in result.items if i.name == "rdma mlx5_5:1")
+    assert item.status == state and piece in item.detail, item
+
+
+def test_the_healthcheck_does_not_run_mlxconfig(h100: FakeNode) -> None:
+    (h100.bin / "mlxconfig").write_text("#!/bin/sh\nexit 1\n")
+    got = rdma(h100)
+    assert {s for s, _ in got.values()} == {PASS}
+    assert not any("mlxconfig" in e for _, e in got.values())
+
+
+# --------------------------------------------------------------------------- CDFP cabling
+
+
+def test_the_module_query_reads_bus_id_and_module() -> None:
+    # the published A10G's "Bus Id" and "Module ID" (NVIDIA/DCGM#232), as the CSV query
+    # prints them
+    assert NVIDIA.module_query.parse("00000000:00:1E.0, 1\n") == [
+        accelerators.GpuModule("00000000:00:1E.0", "1")]
+    with pytest.raises(accelerators.ProbeFormatError):
+        NVIDIA.module_query.parse("Field \"module_id\" is not a valid field to query.\n")
+
+
+def test_two_gpus_in_each_others_modules_fail_naming_both(h100: FakeNode) -> None:
+    h100.modules(swap=(0, 1))
+    state, evidence = judged(h100)["cdfp_cabling"]
+    assert state == FAIL, evidence
+    assert "GPU at 0000:0f:00.0 is module 4, the shape's 2" in evidence
+    assert "GPU at 0000:2d:00.0 is module 2, the shape's 4" in evidence
+    assert "HPCGPU-0010-0001" in evidence
+
+
+def test_a_gpu_missing_from_its_address_fails(h100: FakeNode) -> None:
+    lines = (h100.bin / "modules.csv").read_text().splitlines()
+    (h100.bin / "modules.csv").write_text("\n".join(lines[:-1]) + "\n")
+    state, evidence = judged(h100)["cdfp_cabling"]
+    assert state == FAIL and "no GPU at 0000:d8:00.0 (the shape's module 6)" in evidence, \
+        evidence
+
+
+@pytest.mark.parametrize("text, piece", [
+    ("00000000:0F:00.0, [N/A]\n", "no module id for the GPU at 0000:0f:00.0"),
+    ("No devices were found\n", "not pci.bus_id, module_id"),
+])
+def test_module_ids_not_read_are_unknown(h100: FakeNode, text: str, piece: str) -> None:
+    lines = (h100.bin / "modules.csv").read_text().splitlines()[1:]
+    (h100.bin / "modules.csv").write_text(text + "\n".join(lines) + "\n")
+    state, evidence = judged(h100)["cdfp_cabling"]
+    assert state == UNKNOWN and piece in evidence, evidence
+
+
+# --------------------------------------------------------------------------- RDMA authentication
+
+
+def test_every_h100_port_is_authenticated(h100: FakeNode) -> None:
+    # the published state lines of a node OCI's tutorial admitted, on one port
+    netdev = h100.ports["mlx5_3:1"].netdev
+    (h100.bin / "wpa_cli.d" / netdev).write_text(
+        (DATA / "wpa_cli-status.ocitutorials.txt").read_text())
+    got = rdma(h100)
+    assert {s for s, _ in got.values()} == {PASS}, got
+    assert "802.1X AUTHENTICATED" in got["rdma mlx5_3:1"][1]
+    assert f"`wpa_cli -i {netdev} status`" in got["rdma mlx5_3:1"][1]
+
+
+@pytest.mark.parametrize("pae", ["CONNECTING", "HELD", "DISCONNECTED"])
+def test_a_port_not_authenticated_fails_naming_it(h100: FakeNode, pae: str) -> None:
+    h100.port("mlx5_12:1", pae=pae)
+    got = rdma(h100)
+    state, evidence = got["rdma mlx5_12:1"]
+    netdev = h100.ports["mlx5_12:1"].netdev
+    assert state == FAIL and f"{netdev} not authenticated to the cluster network: " \
+        f"Supplicant PAE state {pae} (OCI's HPCGPU-0008-0001" in evidence, evidence
+    assert [n for n, (s, _) in got.items() if s != PASS] == ["rdma mlx5_12:1"]
+
+
+@pytest.mark.parametrize("how", ["no supplicant", "no wpa_cli"])
+def test_authentication_not_read_is_unknown(h100: FakeNode, how: str) -> None:
+    netdev = h100.ports["mlx5_12:1"].netdev
+    if how == "no supplicant":
+        (h100.bin / "wpa_cli.d" / netdev).unlink()      # wpa_cli cannot reach it: exit 255
+    else:
+        (h100.bin / "wpa_cli").unlink()
+    state, evidence = rdma(h100)["rdma mlx5_12:1"]
+    assert state == UNKNOWN and "authentication not read" in evidence, evidence
+    # the tool's own failure is said, not read as output without the state
+    assert "no 'Supplicant PAE state'" not in evidence, evidence
