@@ -19,14 +19,24 @@ from ocibench.figures import nccl_path, ucx_proto
 from ocibench.health import probes
 from ocibench.ladder import FIGURE, JOB, PATH, PREFLIGHT, PROBE, Step
 from ocibench.node import preflight
+from ocibench.shapes import rules as shape_rules
 from ocibench.sweep import actions
 
 
 def healthcheck_names() -> set[str]:
     """Each PROBES entry under the name its findings carry, for each vendor row (a CPU
     shape runs only the probes without a row's name, which every row gives too)."""
-    return {probes.item_name(name, SimpleNamespace(vendor=row))  # type: ignore[arg-type]
-            for row in accelerators.VENDORS.values() for name, _applies, _probe in probes.PROBES}
+    named = {probes.item_name(name, SimpleNamespace(vendor=row))  # type: ignore[arg-type]
+             for row in accelerators.VENDORS.values()
+             for name, _applies, _probe in probes.PROBES}
+    # the kernel-log probe's findings beyond its own name: what it scans for on a shape
+    # whose node_doctor section lists every check the schema knows (pcie_errors)
+    every = shape_rules.schema()["properties"]["node_doctor"]["properties"]
+    for row in accelerators.VENDORS.values():
+        ctx = SimpleNamespace(vendor=row, exp=SimpleNamespace(
+            doctor={key: {} for key in every}, gpu_count=8))
+        named |= set(probes.kernel_items(ctx))  # type: ignore[arg-type]
+    return named
 
 
 def preflight_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> set[str]:
