@@ -9,6 +9,7 @@ parse and one validation, and the ``local`` machine probe runs once.
 from __future__ import annotations
 
 import collections
+import copy
 import os
 import shutil
 import subprocess
@@ -123,3 +124,20 @@ def test_the_local_probe_runs_once_per_process(monkeypatch, tmp_path):
     shapes.load(shapes.LOCAL)
     shapes.load(shapes.LOCAL)
     assert len(calls) == 2
+
+
+def test_readers_never_change_a_kept_shape(monkeypatch):
+    """A kept Shape is shared by every reader of the process: ReFrame's configuration and
+    the Spack scopes read it and leave it as it was loaded."""
+    from ocibench.reframe import site
+    from ocibench.spack import scopes
+
+    monkeypatch.setenv(shapes.SHAPE_ENV, shapes.LOCAL)
+    names = [n for n in shapes.known_shapes() if n != shapes.LOCAL]
+    as_loaded = {name: copy.deepcopy(shapes.load(name).data) for name in names}
+    site.build([])
+    for name in names:
+        shape = shapes.load(name)
+        if not scopes.is_machine_described(shape):   # those need this machine's Spack
+            scopes.derive(shape)
+    assert {name: shapes.load(name).data for name in names} == as_loaded

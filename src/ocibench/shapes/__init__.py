@@ -303,6 +303,13 @@ def load_file(path: Path) -> Shape:
 _loaded: dict[tuple[str, str | None], tuple[bytes, Shape | str]] = {}
 
 
+def forget() -> None:
+    """Drop every shape this process kept: the next load reads, validates and probes
+    afresh.  For a process that stands for several machines in turn (a test that fakes
+    one node's tools, then another's); a command never needs it."""
+    _loaded.clear()
+
+
 def _cache_key(path: Path) -> tuple[str, str | None]:
     return (os.path.realpath(path),
             os.environ.get("PATH", "") if path.stem == LOCAL else None)
