@@ -286,8 +286,10 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         """An output that ocibench.figures.outputs.parse accepts (the exit code was
         checked before: _ocibench_exit_code)."""
         self.measurement()   # the parse's own refusal, as the performance stage sees it
-        result = evaluate.evaluate(self.check_name, self._output(), self._shape(),
-                                   self.run_params())
+        # Kept: the performance stage names a missed figure's cause from these rows
+        # (_cause) rather than judging the run a second time.
+        result = self._ocibench_evaluation = evaluate.evaluate(
+            self.check_name, self._output(), self._shape(), self.run_params())
         self.nccl_path = result.path or ""
         if result.sanity or result.path_fault:
             raise ReframeSanityError(result.reason)
@@ -370,10 +372,16 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
             raise
 
     def _cause(self) -> str:
-        measured = self.measurement()
-        facts = judge.Facts(tables=tuple(ucx_proto.parse(self._output())))
-        rows = judge.judge_run(self._shape(), self.check_name, self.run_params(),
-                               measured.series(), measured.units(), facts)
+        kept = getattr(self, "_ocibench_evaluation", None)
+        if kept is not None and kept.unjudged is None:
+            rows = kept.rows   # the sanity stage's judgement, against the same figures
+        else:
+            # Its rows were not compared (a method other than the figure's): ReFrame's
+            # reference still was, so the cause is named from a judgement against it.
+            measured = self.measurement()
+            facts = judge.Facts(tables=tuple(ucx_proto.parse(self._output())))
+            rows = judge.judge_run(self._shape(), self.check_name, self.run_params(),
+                                   measured.series(), measured.units(), facts)
         return next((row.cause() for row in rows if row.cause()), "")
 
     def _output(self) -> str:

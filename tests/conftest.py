@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import user_installation
-from ocibench import paths
+from ocibench import paths, shapes
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -64,6 +64,13 @@ def own_user_files(tmp_path_factory, monkeypatch) -> None:
     another test's history (test_sweep_cluster.py once drained a node of
     test_healthcheck_cluster.py so).  A test that sets its own keeps it."""
     pin_user_files(monkeypatch, tmp_path_factory.mktemp("user-files", numbered=True))
+
+
+@pytest.fixture(autouse=True)
+def fresh_shapes() -> None:
+    """Each test loads its shapes as a new process would: what ocibench.shapes kept for
+    another test (whose fake nvidia-smi described another machine) is dropped."""
+    shapes.forget()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -21,6 +21,7 @@ stops only what uses that shape.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -270,11 +271,57 @@ def load_file(path: Path) -> Shape:
 
     Every fault is a ShapeError whose one line names the file, the figure and the
     field (:mod:`ocibench.shapes.rules`).
+
+    A process parses and validates a file once (:data:`_loaded`): asked again, the file
+    is read and its bytes compared, and the same Shape (or the same refusal) comes back
+    while they are unchanged.  The returned Shape is shared: its readers never change
+    its ``data``.
     """
     path = Path(path)
+    where = path.name
+    raw = _read(path, where)
+    key = _cache_key(path)
+    digest = hashlib.sha256(raw).digest()
+    kept = _loaded.get(key)
+    if kept is not None and kept[0] == digest:
+        result = kept[1]
+    else:
+        try:
+            result = _load(path, raw)
+        except ShapeError as err:
+            result = str(err)
+        _loaded[key] = (digest, result)
+    if isinstance(result, str):
+        raise ShapeError(result)
+    return result
+
+
+#: What this process has loaded: (file, $PATH for ``local``) -> (the digest of the
+#: file's bytes, the Shape or the refusal's line).  ReFrame's start-up asks for every
+#: shape from several places (its configuration, the checks' parameters, each check's
+#: configure): one YAML parse and one validation per file (about 70 ms each), and one
+#: probe of this machine.  The probe's answer depends on the tools $PATH finds (a GPU
+#: tool installed, a fake one in a test): another $PATH describes the machine again.
+_loaded: dict[tuple[str, str | None], tuple[bytes, Shape | str]] = {}
+
+
+def forget() -> None:
+    """Drop every shape this process kept: the next load reads, validates and probes
+    afresh.  For a process that stands for several machines in turn (a test that fakes
+    one node's tools, then another's); a command never needs it."""
+    _loaded.clear()
+
+
+def _cache_key(path: Path) -> tuple[str, str | None]:
+    return (os.path.realpath(path),
+            os.environ.get("PATH", "") if path.stem == LOCAL else None)
+
+
+def _load(path: Path, raw: bytes) -> Shape:
+    """Parse, validate (and for ``local`` probe) the shape file ``path`` holding ``raw``."""
     name = path.stem
     where = path.name
-    data = _parse(path, where)
+    data = _parse(raw, where)
     unknown: list[str] = []
     if name == LOCAL:
         _fail(where, shape_rules.schema_problem(data))  # before probing: the file as written
@@ -286,21 +333,29 @@ def load_file(path: Path) -> Shape:
     return Shape(name=name, data=data, path=path, unknown=tuple(unknown))
 
 
-def _parse(path: Path, where: str) -> Any:
-    """The YAML document of a shape file, bounded in size, depth and expanded size."""
+def _read(path: Path, where: str) -> bytes:
+    """A shape file's bytes, bounded in size."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_FILE_BYTES + 1)
-        if len(raw) > MAX_FILE_BYTES:
-            raise ShapeError(f"{where}: larger than {MAX_FILE_BYTES} bytes: not a shape file")
+    except OSError as err:
+        raise ShapeError(f"{where}: cannot read: {' '.join((err.strerror or str(err)).split())}"
+                         ) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ShapeError(f"{where}: larger than {MAX_FILE_BYTES} bytes: not a shape file")
+    return raw
+
+
+def _parse(raw: bytes, where: str) -> Any:
+    """The YAML document of a shape file's bytes, bounded in depth and expanded size."""
+    try:
         data = yaml.load(raw.decode("utf-8"), Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ShapeError(f"{where}: not valid YAML{at}: {err.problem}") from None
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
-        text = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise ShapeError(f"{where}: cannot read: {' '.join(text.split())}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ShapeError(f"{where}: cannot read: {' '.join(str(err).split())}") from None
     size = _expanded_size(data, {}, set())
     if size > MAX_VALUES:
         raise ShapeError(f"{where}: holds more than {MAX_VALUES} values once its YAML "
