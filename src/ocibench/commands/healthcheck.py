@@ -69,7 +69,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain-budget", metavar="N|P%", default=None,
                         help="the most nodes of a partition ocibench may hold drained at "
                              f"once, shared with the sweep (default ${budget.ENV}, else "
-                             f"{budget.DEFAULT}, at least 1; docs/healthcheck.md)")
+                             # argparse %-formats help: the default's % doubled
+                             f"{budget.DEFAULT.replace('%', '%%')}, at least 1; "
+                             "docs/healthcheck.md)")
     parser.add_argument("--timeout", type=_seconds, default=probes.TOOL_TIMEOUT_S,
                         metavar="S", help="seconds one tool may take "
                         f"(default {probes.TOOL_TIMEOUT_S:g})")

@@ -84,7 +84,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain-budget", metavar="N|P%", default=None,
                         help="the most nodes of a partition ocibench may hold drained at "
                              "once, the healthcheck's drains included (default "
-                             f"${budget.ENV}, else {budget.DEFAULT}, at least 1; "
+                             # argparse %-formats help: the default's % doubled
+                             f"${budget.ENV}, else {budget.DEFAULT.replace('%', '%%')}, "
+                             "at least 1; "
                              "docs/sweep.md)")
     parser.add_argument("--state", type=Path, metavar="FILE",
                         help="the record of the drains sweeps made, which --undrain trusts "
