@@ -121,7 +121,8 @@ class FakeNode:
         (self.bin / "ecc.txt").write_text("\n".join(out) + "\n")
 
     def modules(self, swap: tuple[int, int] | None = None) -> None:
-        """``--query-gpu=pci.bus_id,module_id``: each GPU at the shape's address in the
+        """``nvidia-smi -q``'s GPU sections with their Module Id (R580's layout, as
+        tests/data/node_doctor/nvidia-smi-q.H200.r580.txt): each GPU at the shape's address in the
         shape's module (node_doctor.cdfp), or, without a map, GPU i in module i + 1; the
         modules of the GPUs ``swap`` names exchanged (two CDFP cables swapped)."""
         cdfp = (self.shape.data.get("node_doctor") or {}).get("cdfp") or {}
@@ -133,8 +134,9 @@ class FakeNode:
         if swap:
             a, b = swap
             modules[a], modules[b] = modules[b], modules[a]
-        (self.bin / "modules.csv").write_text("".join(
-            f"{pci}, {m}\n" for (pci, _), m in zip(pairs, modules)))
+        (self.bin / "smi-q.txt").write_text("".join(
+            f"GPU {pci}\n    Product Name : NVIDIA H100 80GB HBM3\n    Platform Info\n"
+            f"        Module Id : {m}\n" for (pci, _), m in zip(pairs, modules)))
 
     def driver(self, *versions: str) -> None:
         """``--query-gpu=driver_version``: one line per GPU (default 550.90.12, on the

@@ -385,11 +385,15 @@ def test_the_healthcheck_does_not_run_mlxconfig(h100: FakeNode) -> None:
 # --------------------------------------------------------------------------- CDFP cabling
 
 
-def test_the_module_query_reads_bus_id_and_module() -> None:
-    # the published A10G's "Bus Id" and "Module ID" (NVIDIA/DCGM#232), as the CSV query
-    # prints them
-    assert NVIDIA.module_query.parse("00000000:00:1E.0, 1\n") == [
-        accelerators.GpuModule("00000000:00:1E.0", "1")]
+def test_the_module_query_reads_each_gpu_sections_module_id() -> None:
+    # R535's "Module ID" at the GPU's first level (the published A10G, NVIDIA/DCGM#232) and
+    # R580's "Module Id" under "Platform Info" (captured on an H200 node, 580.159.04,
+    # whose nvidia-smi refuses --query-gpu=module_id: the query OCI's doctor makes)
+    a10g = (DATA / "nvidia-smi-q.A10G.txt").read_text()
+    assert NVIDIA.module_query.parse(a10g) == [accelerators.GpuModule("00000000:00:1E.0", "1")]
+    h200 = (DATA / "nvidia-smi-q.H200.r580.txt").read_text()
+    assert NVIDIA.module_query.parse(h200) == [accelerators.GpuModule("00000000:00:06.0", "4")]
+    assert NVIDIA.module_query.command == ("nvidia-smi", "-q")
     with pytest.raises(accelerators.ProbeFormatError):
         NVIDIA.module_query.parse("Field \"module_id\" is not a valid field to query.\n")
 
@@ -404,20 +408,22 @@ def test_two_gpus_in_each_others_modules_fail_naming_both(h100: FakeNode) -> Non
 
 
 def test_a_gpu_missing_from_its_address_fails(h100: FakeNode) -> None:
-    lines = (h100.bin / "modules.csv").read_text().splitlines()
-    (h100.bin / "modules.csv").write_text("\n".join(lines[:-1]) + "\n")
+    sections = (h100.bin / "smi-q.txt").read_text().split("GPU ")[1:]
+    (h100.bin / "smi-q.txt").write_text("".join("GPU " + s for s in sections[:-1]))
     state, evidence = judged(h100)["cdfp_cabling"]
     assert state == FAIL and "no GPU at 0000:d8:00.0 (the shape's module 6)" in evidence, \
         evidence
 
 
-@pytest.mark.parametrize("text, piece", [
-    ("00000000:0F:00.0, [N/A]\n", "no module id for the GPU at 0000:0f:00.0"),
-    ("No devices were found\n", "not pci.bus_id, module_id"),
+@pytest.mark.parametrize("first, piece", [
+    ("GPU 00000000:0F:00.0\n    Platform Info\n        Module Id : N/A\n",
+     "no module id for the GPU at 0000:0f:00.0"),
+    ("No devices were found\n", "no GPU section with its Module Id"),
 ])
-def test_module_ids_not_read_are_unknown(h100: FakeNode, text: str, piece: str) -> None:
-    lines = (h100.bin / "modules.csv").read_text().splitlines()[1:]
-    (h100.bin / "modules.csv").write_text(text + "\n".join(lines) + "\n")
+def test_module_ids_not_read_are_unknown(h100: FakeNode, first: str, piece: str) -> None:
+    sections = (h100.bin / "smi-q.txt").read_text().split("GPU ")[2:]
+    rest = "".join("GPU " + s for s in sections) if "N/A" in first else ""
+    (h100.bin / "smi-q.txt").write_text(first + rest)
     state, evidence = judged(h100)["cdfp_cabling"]
     assert state == UNKNOWN and piece in evidence, evidence
 

@@ -301,7 +301,7 @@ LADDER_ENTRIES: tuple[Rung, ...] = (
     *_both(("cdfp_cabling", "cdfp_cabling"), Step.RETURN_TO_OCI, "HPCGPU-0010-0001",
            "a GPU in another module than the shape's map (CDFP cables swapped or unseated)",
            "return the host to OCI: the cabling is theirs to fix",
-           ("nvidia-smi --query-gpu=index,pci.bus_id,module_id --format=csv",),
+           ("nvidia-smi -q | grep -E '^GPU |Module Id'",),
            oci_check="cdfp_cable_check"),
     Rung(PROBE, "pcie_errors", Step.REBOOT, "HPCGPU-0002-0001",
          "PCIe AER errors in the kernel log",

@@ -120,26 +120,34 @@ def _parse_mig_modes(out: str) -> list[MigMode]:
 
 
 #: "00000000:0F:00.0, 2": a GPU's bus id and module id ("[N/A]" where the board has none).
-_MODULE_LINE = re.compile(r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]), "
-                          r"([0-9]{1,3}|\[N/A\])")
-
-
-def _parse_module_ids(out: str) -> list[GpuModule]:
-    """``nvidia-smi --query-gpu=pci.bus_id,module_id --format=csv,noheader``."""
-    found = []
-    for line in (raw.strip() for raw in out.splitlines() if raw.strip()):
-        m = _MODULE_LINE.fullmatch(line)
-        if not m:
-            raise ProbeFormatError(f"printed {line[:80]!r}, not pci.bus_id, module_id")
-        found.append(GpuModule(m.group(1), m.group(2)))
-    return found
-
-
 #: nvidia-smi -q: a GPU's section starts "GPU 00000000:0F:00.0" at the line's start;
 #: its items are indented by four spaces per level ("    ECC Errors", "        Aggregate",
 #: "            SRAM Uncorrectable Parity     : 0").
 _SMI_GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 _SMI_ITEM = re.compile(r"^( *)(\S[^:]*?)\s*(?::\s*(.*?))?\s*$")
+
+
+def _parse_module_ids(out: str) -> list[GpuModule]:
+    """Each GPU's module (its slot on the board) in ``nvidia-smi -q``: the section
+    "GPU 00000000:0F:00.0" and its "Module ID" (R535, at the section's first level) or
+    "Module Id" (R580, under "Platform Info").  ``--query-gpu=module_id``, which OCI's
+    doctor asks, is refused by R580 ('Field "module_id" is not a valid field to
+    query', seen on an H200 node with 580.159.04).  "N/A": no module id."""
+    found: list[GpuModule] = []
+    bus_id = None
+    for line in out.splitlines():
+        if m := _SMI_GPU.match(line):
+            bus_id = m.group(1)
+            continue
+        m = _SMI_ITEM.match(line)
+        if bus_id and m and m.group(1) and m.group(2).lower() == "module id" and m.group(3):
+            found.append(GpuModule(bus_id, m.group(3)))
+            bus_id = None
+    if not found:
+        first = next((line.strip() for line in out.splitlines() if line.strip()), "nothing")
+        raise ProbeFormatError(f"printed {first[:80]!r}, no GPU section with its Module Id")
+    return found
+
 
 
 def _parse_sram_counts(out: str) -> list[SramCounts]:
@@ -261,7 +269,6 @@ NVIDIA = Accelerator(
                         "--format=csv,noheader"), _parse_mig_modes),
     # nvidia-smi(1): -q -d ECC prints the ECC section of -q alone
     sram_query=GpuQuery(("nvidia-smi", "-q", "-d", "ECC"), _parse_sram_counts),
-    # nvidia-smi(1): --query-gpu's module_id (OCI's cdfp_cable_check asks it so)
-    module_query=GpuQuery(("nvidia-smi", "--query-gpu=pci.bus_id,module_id",
-                           "--format=csv,noheader"), _parse_module_ids),
+    # each GPU section's Module Id (R580 refuses --query-gpu=module_id, OCI's way)
+    module_query=GpuQuery(("nvidia-smi", "-q"), _parse_module_ids),
 )

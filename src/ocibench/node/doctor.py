@@ -17,7 +17,7 @@ lists is run here, one it does not list is not.
   lists: refused fails (HPCGPU-0007-0001), allowed passes, warned or on no list is
   unknown (OCI's doctor warns: "unsupported but not blacklisted").
 * **cdfp**: each GPU at its PCI address in the module the shape's map gives it
-  (``nvidia-smi --query-gpu=pci.bus_id,module_id``; HPCGPU-0010-0001).
+  (each GPU section's Module Id in ``nvidia-smi -q``; HPCGPU-0010-0001).
 * **pcie_errors**: PCIe AER errors in the kernel log (HPCGPU-0002-0001): a scan of the
   healthcheck's kernel-log probe (:data:`PCIE_ERRORS`), judged by sequence number
   with the GPU driver's errors (ocibench.health.probes); preflight does not read the
@@ -199,17 +199,21 @@ def probe_cdfp(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
     for pci, module in sorted(want.items()):
         if pci not in have:
             wrong.append(f"no GPU at {pci} (the shape's module {module})")
-        elif have[pci] != module and have[pci] != "[N/A]":
+        elif have[pci] != module and have[pci] != NO_MODULE:
             wrong.append(f"GPU at {pci} is module {have[pci]}, the shape's {module}")
     if wrong:
         return Item(name, UNEXPECTED, f"{'; '.join(wrong)} (CDFP cabling: OCI's "
                     f"{FAULT['cdfp']})", ran.command, exp.binding)
-    unread = [pci for pci in sorted(want) if have.get(pci) == "[N/A]"]
+    unread = [pci for pci in sorted(want) if have.get(pci) == NO_MODULE]
     if unread:
         return Item(name, UNKNOWN, f"no module id for the GPU at {', '.join(unread)}",
                     ran.command, exp.binding)
     return Item(name, PRESENT, f"{len(want)} GPUs each in the shape's module",
                 ran.command, exp.binding)
+
+
+#: What nvidia-smi -q prints for a GPU whose module it cannot tell.
+NO_MODULE = "N/A"
 
 
 #: (shape file key, probe): the checks in the order they run.
