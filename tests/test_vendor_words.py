@@ -18,7 +18,13 @@ TABLE = REPO_ROOT / "src" / "ocibench" / "accelerators"
 
 #: Files that may still say a vendor's words, each with the reason; the test fails once
 #: a file here says none (the entry is then stale and goes).
-ALLOWED: dict[str, str] = {}
+ALLOWED: dict[str, str] = {
+    # Its texts tell a person what failed and what to do, in the words the admin knows
+    # (the fabric manager CUDA needs, an MPI built CUDA-aware, ROCm's tools); they
+    # decide nothing: which entry applies is decided by the probe, figure or path that
+    # names it.
+    "src/ocibench/ladder.py": "the action ladder's texts for people",
+}
 
 
 def vendor_words() -> re.Pattern[str]:

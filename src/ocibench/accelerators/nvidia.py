@@ -271,4 +271,5 @@ NVIDIA = Accelerator(
     sram_query=GpuQuery(("nvidia-smi", "-q", "-d", "ECC"), _parse_sram_counts),
     # each GPU section's Module Id (R580 refuses --query-gpu=module_id, OCI's way)
     module_query=GpuQuery(("nvidia-smi", "-q"), _parse_module_ids),
+    visible_devices="CUDA_VISIBLE_DEVICES",
 )

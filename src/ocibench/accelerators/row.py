@@ -285,6 +285,10 @@ class Accelerator:
     sram_query: GpuQuery | None = None
     #: Each GPU's module id (GpuModule per GPU): the CDFP cabling check.
     module_query: GpuQuery | None = None
+    #: The variable through which the vendor's runtime shows a process only some of the
+    #: node's GPUs, renumbered from 0 in the order it lists them (its tool lists them
+    #: all): the ``local`` shape describes what it leaves visible.  "": not read.
+    visible_devices: str = ""
 
     def device_arch(self, arch: str) -> str:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""

@@ -262,11 +262,6 @@ def gpus(numa_nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-#: The variable through which a vendor's runtime shows a process only some of the node's
-#: GPUs, renumbered from 0 in the order it lists them; the vendor's tool lists them all.
-VISIBLE_DEVICES = {"nvidia": "CUDA_VISIBLE_DEVICES"}
-
-
 def visible(found: list[Any], vendor: str) -> list[Any]:
     """The GPUs a process started here may use, in the order its runtime numbers them.
 
@@ -276,7 +271,8 @@ def visible(found: list[Any], vendor: str) -> list[Any]:
     instead of running two ranks on one GPU.  CUDA's rule for the list: indices, in
     order; an index that names no GPU ends it.  A GPU named by UUID or a MIG instance
     cannot be matched against the indices the probe lists: unknown, never guessed."""
-    name = VISIBLE_DEVICES.get(vendor)
+    row = accelerators.VENDORS.get(vendor)
+    name = row.visible_devices if row else ""   # the vendor row's (accelerators)
     value = os.environ.get(name) if name else None
     if value is None:
         return found
