@@ -536,7 +536,7 @@ def test_a_gid_index_out_of_range_drains_the_node_with_its_fault_code(cluster, f
     a GID at index 4, beyond OCI's 0-3: slurmd's health loop drains that node alone,
     and Slurm's reason (sinfo -R, scontrol show node) leads with the rdma entry's
     fault code on the action ladder.  BM.GPU4.8 declares no node_doctor.rdma_settings,
-    so its MTU is not judged here (tests/test_healthcheck.py's H100 node is).  Seen
+    so its MTU is not judged here (tests/test_node_doctor.py's H100 node is).  Seen
     failing without the codes: the reason was 'ocibench: rdma mlx5_0:1 (...'."""
     if NODES < 8:
         pytest.skip(f"needs an 8th node ({NODES}: OCIBENCH_CLUSTER_NODES)")
