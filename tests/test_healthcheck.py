@@ -316,7 +316,9 @@ def test_each_port_fault_fails_naming_the_port(h100: FakeNode, case: str) -> Non
     assert [n for n, (s, _) in got.items() if s != PASS] == [f"rdma {port}"]
     reason = check.drain_reason([state.ProbeResult(f"rdma {port}", FAIL, got[f"rdma {port}"][1],
                                                    0, 0)])
-    assert reason.startswith(f"ocibench: rdma {port} (") and piece[:30] in reason, reason
+    # the rdma entry's fault code on the action ladder (OCI's link_check)
+    assert reason.startswith(f"ocibench: [HPCGPU-0008-0001] rdma {port} (") \
+        and piece[:30] in reason, reason
 
 
 def test_a_shifted_name_says_where_the_shapes_nic_went(h100: FakeNode) -> None:
@@ -843,15 +845,26 @@ def test_probes_past_the_deadline_are_unknown(node: FakeNode) -> None:
     assert not [r for r in results if r.state == FAIL]
 
 
-def test_the_drain_reason_is_one_short_line_naming_probe_and_evidence() -> None:
+def test_the_drain_reason_is_one_short_line_naming_fault_code_probe_and_evidence() -> None:
+    """Each failing probe with its fault code on the action ladder, the first one's
+    first, kept when the reason is cut at Slurm's length.  Seen failing without the
+    codes: 'ocibench: gpu_count (7x A100; ...' had none."""
     failed = [state.ProbeResult("gpu_count", FAIL, "7x A100; the shape: 8x A100 [nvidia-smi]",
                                 0, 0),
               state.ProbeResult("rdma mlx5_6:1", FAIL, "port state\n1: DOWN [read x]", 0, 0)]
-    assert check.drain_reason(failed) == ("ocibench: gpu_count (7x A100; the shape: 8x A100); "
-                                          "rdma mlx5_6:1 (port state 1: DOWN)")
-    long = [state.ProbeResult("xid", FAIL, "Xid 79 " * 100, 0, 0)]
+    assert check.drain_reason(failed) == (
+        "ocibench: [HPCGPU-0001-0001] gpu_count (7x A100; the shape: 8x A100); "
+        "[HPCGPU-0008-0001] rdma mlx5_6:1 (port state 1: DOWN)")
+    long = [state.ProbeResult("xid", FAIL, "Xid 79 " * 100, 0, 0),
+            state.ProbeResult("gpu_count", FAIL, "7x A100", 0, 0)]
     reason = check.drain_reason(long)
-    assert len(reason) == 200 and reason.endswith("...") and reason.startswith("ocibench: xid (")
+    assert len(reason) == 200 and reason.endswith("...") \
+        and reason.startswith("ocibench: [HPCGPU-0016-0001] xid (Xid 79 "), reason
+    # ours where OCI codes no such check; none for a failure of no ladder entry
+    assert check.drain_reason([state.ProbeResult("ras", FAIL, "1 uncorrectable", 0, 0)]) \
+        == "ocibench: [OCIBENCH-GPU-0001] ras (1 uncorrectable)"
+    assert check.drain_reason([state.ProbeResult("no_such_probe", FAIL, "x", 0, 0)]) \
+        == "ocibench: no_such_probe (x)"
 
 
 def _options(fake: FakeNode, tmp_path: Path, **kw) -> check.Options:

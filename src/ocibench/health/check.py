@@ -3,7 +3,8 @@
 It acts as LBNL NHC and oci-hpc's healthchecks.sh do, with one difference in how it
 knows its own drains:
 
-* a probe that fails drains the node with ``Reason="ocibench: <probe> (<evidence>)"``,
+* a probe that fails drains the node with
+  ``Reason="ocibench: [<fault code>] <probe> (<evidence>)"`` (:func:`drain_reason`),
   unless the node is drained already (by anyone: a person's reason is never replaced),
   and only within ocibench's drain budget (ocibench.sweep.budget): above it, the run
   says "would drain (budget spent)" and drains nothing;
@@ -254,12 +255,19 @@ def next_steps(results: list[ProbeResult], offences: dict[str, int]) -> list[str
 
 
 def drain_reason(failed: list[ProbeResult]) -> str:
-    """``ocibench: <probe> (<evidence>); ...``: one line, at most MAX_REASON characters,
-    the evidence without the file or command it was read from (the state file has it)."""
+    """``ocibench: [<fault code>] <probe> (<evidence>); ...``: one line, at most
+    MAX_REASON characters, the evidence without the file or command it was read from
+    (the state file has it).  Each failing probe leads with its fault code on the action
+    ladder (ocibench.ladder: OCI's HPCGPU-... or ours, OCIBENCH-...), the first probe's
+    first of all, so that a cut at MAX_REASON never loses it; a probe of no ladder entry
+    has none (its next step says so).  Nothing parses the reason back: a drain is known
+    as this healthcheck's by the exact reason its state file records."""
     parts = []
     for result in failed:
         evidence = re.sub(r"\s*\[[^\]]*\]\s*$", "", result.evidence)
-        parts.append(f"{result.name} ({' '.join(evidence.split())})")
+        rung = ladder.entry(ladder.PROBE, result.name)
+        code = f"[{rung.fault}] " if rung is not None else ""
+        parts.append(f"{code}{result.name} ({' '.join(evidence.split())})")
     reason = f"{REASON_PREFIX} " + "; ".join(parts)
     return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON - 3] + "..."
 
