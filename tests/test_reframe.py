@@ -812,11 +812,10 @@ def test_impossible_value_fails_the_live_check(tmp_path, lmod_init, mpirun, band
     assert why in case["fail_reason"]
 
 
-def test_a_missed_figure_names_its_cause_in_the_live_check(tmp_path, lmod_init, mpirun):
-    """The live check's performance failure names the cause, from the UCX protocol
-    tables in its own output: a stand-in osu_bw prints a real run's output (UCX 1.13,
-    CMA off: tests/data/ucx_proto), judged against a figure that requires CMA, added
-    to the local shape for this test."""
+def missed_cma_figure(tmp_path: Path) -> tuple[Path, Path]:
+    """A module tree whose osu_bw prints a real run's output (UCX 1.13, CMA off:
+    tests/data/ucx_proto), and a copy of the shapes whose local shape documents an
+    H-H figure that requires CMA: the run misses it, for a cause its output names."""
     capture = paths.REPO_ROOT / "tests" / "data" / "ucx_proto" / "osu_bw.h-h.no-cma.ucx-1.13.txt"
     modules = _forged_tree(tmp_path, "0")
     (tmp_path / "forged-bin" / "osu_bw").write_text(
@@ -834,6 +833,15 @@ def test_a_missed_figure_names_its_cause_in_the_live_check(tmp_path, lmod_init, 
     values: {268435456: 20000.0}
     requires: [cma]
     why: a single-copy host path (test figure)"""))
+    return modules, shapes_dir
+
+
+def test_a_missed_figure_names_its_cause_in_the_live_check(tmp_path, lmod_init, mpirun):
+    """The live check's performance failure names the cause, from the UCX protocol
+    tables in its own output: a stand-in osu_bw prints a real run's output (UCX 1.13,
+    CMA off: tests/data/ucx_proto), judged against a figure that requires CMA, added
+    to the local shape for this test."""
+    modules, shapes_dir = missed_cma_figure(tmp_path)
     result, cases = _run_local(tmp_path, ["osu_bw%buffers=H-H%nodes=1"],
                                OCIBENCH_MODULES_ROOT=str(modules),
                                OCIBENCH_SHAPES_DIR=str(shapes_dir))

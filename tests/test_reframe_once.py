@@ -10,10 +10,9 @@ stand-in osu_bw prints a real run's output, judged against a figure the run miss
 from __future__ import annotations
 
 import os
-import shutil
 
 from ocibench import paths
-from test_reframe import _forged_tree, _run_local
+from test_reframe import _run_local, missed_cma_figure
 
 _COUNTING = """
 import os
@@ -29,23 +28,7 @@ if os.environ.get("JUDGE_LOG"):
 
 
 def test_a_live_check_judges_its_run_once(tmp_path, lmod_init, mpirun):
-    capture = paths.REPO_ROOT / "tests" / "data" / "ucx_proto" / "osu_bw.h-h.no-cma.ucx-1.13.txt"
-    modules = _forged_tree(tmp_path, "0")
-    (tmp_path / "forged-bin" / "osu_bw").write_text(
-        f"#!/bin/sh\n[ \"${{OMPI_COMM_WORLD_RANK:-0}}\" = 0 ] || exit 0\ncat {capture}\n")
-    shapes_dir = tmp_path / "shapes"
-    shutil.copytree(paths.REPO_ROOT / "site" / "shapes", shapes_dir)
-    local = shapes_dir / "local.yaml"
-    local.write_text(local.read_text().replace("figures: []", """figures:
-  - id: test_osu_bw_h_h_cma
-    check: osu_bw
-    params: {buffers: H-H, nodes: 1}
-    metric: bandwidth
-    unit: MB/s
-    source: {doc: tests/test_reframe_once.py, section: judged once}
-    values: {268435456: 20000.0}
-    requires: [cma]
-    why: a single-copy host path (test figure)"""))
+    modules, shapes_dir = missed_cma_figure(tmp_path)
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_COUNTING)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import copy
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -22,20 +23,12 @@ from ocibench import paths, shapes
 from ocibench.shapes import probe
 
 #: Run ReFrame in this interpreter after wrapping ocibench.shapes._parse, the one place
-#: a shape file's YAML is parsed: every parse appends the file's name to $PARSE_LOG.
-#: A wrapper that finds no _parse fails the run (never a silent count of nothing).
-_COUNTING_REFRAME = """
-import os, runpy, sys
-import ocibench.shapes as shapes
-real = shapes._parse
-def counted(*args, **kwargs):
-    with open(os.environ["PARSE_LOG"], "a") as log:
-        log.write(str(args[1]) + "\\n")
-    return real(*args, **kwargs)
-shapes._parse = counted
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
+#: a shape file's YAML is parsed: every parse appends the file's name to $PARSE_LOG.  The
+#: wrapper is the start-up benchmark's own (scripts/bench-reframe-start.py), so the test
+#: counts what the benchmark counts.  A wrapper that finds no _parse fails the run
+#: (never a silent count of nothing).
+_COUNTING_REFRAME = runpy.run_path(
+    str(paths.REPO_ROOT / "scripts" / "bench-reframe-start.py"), run_name="bench")["COUNTING"]
 
 
 def test_a_reframe_listing_parses_each_shape_file_once(tmp_path):

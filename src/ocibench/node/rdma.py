@@ -594,32 +594,46 @@ _TRUST = re.compile(r"^Priority trust state: (\S+)\s*$", re.MULTILINE)
 _PFC_ENABLED = re.compile(r"^\s*enabled\s+((?:[01]\s+){7}[01])\s*$", re.MULTILINE)
 
 
+def _run_on_port(root: Path, base: str, reading: Reading, check: str, what: str,
+                 timeout: Callable[[], float] | None, ran: Ran | None,
+                 command: Callable[[str], list[str]]) -> tuple[str, Ran] | None:
+    """The port's interface and a tool's run on it (``command(interface)``; ``ran``: a
+    run made already), or None once the check ``check`` is recorded unknown with why
+    ("<what> not read: ..."): no interface, the run's deadline passed, the tool failed."""
+    netdev = _netdev(root, base)
+    if netdev.why:
+        reading.checks.append(Check(check, UNKNOWN, f"{what} not read: {netdev.why}"))
+        return None
+    if ran is None:
+        seconds = timeout() if timeout else None
+        if seconds is not None and seconds <= _LEAST_S:
+            reading.checks.append(Check(check, UNKNOWN, f"{what} not read: the run's "
+                                        "deadline passed"))
+            return None
+        ran = run(command(netdev.text or ""), seconds)
+    reading.ran.append(ran.command)
+    if ran.why:
+        reading.checks.append(Check(check, UNKNOWN, f"{what} not read: {ran.why}"))
+        return None
+    return netdev.text or "", ran
+
+
 def _qos(root: Path, port: Port, base: str, reading: Reading,
          timeout: Callable[[], float] | None, ran: Ran | None) -> None:
     """The trust state and the priorities with PFC enabled against the shape's."""
     want = port.settings or Settings()
-    netdev = _netdev(root, base)
-    if netdev.why:
-        reading.checks.append(Check("qos", UNKNOWN, f"QoS not read: {netdev.why}"))
+    got = _run_on_port(root, base, reading, "qos", "QoS", timeout, ran,
+                       lambda netdev: ["mlnx_qos", "-i", netdev])
+    if got is None:
         return
-    if ran is None:
-        seconds = timeout() if timeout else None
-        if seconds is not None and seconds <= _LEAST_S:
-            reading.checks.append(Check("qos", UNKNOWN, "QoS not read: the run's deadline "
-                                        "passed"))
-            return
-        ran = run(["mlnx_qos", "-i", netdev.text or ""], seconds)
-    reading.ran.append(ran.command)
-    if ran.why:
-        reading.checks.append(Check("qos", UNKNOWN, f"QoS not read: {ran.why}"))
-        return
+    netdev, ran = got
     trust = _TRUST.search(ran.out)
     pfc = _PFC_ENABLED.search(ran.out)
     if (want.trust is not None and not trust) or (want.pfc is not None and not pfc):
         missing = "no 'Priority trust state' line" if want.trust is not None and not trust \
             else "no PFC 'enabled' row"
         reading.checks.append(Check("qos", UNKNOWN, f"QoS not read: mlnx_qos -i "
-                                    f"{netdev.text} printed {missing}"))
+                                    f"{netdev} printed {missing}"))
         return
     wrong, said = [], []
     if want.trust is not None and trust:
@@ -634,7 +648,7 @@ def _qos(root: Path, port: Port, base: str, reading: Reading,
             expected = ", ".join(str(p) for p, v in enumerate(want.pfc) if v) or "none"
             wrong.append(f"PFC enabled on priorities {on}, the shape's {expected}")
     if wrong:
-        reading.checks.append(Check("qos", UNEXPECTED, f"{netdev.text}: {'; '.join(wrong)}"))
+        reading.checks.append(Check("qos", UNEXPECTED, f"{netdev}: {'; '.join(wrong)}"))
     else:
         reading.checks.append(Check("qos", PRESENT, ", ".join(said)))
 
@@ -646,22 +660,11 @@ _PAE = re.compile(r"^Supplicant PAE state=(\S+)\s*$", re.MULTILINE)
 
 def _auth(root: Path, port: Port, base: str, reading: Reading,
           timeout: Callable[[], float] | None, ran: Ran | None) -> None:
-    netdev = _netdev(root, base)
-    if netdev.why:
-        reading.checks.append(Check("auth", UNKNOWN, f"authentication not read: "
-                                    f"{netdev.why}"))
+    got = _run_on_port(root, base, reading, "auth", "authentication", timeout, ran,
+                       lambda netdev: ["wpa_cli", "-i", netdev, "status"])
+    if got is None:
         return
-    if ran is None:
-        seconds = timeout() if timeout else None
-        if seconds is not None and seconds <= _LEAST_S:
-            reading.checks.append(Check("auth", UNKNOWN, "authentication not read: the "
-                                        "run's deadline passed"))
-            return
-        ran = run(["wpa_cli", "-i", netdev.text or "", "status"], seconds)
-    reading.ran.append(ran.command)
-    if ran.why:
-        reading.checks.append(Check("auth", UNKNOWN, f"authentication not read: {ran.why}"))
-        return
+    netdev, ran = got
     m = _PAE.search(ran.out)
     if not m:
         first = next((line.strip() for line in ran.out.splitlines() if line.strip()),
@@ -669,7 +672,7 @@ def _auth(root: Path, port: Port, base: str, reading: Reading,
         reading.checks.append(Check("auth", UNKNOWN, f"authentication not read: wpa_cli "
                                     f"printed {first[:60]!r}, no 'Supplicant PAE state'"))
     elif m.group(1) != "AUTHENTICATED":
-        reading.checks.append(Check("auth", UNEXPECTED, f"{netdev.text} not authenticated "
+        reading.checks.append(Check("auth", UNEXPECTED, f"{netdev} not authenticated "
                                     f"to the cluster network: Supplicant PAE state "
                                     f"{m.group(1)[:30]} (OCI's HPCGPU-0008-0001: rerun; if "
                                     "it persists, restart oracle-cloud-agent)"))
