@@ -131,7 +131,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
     #: The shape the check ran for (the partition's ``extras.shape``).
     shape = variable(str, value="")
     #: Why the case was skipped.  ReFrame prints the reason but its JSON report keeps
-    #: only ``result: skip``; the report (ocibench.report.load) reads it from here.
+    #: only ``result: skip``; the run reader (ocibench.results.load) reads it from here.
     skip_reason = variable(str, value="")
     #: Whether the run's messages go through UCX from GPU memory (the GPU checks):
     #: the job then runs with UCX_PROTO_INFO=y (UCX_PROTO_INFO above).

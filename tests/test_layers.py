@@ -20,10 +20,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("node",),
     ("spack",),
     ("reframe",),
+    ("results",),
     ("history",),
-    ("report",),
-    ("sweep",),
-    ("health",),
+    ("cluster",),
+    ("pages",),
+    ("report", "sweep", "health"),
     ("commands", "cli"),
 )
 
@@ -105,3 +106,4 @@ def test_every_package_has_a_layer() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     named = {name for names in LAYERS for name in names}
     assert packages <= named, f"packages of no layer: {sorted(packages - named)}"
+

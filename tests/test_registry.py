@@ -26,7 +26,7 @@ from ocibench import accelerators, benchmarks, paths, shapes
 from ocibench.figures import ceilings, judge, outputs
 from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict, Verdict
-from ocibench.report import model
+from ocibench.results import model
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text())["entries"]

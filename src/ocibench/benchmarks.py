@@ -10,7 +10,7 @@ benchmark, so that adding one is one entry here and one check class in checks/
   :mod:`ocibench.figures.outputs`, which looks for ``title``), and what differs between
   the checks of one parser (``unit``, ``columns``, ``ranks``, ``message_per_rank``): a
   parser never asks which check it reads;
-* the report's families (``family``, :mod:`ocibench.report.model`);
+* the report's families (``family``, :mod:`ocibench.results.model`);
 * which runs' buffers are UCX memory types (``ucx_buffers``: the judge names a missed
   figure's cause from UCX's protocol tables, :meth:`ocibench.figures.judge.Facts.for_run`);
 * the physical limit of a figure (``directions``: a limit is per direction, so a

@@ -1,8 +1,8 @@
 """The sweep's files: JSON for dashboards, and the node x check matrix as one offline page.
 
-Both are written through :func:`ocibench.report.output.staged`: a reader sees the old
+Both are written through :func:`ocibench.pages.output.staged`: a reader sees the old
 file or the new one, never half of one, and never one written through a link.  The
-page is the Jinja2 template ``report/templates/sweep.html`` with autoescape on.
+page is the Jinja2 template ``pages/templates/sweep.html`` with autoescape on.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ocibench.metrics import NODE_VERDICTS
-from ocibench.report import html
-from ocibench.report.output import staged
+from ocibench.pages import html
+from ocibench.pages.output import staged
 from ocibench.sweep.plan import NODE_SEPARATOR, describe
 from ocibench.sweep.run import Sweep
 
