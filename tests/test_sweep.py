@@ -23,6 +23,7 @@ from ocibench import paths, shapes
 from ocibench.cluster.reason import MAX_REASON
 from ocibench.figures import judge, references
 from ocibench.metrics import Action, NodeVerdict
+from ocibench.pages import output as pages_output
 from ocibench.sweep import actions, output, plan, verdicts
 from ocibench.sweep import run as sweeping
 from ocibench.sweep.plan import GROUPS, PAIRS, RETEST, SINGLE, Case
@@ -373,7 +374,7 @@ def test_html_matrix_escapes_and_links_every_node(local, tmp_path):
     assert 'class="cell outlier" title="' in page and ">9.00 us</td>" in page
     assert "http" not in page                     # offline: nothing loaded
     out = tmp_path / "sweep.html"
-    output.write(out, page)
+    pages_output.write(out, page)
     assert out.read_text() == page
 
 

@@ -156,7 +156,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _page(args: argparse.Namespace, history) -> int:
     try:  # here, not at the top: every ocibench command imports this module
-        from ocibench.pages.output import OutputError, staged
+        from ocibench.pages.output import OutputError, write
         from ocibench.report import history as page
     except ModuleNotFoundError as err:
         if err.name != "jinja2":   # the pages' charts are SVG: no matplotlib
@@ -167,12 +167,9 @@ def _page(args: argparse.Namespace, history) -> int:
     else:
         done = page.cluster_page(history, args.check, args.since, args.db)
     try:
-        with staged(args.html.parent) as stage:   # a reader sees the old page or the new
-            (stage / args.html.name).write_text(done.text)
+        write(args.html, done.text)   # a reader sees the old page or the new
     except OutputError as err:
         return _usage(str(err))
-    except OSError as err:
-        return _usage(f"cannot write {err.filename or args.html}: {err.strerror}")
     print(f"{args.html}: {done.figures} figure(s) of {done.nodes} node(s)")
     return 0
 

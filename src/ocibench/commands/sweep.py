@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, result) -> int:
     """The JSON and the page, then one line per node; the exit status (docs/sweep.md)."""
-    from ocibench.pages.output import OutputError
+    from ocibench.pages.output import OutputError, write
     from ocibench.sweep import output
 
     failed = []
@@ -172,11 +172,9 @@ def _report(args: argparse.Namespace, result) -> int:
         if path is None:
             continue
         try:
-            output.write(path, render(result))
+            write(path, render(result))
         except OutputError as err:
             failed.append(str(err))
-        except OSError as err:
-            failed.append(f"cannot write {err.filename or path}: {err.strerror}")
     if not args.no_history and result.jobs:
         from ocibench.history.current import PublishError
         from ocibench.history.store import HistoryError
