@@ -32,7 +32,6 @@ class babelstream(OcibenchCheck):
     check_name = "babelstream"
     descr = "BabelStream Copy/Mul/Add/Triad/Dot on every GPU of a node, one process each"
     valid_systems = systems_for(1, gpu=True)
-    valid_prog_environs = ["+babelstream"]
     tags = {"ocibench", "gpu", "babelstream"}
     nodes = variable(int, value=1)
     gpus = variable(int, value=0)

@@ -39,7 +39,6 @@ def max_size_ranges() -> int:
 class nccl_all_reduce_perf(EveryGpuCheck):
     check_name = "nccl_all_reduce_perf"
     descr = "nccl-tests all_reduce_perf, 10 GiB, busbw, every GPU of the node(s)"
-    valid_prog_environs = ["+nccl-tests"]
     tags = {"ocibench", "nccl-tests", "gpu", "nccl"}
     #: Which of the shape's documented size ranges at this node count the case runs.
     size_range = parameter(list(range(max_size_ranges())))

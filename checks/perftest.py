@@ -18,7 +18,7 @@ host file is the server, the second the client.
 
 On a machine without RDMA devices (/sys/class/infiniband empty) or a shape without
 ``network.rdma_nics`` the ``perftest`` environment is unavailable and every case SKIPS with
-that reason (ocibench.reframe.site.perftest_unavailable).
+that reason (ocibench.reframe.site.rdma_unavailable).
 """
 
 from __future__ import annotations
@@ -82,7 +82,6 @@ class PerftestCheck(OcibenchCheck):
     #: One client and one server node, as oci-hpc's check pairs them.
     nodes = variable(int, value=2)
 
-    valid_prog_environs = ["+perftest"]
     tags = {"ocibench", "perftest", "rdma"}
 
     @run_after("init")
