@@ -18,7 +18,7 @@ import shlex
 import reframe as rfm
 from reframe.core.builtins import variable
 
-from ocibench import accelerators, benchmarks, shapes
+from ocibench import accelerators, benchmarks
 
 from .base import OcibenchCheck, systems_for
 
@@ -41,7 +41,7 @@ class babelstream(OcibenchCheck):
         self.gpus = self.node_gpus
         self.num_tasks = self.num_tasks_per_node = self.gpus
         # the shape's GPUs (on `local`, those its probe found) name the vendor
-        vendor = accelerators.of(shapes.load(extras["shape"]).gpus)
+        vendor = accelerators.of(self._shape().gpus)
         self.skip_if(vendor is None, f"{extras['shape']} names no GPU vendor (gpus.vendor)")
         command = benchmarks.spec(self.check_name).command
         run = " ".join([vendor.babelstream_executable, "--device", f'"{LOCAL_RANK}"',

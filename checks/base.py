@@ -77,7 +77,7 @@ from ocibench.figures import evaluate, judge, nccl_path, outputs, references, uc
 from ocibench.figures.joblog import failure_line
 from ocibench.metrics import RunVerdict, could_not_judge
 from ocibench.reframe.launchers import INTELMPI
-from ocibench.reframe.site import prog_environs
+from ocibench.reframe.site import built_shape, prog_environs
 
 PROVENANCE_FILE = "provenance.json"
 
@@ -317,7 +317,8 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
     def _shape(self) -> shapes.Shape:
         cached = getattr(self, "_ocibench_shape", None)
         if cached is None:
-            cached = self._ocibench_shape = shapes.load(self.shape or shapes.LOCAL)
+            # the shape the configuration built for this partition: not read again
+            cached = self._ocibench_shape = built_shape(self.shape or shapes.LOCAL)
         return cached
 
     @run_before("performance")
@@ -430,7 +431,7 @@ class EveryGpuCheck(OcibenchCheck):
         # The collective library's settings OCI recommends for the shape
         # (network.collective_env: NCCL_IB_HCA, NCCL_IB_GID_INDEX, the net plugin...),
         # first: the log level below overrides theirs.
-        network = shapes.load(extras["shape"]).data.get("network") or {}
+        network = self._shape().data.get("network") or {}
         for name, value in (network.get("collective_env") or {}).items():
             self.export(name, str(value))
         # NCCL's log names the transport of every channel: the path the figure took

@@ -32,6 +32,7 @@ from reframe.core.builtins import parameter, performance_function, run_after, va
 
 from ocibench import benchmarks, shapes
 from ocibench.reframe.launchers import HOSTFILE_VAR
+from ocibench.reframe.site import built_shapes
 
 from .base import OcibenchCheck, systems_for
 
@@ -43,8 +44,7 @@ SERVER_START_S = 1
 
 def max_hcas() -> int:
     """The most cluster-network HCAs any shape has: the range of the HCA parameter."""
-    counts = [len(shapes.load(name).hcas)
-              for name in shapes.known_shapes() if name != shapes.LOCAL]
+    counts = [len(shape.hcas) for shape in built_shapes() if not shape.is_local]
     return max(counts + [len(glob.glob("/sys/class/infiniband/*")), 1])
 
 

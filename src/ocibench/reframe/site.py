@@ -613,7 +613,27 @@ def _check_requested(names: list[str], broken: dict[str, str], argv: list[str]) 
                       f"file in {shapes.shapes_dir()}: {', '.join(names)}")
 
 
-def load_shapes() -> tuple[dict[str, shapes.Shape], dict[str, str]]:
+#: The shapes the last build() configured, by name: ReFrame's checks take theirs from
+#: here (:func:`built_shape`), in the process that loaded the configuration.
+_built: dict[str, shapes.Shape] = {}
+
+
+def built_shape(name: str) -> shapes.Shape:
+    """The shape ``name`` as the configuration built it (a partition's
+    ``extras.shape``), so that a check neither reads its file again nor probes
+    ``local`` again; loaded where no configuration was built in this process."""
+    return _built.get(name) or shapes.load(name)
+
+
+def built_shapes() -> list[shapes.Shape]:
+    """Every shape the configuration built (its systems); where none was built in this
+    process, every shape file that loads (the broken ones are named by build())."""
+    if _built:
+        return list(_built.values())
+    return list(load_shapes(quiet=True)[0].values())
+
+
+def load_shapes(quiet: bool = False) -> tuple[dict[str, shapes.Shape], dict[str, str]]:
     """Every shape file: (shape name -> Shape, ReFrame system -> why it is left out).
 
     A broken shape file stops only its own system: the others still load, and the
@@ -626,8 +646,9 @@ def load_shapes() -> tuple[dict[str, shapes.Shape], dict[str, str]]:
             loaded[name] = shapes.load(name)
         except shapes.ShapeError as err:
             broken[system_name(name)] = str(err)
-            print(f"ocibench: warning: system {system_name(name)} left out: {err}",
-                  file=sys.stderr)
+            if not quiet:
+                print(f"ocibench: warning: system {system_name(name)} left out: {err}",
+                      file=sys.stderr)
     return loaded, broken
 
 
@@ -643,6 +664,8 @@ def build(argv: list[str] | None = None) -> dict[str, Any]:
         raise ConfigError(f"ocibench: {err}") from None
     loaded, broken = load_shapes()
     _found.update(shape=detected, broken=broken.get(system_name(detected)))
+    _built.clear()
+    _built.update(loaded)
     argv = sys.argv[1:] if argv is None else argv
     order = ([detected] if detected in loaded else []) + \
         [n for n in sorted(loaded) if n != detected]
