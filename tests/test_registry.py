@@ -358,7 +358,9 @@ def hand_lists(source: str, environments: set[str], families: set[str]) -> list[
     * an environment selected by its features ("+omb", "+imb +openmpi");
     * ``valid_prog_environs`` or an ``Environment(...)`` given a literal name;
     * a comparison (==, !=, in) with an environment's or a family's name (a special case);
-    * a literal tuple, list or set of two or more family names (the list of families).
+    * a literal tuple, list or set of two or more family names (the list of families),
+      or a dict keyed by two or more (a table of families: each family's own words
+      belong in its module, figures/outputs/<family>.py).
     """
     features = {word for name in environments for word in name.split("-")} | environments
     found = []
@@ -381,6 +383,11 @@ def hand_lists(source: str, environments: set[str], families: set[str]) -> list[
                      and isinstance(e.value, str) and e.value in families]
             if len(named) >= 2:
                 found.append((node.lineno, f"a list of parser families {named}"))
+        elif isinstance(node, ast.Dict):
+            named = [k.value for k in node.keys if isinstance(k, ast.Constant)
+                     and isinstance(k.value, str) and k.value in families]
+            if len(named) >= 2:
+                found.append((node.lineno, f"a table of parser families {named}"))
     found += [(line, f"a comparison with {strings}") for line, strings in
               check_name_comparisons(source, environments | families)]
     return found
@@ -394,7 +401,8 @@ def test_the_scan_finds_a_hand_written_environment_or_family_list():
                    'E = (Environment("omb", ("omb", "openmpi"), module="omb"),)',
                    'if env.name == "nccl-tests" and vendor: pass',
                    'if family == "nccl-tests" and text: pass',
-                   'PARSERS = ("omb", "nccl-tests")'):
+                   'PARSERS = ("omb", "nccl-tests")',
+                   'FAILED_BY_FAMILY = {"omb": ("^Failed",), "nccl-tests": ("failure",)}'):
         assert hand_lists(source, envs, families), source
     for source in ('valid_prog_environs = prog_environs(self.check_name)',
                    'x = "+gpu -multinode"', 'FAILED = {"omb": ("^Failed",)}',

@@ -33,6 +33,7 @@ for the lines each benchmark prints.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
@@ -42,8 +43,6 @@ from ocibench import benchmarks
 # What callers use of the package, from the module that defines it.
 from ocibench.figures.outputs.babelstream import BABELSTREAM_KERNELS
 from ocibench.figures.outputs.common import (
-    CRASH_MARKERS,
-    FAILED_BY_FAMILY,
     MAX_OUTPUT_BYTES,
     PROCESS_ENDED,
     UNITS,
@@ -53,13 +52,13 @@ from ocibench.figures.outputs.common import (
     SanityError,
     Unjudged,
     Values,
-    first_crash,
     no_crash,
     output_lines,
     read_output,
     table_rows,
     without_launcher_prefixes,
 )
+from ocibench.figures.outputs.common import first_crash as _first_crash
 from ocibench.figures.outputs.common import number as _number
 from ocibench.figures.outputs.nccl_tests import (
     NCCL_COLUMNS,
@@ -112,6 +111,20 @@ _MODULES: dict[str, ModuleType] = {family: _family_module(family)
                                    for family in benchmarks.PARSERS}
 #: The parser of each family: its module's ``parse(check, lines, params)``.
 _PARSERS: dict[str, Parser] = {family: module.parse for family, module in _MODULES.items()}
+#: The words each family's programs print when they failed (its module's ``FAILED``,
+#: :func:`.common.failure_words`), read only in an output recognised as the family's.
+FAILED_BY_FAMILY: dict[str, tuple[re.Pattern, ...]] = {
+    family: module.FAILED for family, module in _MODULES.items() if getattr(module, "FAILED", ())}
+#: Every crash and failure word (a failed job's reason, ocibench.figures.joblog).
+CRASH_MARKERS = PROCESS_ENDED + tuple(marker for markers in FAILED_BY_FAMILY.values()
+                                      for marker in markers)
+
+
+def first_crash(text: str, markers: tuple[re.Pattern, ...] = CRASH_MARKERS
+                ) -> re.Match | None:
+    """The first of ``markers`` (every family's crash and failure words) in ``text``:
+    what went wrong first, or None."""
+    return _first_crash(text, markers)
 
 
 def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
