@@ -613,23 +613,31 @@ def _check_requested(names: list[str], broken: dict[str, str], argv: list[str]) 
                       f"file in {shapes.shapes_dir()}: {', '.join(names)}")
 
 
-#: The shapes the last build() configured, by name: ReFrame's checks take theirs from
-#: here (:func:`built_shape`), in the process that loaded the configuration.
+#: The shapes the last build() configured, by name, and the directory it read them
+#: from: ReFrame's checks take theirs from here (:func:`built_shape`), in the process
+#: that loaded the configuration.
 _built: dict[str, shapes.Shape] = {}
+_built_from: list[Path] = []
+
+
+def _kept() -> dict[str, shapes.Shape]:
+    """What build() configured, while the shapes directory is still the one it read
+    (a process that points $OCIBENCH_SHAPES_DIR elsewhere loads afresh)."""
+    return _built if _built_from == [shapes.shapes_dir()] else {}
 
 
 def built_shape(name: str) -> shapes.Shape:
     """The shape ``name`` as the configuration built it (a partition's
     ``extras.shape``), so that a check neither reads its file again nor probes
     ``local`` again; loaded where no configuration was built in this process."""
-    return _built.get(name) or shapes.load(name)
+    return _kept().get(name) or shapes.load(name)
 
 
 def built_shapes() -> list[shapes.Shape]:
     """Every shape the configuration built (its systems); where none was built in this
     process, every shape file that loads (the broken ones are named by build())."""
-    if _built:
-        return list(_built.values())
+    if _kept():
+        return list(_kept().values())
     return list(load_shapes(quiet=True)[0].values())
 
 
@@ -666,6 +674,7 @@ def build(argv: list[str] | None = None) -> dict[str, Any]:
     _found.update(shape=detected, broken=broken.get(system_name(detected)))
     _built.clear()
     _built.update(loaded)
+    _built_from[:] = [shapes.shapes_dir()]
     argv = sys.argv[1:] if argv is None else argv
     order = ([detected] if detected in loaded else []) + \
         [n for n in sorted(loaded) if n != detected]
