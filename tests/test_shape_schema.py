@@ -268,7 +268,7 @@ FAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
         ("gpus.vendor: 'intel' is not a known vendor (nvidia, amd)",)),
     "the old cuda_arch field": (
         "BM.GPU4.8", r'^  arch: "80"$', "  cuda_arch: 80",
-        ("gpus: unknown field 'cuda_arch' (known: arch, devices, model, nvlink_domain, vendor)",)),
+        ("gpus: unknown field 'cuda_arch' (known: arch, c2c, devices, model, nvlink_domain, vendor)",)),
     "arch a number": (
         "BM.GPU4.8", r'^  arch: "80"$', "  arch: 80",
         ("gpus.arch: 80 is not a string",)),
