@@ -13,7 +13,9 @@ vendor's name is spelled in code outside this package.
 
 Why a table rather than subclasses: CSCS's checks and Spack's recipes treat a vendor
 as one feature and one variant (``+nvgpu``/``+amdgpu`` partitions, ``+cuda``/``+rocm``
-recipes); the code that uses a row is the same for every vendor.
+recipes); the code that uses a row is the same for every vendor.  Which recipe takes
+which variant is the row's too (``spack_recipes``): another vendor's recipes need not
+all have one.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from .amd import AMD
 from .nvidia import NVIDIA, XIDS
 from .row import (
+    ARCH,
     Accelerator,
     DmabufProbe,
     DriverStub,
@@ -41,6 +44,7 @@ from .row import (
 
 __all__ = [
     "AMD",
+    "ARCH",
     "NVIDIA",
     "XIDS",
     "ProbedGpu",

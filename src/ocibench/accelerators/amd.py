@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from .row import (
+    ARCH,
     Accelerator,
     DmabufProbe,
     GpuMemory,
@@ -187,6 +188,22 @@ AMD = Accelerator(
     build_host_arch_why="no GPU here: compile-only default gfx942 (MI300X)",
     spack_variant="+rocm",
     spack_arch_variant="amdgpu_target",
+    # ROCmPackage recipes carry the target wherever +rocm is on: ROCmPackage
+    # conflicts("amdgpu_target=none", when="+rocm") (Open MPI and UCC included).  UCX's
+    # +rocm is its own variant (ucx is a CudaPackage only), without a target; rccl-tests
+    # is no ROCmPackage and builds for the targets of its hip.
+    spack_recipes={
+        "openmpi": ("+rocm", ARCH),
+        "ucx": ("+rocm",),
+        "ucc": ("+rocm", "+rccl", ARCH),
+        "osu-micro-benchmarks": ("+rocm", "+rccl", ARCH),   # --enable-rocm --enable-rcclomb
+        # this project's perftest: AMD's GPU-to-NIC acceptance runs ib_write_bw
+        # --use_rocm (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
+        "perftest": ("+rocm", ARCH),
+        # HIP's model is +hip; only ROCmPackage's +rocm carries amdgpu_target
+        "babelstream": ("+hip", "+rocm", ARCH),
+        "rccl-tests": (),
+    },
     # hip's dependencies in spack-packages releases/v2025.11 (hip/package.py, for
     # 6.3 to 7.0): what /opt/rocm of the image provides.
     toolkit_packages=("hip", "hipcc", "hsa-rocr-dev", "llvm-amdgpu", "comgr", "rocminfo",
@@ -206,7 +223,6 @@ AMD = Accelerator(
     collective_package="rccl",
     collective_variant="+rccl",       # OMB 7.4 configure --enable-rcclomb; ucc +rccl
     collective_tests_package="rccl-tests",
-    collective_tests_arch=False,
     buffer_flag="rocm",
     omb_title_tag="-ROCM",
     ucx_memory="rocm",
@@ -241,12 +257,8 @@ AMD = Accelerator(
     # (ROCm/rocminfo rocminfo.cc, DisplaySystemInfo).
     dmabuf_probe=DmabufProbe(query=VersionQuery(("rocminfo",),
                                                 r"^DMAbuf Support:\s+(YES|NO)\s*$")),
-    # perftest +rocm: AMD's GPU-to-NIC acceptance runs ib_write_bw --use_rocm
-    # (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
-    perftest_gpu=True,
     # perftest's src/rocm_memory.c (rocm_memory_init): "Using ROCm Device with ID: <n>, ..."
     perftest_gpu_banner=r"Using ROCm Device with ID:.*",
-    arch_required=True,
     gpu_memory=GpuMemoryQuery(
         name="bad_pages", command=("amd-smi", "bad-pages", "--json"),
         parse=_parse_amd_smi_bad_pages, healthy="no bad page pending or unreservable"),

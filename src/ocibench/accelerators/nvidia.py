@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from .row import (
+    ARCH,
     Accelerator,
     DmabufProbe,
     DriverStub,
@@ -204,6 +205,20 @@ NVIDIA = Accelerator(
                          "that run what is built here; CUDA 13 targets sm_75 and newer)"),
     spack_variant="+cuda",
     spack_arch_variant="cuda_arch",
+    # CudaPackage recipes of spack-packages (and of this project's repository, which
+    # overrides some): +cuda, cuda_arch where the build compiles GPU code for it.
+    spack_recipes={
+        "openmpi": ("+cuda",),                # seed 000 sec 1: device buffers
+        "ucx": ("+cuda",),                    # gpu-with-ubuntu sec 3-1: --with-cuda
+        # UCC without the arch, as the tech tip: its configure then builds for every
+        # architecture the toolkit has (config/m4/cuda.m4)
+        "ucc": ("+cuda", "+nccl"),
+        "osu-micro-benchmarks": ("+cuda", "+nccl", ARCH),   # --enable-cuda --enable-ncclomb
+        "gdrcopy": (ARCH,),
+        "babelstream": ("+cuda", ARCH),       # the model's variant is CudaPackage's own
+        "nccl-tests": (ARCH,),
+        # perftest: this project's recipe builds for ROCm only
+    },
     toolkit_packages=("cuda",),
     mpi_aware_variant="cuda",
     runtime_failure="cuda failure",
@@ -227,7 +242,6 @@ NVIDIA = Accelerator(
     collective_package="nccl",
     collective_variant="+nccl",
     collective_tests_package="nccl-tests",
-    collective_tests_arch=True,
     buffer_flag="cuda",
     omb_title_tag="-CUDA",
     ucx_memory="cuda",
