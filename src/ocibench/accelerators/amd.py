@@ -13,6 +13,7 @@ from .row import (
     GpuMemory,
     GpuMemoryQuery,
     KernelLogScan,
+    PeerMemory,
     ProbedGpu,
     ProbeFormatError,
     VersionQuery,
@@ -252,6 +253,13 @@ AMD = Accelerator(
     # (/sys/kernel/mm/memory_peers/amdkfd/version), and uses dma-buf where
     # NCCL_DMABUF_ENABLE allows; OCI turns dma-buf off on BM.GPU.MI355X.8.
     gpudirect=("amd_peermem", "dmabuf"),
+    # Where amdgpu's KFD shows its peer-memory registration, by kernel (RCCL's
+    # src/transport/net_ib.cc ncclIbGdrSupport tries them in this order: Ubuntu 22.04's
+    # 5.15, 22.04.4 HWE's 6.5, 24.04's 6.8).
+    peer_memory=PeerMemory("amd_peermem", files=(
+        "sys/kernel/mm/memory_peers/amdkfd/version", "sys/kernel/memory_peers/amdkfd/version",
+        "sys/memory_peers/amdkfd/version"),
+        none_found="amdkfd registers no peer memory (no memory_peers/amdkfd/version)"),
     # The ROCm runtime's answer (HSA_AMD_SYSTEM_INFO_DMABUF_SUPPORTED), which rocminfo
     # prints from ROCm 5.7 on: "DMAbuf Support:" padded to 25 columns, then YES or NO
     # (ROCm/rocminfo rocminfo.cc, DisplaySystemInfo).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 #: In a row's ``spack_recipes``: the variant naming the shape's target, as the row
 #: spells it (:meth:`Accelerator.spack_arch`: ``cuda_arch=80``, ``amdgpu_target=gfx942``).
@@ -62,15 +62,36 @@ class VersionQuery:
     pattern: str
 
 
+#: What a reader of a driver's file says: present (True), absent (False) or cannot
+#: tell (None), and why in words (ocibench.node.preflight puts the kernel before them).
+FileVerdict = tuple[Optional[bool], str]
+
+
 @dataclass(frozen=True)
 class DmabufProbe:
     """What says whether the GPU driver exports GPU memory as a dma-buf that the RDMA
     NIC registers (GPUDirect RDMA without a peer-memory module): a file the driver
-    writes (``file``, read under the probed root), or the runtime's own answer, which
-    a tool prints (``query``: its first group, YES or NO).  One of the two."""
+    writes (``file``, read under the probed root, and its reader ``read``, given its
+    text or None where there is no such file), or the runtime's own answer, which a
+    tool prints (``query``: its first group, YES or NO).  One of the two."""
 
     file: str | None = None
+    read: Callable[[str | None], FileVerdict] | None = None
     query: VersionQuery | None = None
+
+
+@dataclass(frozen=True)
+class PeerMemory:
+    """How preflight tells that the GPU driver registers GPU memory with the RDMA stack
+    through a peer-memory client (GPUDirect RDMA without dma-buf): the capability it is
+    (ocibench.capabilities), and a kernel module that must be loaded (``module``) or the
+    files one of which the driver writes where it registered (``files``, read under the
+    probed root, in the order the collective library looks), with the words for none."""
+
+    capability: str
+    module: str | None = None
+    files: tuple[str, ...] = ()
+    none_found: str = "module not loaded"
 
 
 class ProbeFormatError(ValueError):
@@ -264,6 +285,9 @@ class Accelerator:
     gpudirect: tuple[str, ...] = ()
     #: How preflight tells whether the driver exports GPU memory as a dma-buf.
     dmabuf_probe: DmabufProbe = DmabufProbe()
+    #: How preflight tells the driver's peer-memory registration (one of ``gpudirect``),
+    #: or None: the vendor has none.
+    peer_memory: PeerMemory | None = None
     #: The line perftest prints when ``--use_<buffer_flag>`` put its buffers in this
     #: vendor's GPU memory (a regular expression of the whole line), whether or not the
     #: project's recipe builds it: a pasted output may come from any build.
