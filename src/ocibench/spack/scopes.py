@@ -25,6 +25,12 @@ The generated layer of a shape holds:
   They hold absolute paths of this checkout, which is why they live in this
   git-ignored generated layer: Spack does not expand ``$env`` in ``env_vars``.
 
+Decide, then act: :func:`gather` reads what the scope depends on of this machine and
+its files (:class:`Facts`), :func:`decide` makes the scope from those facts alone (no
+Spack, no machine: what a shape or a vendor row asks of Spack can be read in a test),
+and :func:`write` writes the files, once every scope asked for is decided.  What GPU
+variants each recipe takes is the vendor row's (``spack_recipes``), nothing here.
+
 A shape whose file lists no compilers (``local``, and any shape that describes
 "whatever this machine has") is *machine-described*: its compilers and externals
 are what ``spack compiler find`` / ``spack external find`` report on this machine
