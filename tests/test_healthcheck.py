@@ -1067,3 +1067,14 @@ def test_the_probes_read_the_vendor_row_and_never_test_its_name() -> None:
     assert not found
     for row in accelerators.VENDORS.values():
         assert row.gpu_memory and row.kernel_log, row.vendor
+
+
+def test_a_shape_without_gpus_has_no_vendors_links(tmp_path: Path) -> None:
+    """No vendor is assumed: a CPU shape's device_link item is no vendor's (it was
+    NVIDIA's "nvlink"), and is not probed."""
+    ctx = probes.Context(root=tmp_path, shape=shapes.load("BM.Optimized3.36"), node="cpu-1",
+                         deadline=time.monotonic() + 5)
+    assert probes.link_of(ctx) is None
+    assert probes.item_name("device_link", ctx) == "device_link"
+    applies = {name: when(ctx) for name, when, _probe in probes.PROBES}
+    assert applies["device_link"] is False

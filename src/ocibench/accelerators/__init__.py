@@ -13,7 +13,9 @@ vendor's name is spelled in code outside this package.
 
 Why a table rather than subclasses: CSCS's checks and Spack's recipes treat a vendor
 as one feature and one variant (``+nvgpu``/``+amdgpu`` partitions, ``+cuda``/``+rocm``
-recipes); the code that uses a row is the same for every vendor.
+recipes); the code that uses a row is the same for every vendor.  Which recipe takes
+which variant is the row's too (``spack_recipes``): another vendor's recipes need not
+all have one.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from .amd import AMD
 from .nvidia import NVIDIA, XIDS
 from .row import (
+    ARCH,
     Accelerator,
     DmabufProbe,
     DriverStub,
@@ -33,6 +36,7 @@ from .row import (
     HostCopyApi,
     KernelLogScan,
     MigMode,
+    PeerMemory,
     ProbedGpu,
     ProbeFormatError,
     SramCounts,
@@ -41,6 +45,7 @@ from .row import (
 
 __all__ = [
     "AMD",
+    "ARCH",
     "NVIDIA",
     "XIDS",
     "ProbedGpu",
@@ -48,6 +53,7 @@ __all__ = [
     "HostCopyApi",
     "VersionQuery",
     "DmabufProbe",
+    "PeerMemory",
     "ProbeFormatError",
     "GpuMemory",
     "GpuMemoryQuery",

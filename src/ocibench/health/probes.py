@@ -367,10 +367,10 @@ def probe_device_link(ctx: Context) -> list[Finding]:
     return [Finding(item.name, _state_of(item), _evidence(item))]
 
 
-def link_of(ctx: Context) -> str:
+def link_of(ctx: Context) -> str | None:
     """The capability of the links between the shape's GPUs (accelerators: the row's
-    ``device_link``); NVIDIA's where the shape names no vendor, as preflight does."""
-    return (ctx.vendor or accelerators.VENDORS["nvidia"]).device_link
+    ``device_link``); None where the shape names no vendor (no GPUs: nothing to link)."""
+    return ctx.vendor.device_link if ctx.vendor else None
 
 
 def probe_rdma(ctx: Context) -> list[Finding]:
@@ -535,7 +535,7 @@ def item_name(name: str, ctx: Context) -> str:
     row's own for the items a row names."""
     row = ctx.vendor
     if name == "device_link":
-        return link_of(ctx)
+        return link_of(ctx) or name
     if name == "kernel_log" and row and row.kernel_log:
         return row.kernel_log.name
     if name == "gpu_memory" and row and row.gpu_memory:
