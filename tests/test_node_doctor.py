@@ -13,9 +13,10 @@ import pytest
 
 from health_fakes import FakeNode, bus_id
 from ocibench import accelerators, shapes
-from ocibench.health import check, probes
+from ocibench.health import check, probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN
 from ocibench.node import doctor, preflight
+from ocibench.node import rdma as rdma_ports
 
 DATA = Path(__file__).parent / "data" / "node_doctor"
 NVIDIA = accelerators.VENDORS["nvidia"]
@@ -626,3 +627,36 @@ def test_hca_errors_are_read_as_oci_words_them() -> None:
     assert read("mlx5_core 0000:01:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
                 "type=Transaction Layer, (Requester ID)") is None
     assert read("nvme 0000:01:00.0: fatal error") is None
+
+
+# --------------------------------------------------------------------------- finer codes
+
+
+def test_each_failing_port_check_carries_its_own_code_in_the_drain_reason(
+        h100: FakeNode) -> None:
+    """OCI codes the RDMA port's GID table, RX discards and 802.1X state on their own
+    (gid_index_check, rx_discards_check, auth_check): the drain reason leads with that
+    code, the next step with that check's fix.  Seen failing without the finer entries
+    (every port failure was HPCGPU-0008-0001, its fix a reboot)."""
+    h100.port("mlx5_0:1", discards=[0, 0, 0, 500, 0, 0, 0, 0])
+    h100.port("mlx5_3:1", pae="CONNECTING")
+    # the healthcheck's reading after one that read no discards (its state file's)
+    last = {rdma_ports.RX_DISCARDS_KEY.format(port=p.name): 0 for p in h100.exp.rdma_ports}
+    items = [r.item(True) for r in rdma_ports.read_ports(h100.root, h100.exp.rdma_ports, last)]
+    failed = [state.ProbeResult(i.name, FAIL, f"{i.detail} [{i.evidence}]", 0, 0)
+              for i in items if i.status == "unexpected"]
+    assert [r.name for r in failed] == ["rdma mlx5_0:1", "rdma mlx5_3:1"], items
+    reason = check.drain_reason(failed)       # cut at Slurm's length: the first's code
+    assert reason.startswith("ocibench: [HPCGPU-0004-0001] rdma mlx5_0:1 (rx_discards: ")
+    reason = check.drain_reason(failed[1:])
+    assert reason.startswith("ocibench: [HPCGPU-0008-0001] rdma mlx5_3:1 (auth: "), reason
+    steps = check.next_steps(failed, {})
+    assert "restart the oracle-cloud-agent plugin" in steps[1], steps
+
+
+def test_preflight_names_the_firmware_settings_own_code(h100: FakeNode) -> None:
+    h100.port("mlx5_5:1", firmware={"MAX_ACC_OUT_READ": "64",
+                                    "ADVANCED_PCI_SETTINGS": "True(1)"})
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    step = next(s for s in result.next_steps() if s["item"] == "rdma mlx5_5:1")
+    assert step["fault"] == "HPCGPU-0017-0001" and step["name"] == "rdma:mlxconfig", step
