@@ -37,11 +37,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ocibench import ladder, shapes
+from ocibench.cluster import budget as drain_budget
+from ocibench.cluster import slurm
+from ocibench.cluster.reason import MAX_REASON, REASON_PREFIX
 from ocibench.health import probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState, ProbeResult
-from ocibench.sweep import budget as drain_budget
-from ocibench.sweep import slurm
-from ocibench.sweep.actions import MAX_REASON, REASON_PREFIX
 
 #: Seconds by which every probe has answered (Slurm kills the program at 60 s; the
 #: issue's target is 5 s at the 99th percentile, Python's start and scontrol included).
