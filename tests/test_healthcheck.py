@@ -316,8 +316,10 @@ def test_each_port_fault_fails_naming_the_port(h100: FakeNode, case: str) -> Non
     assert [n for n, (s, _) in got.items() if s != PASS] == [f"rdma {port}"]
     reason = check.drain_reason([state.ProbeResult(f"rdma {port}", FAIL, got[f"rdma {port}"][1],
                                                    0, 0)])
-    # the rdma entry's fault code on the action ladder (OCI's link_check)
-    assert reason.startswith(f"ocibench: [HPCGPU-0008-0001] rdma {port} (") \
+    # the rdma entry's fault code on the action ladder (OCI's link_check), or the
+    # finer one of the check that failed (a GID beyond 0-3: OCI's gid_index_check)
+    code = "HPCGPU-0005-0001" if "beyond" in case else "HPCGPU-0008-0001"
+    assert reason.startswith(f"ocibench: [{code}] rdma {port} (") \
         and piece[:30] in reason, reason
 
 

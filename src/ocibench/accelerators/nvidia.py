@@ -9,6 +9,7 @@ from .row import (
     Accelerator,
     DmabufProbe,
     DriverStub,
+    GpuClocks,
     GpuMemory,
     GpuMemoryQuery,
     GpuModule,
@@ -226,6 +227,40 @@ def _read_nvrm_version(text: str | None) -> tuple[bool | None, str]:
     return True, f"NVIDIA open kernel module {version}"
 
 
+#: The sections of ``nvidia-smi -q -d CLOCK`` whose "Graphics" line GpuClocks keeps.
+_CLOCK_SECTIONS = {"Applications Clocks": "applications",
+                   "Default Applications Clocks": "default", "Clocks": "current"}
+
+
+def _parse_clocks(out: str) -> list[GpuClocks]:
+    """Each GPU's graphics clocks in ``nvidia-smi -q -d CLOCK`` (or the whole ``-q``):
+    the "Graphics" line of its "Applications Clocks", "Default Applications Clocks"
+    and "Clocks" sections ("1980 MHz"); "N/A" is no number."""
+    gpus: dict[str, dict[str, int | None]] = {}
+    gpu: dict[str, int | None] | None = None
+    section = ""
+    for line in out.splitlines():
+        if m := _SMI_GPU.match(line):
+            gpu, section = gpus.setdefault(m.group(1), {}), ""
+            continue
+        m = _SMI_ITEM.match(line)
+        if gpu is None or not m or not m.group(1):
+            continue
+        depth, name, value = len(m.group(1)), m.group(2), m.group(3)
+        if depth == 4:
+            section = name if value is None else ""
+        elif section in _CLOCK_SECTIONS and name == "Graphics":
+            if number := re.fullmatch(r"([0-9]{1,6}) MHz", value or ""):
+                gpu[_CLOCK_SECTIONS[section]] = int(number.group(1))
+            elif value not in ("N/A", "[N/A]"):
+                raise ProbeFormatError(f"printed {line.strip()[:80]!r}: not a clock")
+    if not gpus:
+        first = next((raw.strip() for raw in out.splitlines() if raw.strip()), "nothing")
+        raise ProbeFormatError(f"printed {first[:80]!r}, no GPU section of nvidia-smi -q")
+    return [GpuClocks(bus, c.get("applications"), c.get("default"), c.get("current"))
+            for bus, c in gpus.items()]
+
+
 NVIDIA = Accelerator(
     vendor="nvidia",
     # Spack's CudaPackage.cuda_arch_values: "80", "90", "90a", "100a", "120f"...
@@ -318,5 +353,7 @@ NVIDIA = Accelerator(
     sram_query=GpuQuery(("nvidia-smi", "-q", "-d", "ECC"), _parse_sram_counts),
     # each GPU section's Module Id (R580 refuses --query-gpu=module_id, OCI's way)
     module_query=GpuQuery(("nvidia-smi", "-q"), _parse_module_ids),
+    # nvidia-smi(1): -q -d CLOCK prints the clock sections of -q alone
+    clock_query=GpuQuery(("nvidia-smi", "-q", "-d", "CLOCK"), _parse_clocks),
     visible_devices="CUDA_VISIBLE_DEVICES",
 )

@@ -153,6 +153,18 @@ class GpuModule:
 
 
 @dataclass(frozen=True)
+class GpuClocks:
+    """One GPU's graphics clocks in MHz as the tool prints them: the applications clock
+    (the one the GPU runs a job at, which ``nvidia-smi -ac`` sets), its default, and
+    the current one (low on an idle GPU); None where it printed no number (N/A)."""
+
+    gpu: str
+    applications: int | None
+    default: int | None
+    current: int | None
+
+
+@dataclass(frozen=True)
 class GpuQuery:
     """A per-GPU query of the node doctor's checks (ocibench.node.doctor): the command
     and the reader of its output (ProbeFormatError: output it cannot read)."""
@@ -310,6 +322,8 @@ class Accelerator:
     sram_query: GpuQuery | None = None
     #: Each GPU's module id (GpuModule per GPU): the CDFP cabling check.
     module_query: GpuQuery | None = None
+    #: Each GPU's graphics clocks (GpuClocks per GPU): the GPU clock check.
+    clock_query: GpuQuery | None = None
     #: The variable through which the vendor's runtime shows a process only some of the
     #: node's GPUs, renumbered from 0 in the order it lists them (its tool lists them
     #: all): the ``local`` shape describes what it leaves visible.  "": not read.

@@ -220,6 +220,8 @@ def kernel_scans(ctx: Context) -> list[accelerators.KernelLogScan]:
     scans = [ctx.vendor.kernel_log] if ctx.vendor and ctx.vendor.kernel_log else []
     if doctor.declared(ctx.exp, "pcie_errors") is not None:
         scans.append(doctor.PCIE_ERRORS)
+    if doctor.declared(ctx.exp, "hca_errors") is not None:
+        scans.append(doctor.HCA_ERRORS)
     return scans
 
 
@@ -450,6 +452,17 @@ def _doctor(key: str) -> Probe:
     return probe
 
 
+def _node_doctor(key: str) -> Probe:
+    """The healthcheck's probe of one of OCI's checks of the node (not its GPUs)."""
+    check = dict(doctor.NODE_PROBES)[key]
+
+    def probe(ctx: Context) -> list[Finding]:
+        item = check(ctx.root, ctx.exp, ctx.timeout())
+        return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
+    probe.__doc__ = check.__doc__
+    return probe
+
+
 def _declares(key: str) -> Callable[[Context], bool]:
     """Whether the shape's node_doctor section lists the check ``key`` (on its GPUs)."""
     return lambda c: c.exp.gpu_count > 0 and doctor.declared(c.exp, key) is not None
@@ -570,4 +583,6 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Probe], ...] = (
     ("c2c", has_c2c, probe_c2c),
     # OCI's node-doctor checks the shape's node_doctor section lists (ocibench.node.doctor)
     *((doctor.NAMES[key], _declares(key), _doctor(key)) for key, _ in doctor.PROBES),
+    *((doctor.NAMES[key], lambda c, key=key: doctor.declared(c.exp, key) is not None,
+       _node_doctor(key)) for key, _ in doctor.NODE_PROBES),
 )

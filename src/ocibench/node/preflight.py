@@ -841,7 +841,7 @@ class Preflight:
         code, fix and the commands that show the evidence; an item of no entry says so."""
         steps = []
         for item in self.missing:
-            decision = ladder.decide(ladder.PREFLIGHT, item.name)
+            decision = ladder.decide(ladder.PREFLIGHT, item.name, evidence=item.detail)
             steps.append({"item": item.name, **decision.to_dict()} if decision else
                          {"item": item.name, "step": None, "fault": None,
                           "fix": "no ladder entry (ocibench.ladder): report it"})
