@@ -55,7 +55,7 @@ def one(kind: str, db: Path, out: Path, node: str | None) -> dict:
     read, where it exists) timed; what a fresh process measures."""
     started = time.perf_counter()
     from ocibench import cli
-    from ocibench.history import drift, store
+    from ocibench.history import current, drift, store
 
     spent = {"drift_s": 0.0, "newest_s": 0.0}
     depth = {"drift_s": 0, "newest_s": 0}
@@ -76,9 +76,12 @@ def one(kind: str, db: Path, out: Path, node: str | None) -> dict:
     # the pass is counted once whichever a command calls): read (the one pass, with
     # what judges from it), drifting_nodes, cluster_events, of_node (a node's share of
     # a pass: its snapshot's, or a pass now); an older drift's drifting.
-    for name in ("read", "drifting_nodes", "cluster_events", "drifting", "of_node"):
-        if hasattr(drift, name):
-            setattr(drift, name, timed("drift_s", getattr(drift, name)))
+    # of_node sits beside the snapshots it reads (history.current) since it left drift.
+    for module, name in ((drift, "read"), (drift, "drifting_nodes"),
+                         (drift, "cluster_events"), (drift, "drifting"), (drift, "of_node"),
+                         (current, "of_node")):
+        if hasattr(module, name):
+            setattr(module, name, timed("drift_s", getattr(module, name)))
     if hasattr(drift, "Fleet"):   # what is judged from the pass, after read returned it
         for name in ("drifting", "events"):
             setattr(drift.Fleet, name, timed("drift_s", getattr(drift.Fleet, name)))

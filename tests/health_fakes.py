@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from ocibench import shapes
-from ocibench.node import preflight
+from ocibench.node import preflight, probing
 from rdma_fakes import FakePorts
 
 FAKE_SMI = Path(__file__).parent / "data" / "healthcheck" / "nvidia-smi"
@@ -180,7 +180,7 @@ class FakeNode:
     def lspci(self, text: str | None = None) -> None:
         """What ``lspci -D`` prints: ``text``, or each GPU (none missing)."""
         (self.bin / "lspci.txt").write_text(text if text is not None else "".join(
-            f"{preflight._sysfs_bdf(bus_id(i))} 3D controller: NVIDIA Corporation "
+            f"{probing.sysfs_bdf(bus_id(i))} 3D controller: NVIDIA Corporation "
             f"Device 2330 (rev a1)\n" for i in range(self.exp.gpu_count)))
 
     def driver(self, *versions: str) -> None:
@@ -203,7 +203,7 @@ class FakeNode:
     def pcie(self, width: dict[int, int] | None = None) -> None:
         want = self.exp.capabilities.get("pcie") or {"gen": 4, "width": 16}
         for i in range(self.exp.gpu_count):
-            bdf = preflight._sysfs_bdf(bus_id(i))
+            bdf = probing.sysfs_bdf(bus_id(i))
             base = self.root / "sys/bus/pci/devices" / bdf
             base.mkdir(parents=True, exist_ok=True)
             (base / "max_link_speed").write_text(GTS[want["gen"]] + "\n")

@@ -1,4 +1,4 @@
-"""One node's drift at one node's cost (drift.of_node): the node's page reads what the
+"""One node's drift at one node's cost (current.of_node): the node's page reads what the
 fleet pass found when a writer published the node's snapshot, and finds the same as a
 pass made now, on a real SQLite history with a cluster event (a driver change moving
 every node 10 %) and a real drift of one node; once the history moved (a sweep its
@@ -62,12 +62,12 @@ def history(tmp_path) -> Path:
 def pass_now(history: History, node: str) -> tuple[list[current.Seen], list[current.Seen]]:
     """What a pass made now finds for ``node``: the fleet pass, the reference."""
     fleet = drift.read(history)
-    return ([drift.seen_drift(d) for d in fleet.drifting([node])[node]],
-             [drift.seen_event(e) for e in fleet.events()])
+    return ([current.seen_drift(d) for d in fleet.drifting([node])[node]],
+             [current.seen_event(e) for e in fleet.events()])
 
 
-def agree(history: History, node: str) -> drift.NodeJudgement:
-    found = drift.of_node(history, node)
+def agree(history: History, node: str) -> current.NodeJudgement:
+    found = current.of_node(history, node)
     assert (found.drifts, found.events) == pass_now(history, node), node
     return found
 
@@ -77,7 +77,7 @@ def test_the_published_judgement_is_the_fleet_pass(history):
         for node in NODES:
             found = agree(opened, node)
             assert found.published is not None, node   # read from the snapshot, no pass
-        lemon = drift.of_node(opened, LEMON)
+        lemon = current.of_node(opened, LEMON)
     # what it agrees on is real: gpu-5 drifts (and persists), and the driver change is
     # one cluster event, no node's drift
     assert [(d.figure, d.persists) for d in lemon.drifts] == [("bandwidth", True)]
@@ -86,7 +86,7 @@ def test_the_published_judgement_is_the_fleet_pass(history):
         [("bandwidth", f"sweep-{CHANGE:02d}")]
     assert "driver 560.2 (was 550.1)" in lemon.events[0].text
     with History(history, readonly=True) as opened:
-        assert drift.of_node(opened, "gpu-1").drifts == []
+        assert current.of_node(opened, "gpu-1").drifts == []
 
 
 def test_a_run_of_a_few_nodes_leaves_the_judgement_standing(history):

@@ -149,3 +149,66 @@ def test_an_application_importing_another_is_found(tmp_path: Path) -> None:
     found = application_imports(tree)
     assert len(found) == 1, found
     assert "ocibench.health.state (health) imports ocibench.sweep.plan (sweep)" in found[0]
+
+
+def import_circles(package: Path = PACKAGE) -> list[list[str]]:
+    """Every circle of imports among ocibench's modules (Tarjan's strongly connected
+    components of the import graph): a module that imports, directly or through
+    others, a module that imports it.  Inside one layer too: the layers say which way
+    packages lean, this says no two modules lean on each other."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        if "scripts" in path.relative_to(package).parts:
+            continue
+        here = module_name(path, package)
+        graph.setdefault(here, set()).update(
+            target for _, target in imports_of(path, package) if target != here)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in graph:
+                continue
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_modules_import_each_other() -> None:
+    assert import_circles() == [], "modules that import each other (move what they share below both)"
+
+
+def test_a_circle_is_found(tmp_path: Path) -> None:
+    # two real-looking modules of one package, each importing the other
+    package = tmp_path / "ocibench"
+    (package / "node").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "node" / "__init__.py").write_text("")
+    (package / "node" / "a.py").write_text("from ocibench.node import b\n")
+    (package / "node" / "b.py").write_text("def f():\n    from ocibench.node.a import x\n")
+    (package / "node" / "c.py").write_text("from ocibench.node import a\n")
+    assert import_circles(package) == [["ocibench.node.a", "ocibench.node.b"]]

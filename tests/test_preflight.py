@@ -22,7 +22,7 @@ from typing import Callable
 import pytest
 
 from ocibench import capabilities, cli, shapes
-from ocibench.node import preflight
+from ocibench.node import preflight, probing
 from rdma_fakes import FakePorts
 
 SHAPE = "BM.GPU4.8"
@@ -566,7 +566,7 @@ def test_a_yama_file_nobody_may_read_is_unknown_for_that_user() -> None:
 def test_a_hanging_nvidia_smi_is_unknown_in_bounded_time(node: Node,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrapper whose child keeps stdout open: killing the tool alone would still wait."""
-    monkeypatch.setattr(preflight, "TIMEOUT_S", 2)
+    monkeypatch.setattr(probing, "TIMEOUT_S", 2)
     _tool("nvidia-smi", "/bin/sleep 600 &\nwait")(node)
     started = time.monotonic()
     found = items(node.run())

@@ -32,7 +32,7 @@ from ocibench import accelerators, capabilities, shapes
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState
 from ocibench.history import current
-from ocibench.node import doctor, nvlink_fabric, preflight, rdma
+from ocibench.node import doctor, nvlink_fabric, preflight, probing, rdma
 from ocibench.shapes.probe import Ran
 
 #: Seconds one tool may take (nvidia-smi answers in well under a second with
@@ -83,7 +83,7 @@ class Context:
     counters: dict[str, int] = field(default_factory=dict)
     #: (boot id, highest sequence number) the kernel log probe read, for the state file
     kernel_read: tuple[str, int] | None = None
-    _listing: tuple[list[preflight.Gpu], Ran] | None = None
+    _listing: tuple[list[probing.Gpu], Ran] | None = None
 
     def __post_init__(self) -> None:
         self.exp = preflight.expectations(self.shape)
@@ -110,7 +110,7 @@ class Context:
         if done._listing is not None:
             self._listing = done._listing
 
-    def listing(self) -> tuple[list[preflight.Gpu], Ran]:
+    def listing(self) -> tuple[list[probing.Gpu], Ran]:
         """The GPUs the vendor's tool lists, asked once per run."""
         if self._listing is None:
             self._listing = preflight.list_gpus(self.vendor, timeout=self.timeout())
@@ -132,7 +132,7 @@ def vendor_of(shape: shapes.Shape) -> accelerators.Accelerator | None:
     return accelerators.of(shape.gpus)
 
 
-def _state_of(item: preflight.Item, absent: str = FAIL) -> str:
+def _state_of(item: probing.Item, absent: str = FAIL) -> str:
     """A preflight item judged: present passes, not as the shape says fails; absent
     is ``absent`` (fail where the thing should be there, unknown where absence only
     means the tool did not answer)."""
@@ -143,7 +143,7 @@ def _state_of(item: preflight.Item, absent: str = FAIL) -> str:
     return absent if item.status == ABSENT else UNKNOWN
 
 
-def _evidence(item: preflight.Item) -> str:
+def _evidence(item: probing.Item) -> str:
     return f"{item.detail} [{item.evidence}]"
 
 
@@ -254,7 +254,7 @@ def probe_kernel_log(ctx: Context) -> list[Finding]:
         # nothing (a container's /dev/kmsg, a namespace) has read no log
         return [Finding(scan.name, UNKNOWN, f"{path} gave no record [read {path}]")
                 for scan in scans]
-    boot = (preflight._read(ctx.root, BOOT_ID).text or "").strip()[:64]
+    boot = (probing.read_file(ctx.root, BOOT_ID).text or "").strip()[:64]
     numbers = [seq for seq, _line in records if seq is not None]
     highest = max(numbers, default=-1)
     ctx.kernel_read = (boot, highest)
@@ -318,7 +318,7 @@ def probe_gpu_memory(ctx: Context) -> list[Finding]:
     silent = ctx.gpu_tool_silent()
     if silent:
         return _named(query.name, silent)
-    ran = preflight.run(list(query.command), ctx.timeout())
+    ran = probing.run(list(query.command), ctx.timeout())
     command = f"`{ran.command}`"
     if ran.why:
         return [Finding(query.name, UNKNOWN, f"{command}: {ran.why}")]
@@ -397,7 +397,7 @@ def probe_fabric_manager(ctx: Context) -> list[Finding]:
     node, NVIDIA Fabric Manager User Guide).  Asked of systemd, which says the unit's
     state on stdout (systemctl(1) is-active)."""
     service = ctx.vendor.fabric_manager_service
-    ran = preflight.run(["systemctl", "is-active", service], ctx.timeout())
+    ran = probing.run(["systemctl", "is-active", service], ctx.timeout())
     said = (ran.out.strip().splitlines() or [""])[0]
     evidence = f"{service} {said or 'gave no state'} [`{ran.command}`]"
     if said == "active" and not ran.why:

@@ -24,7 +24,7 @@ node it wrote, in a small file per node that a reader opens in O(1) and never wa
 node's page shows of the same pass (its drifting figures, the cluster events of its
 figures) and what the pass read (:class:`Basis`), so that the page shows the pass's
 judgement without judging the fleet again while the history has not moved
-(drift.of_node); the healthcheck ignores it.
+:func:`of_node`); the healthcheck ignores it.
 
 ``history``: the node's newest value of each figure (History.latest), its failures
 listed; ``drift``: the figures drift judged (those with the baseline the rule needs)
@@ -129,7 +129,7 @@ class Basis:
     more than it read): the newest session that had arrived, the values the history's
     summaries count in it and the sessions before it, and the node's events.  A history
     that has the same, no sweep having arrived since, is judged the same by the pass
-    (drift.still)."""
+    (:func:`still`)."""
 
     newest: int         # the session's id (the order of arrival)
     values: int
@@ -226,11 +226,11 @@ def snapshots(history: History, nodes: Sequence[str], session: str,
 
     now = time.time() if now is None else now
     nodes = list(dict.fromkeys(nodes))
-    bases = drift.basis(history, nodes)   # before the pass: what it reads, or less
+    bases = basis(history, nodes)   # before the pass: what it reads, or less
     fleet = drift.read(history)
     drifts = fleet.drifting(nodes)
     judged = _judged(fleet, set(nodes))
-    events = [drift.seen_event(e) for e in fleet.events()]
+    events = [seen_event(e) for e in fleet.events()]
     found = {}
     for node in nodes:
         latest = history.latest(node)
@@ -250,7 +250,7 @@ def snapshots(history: History, nodes: Sequence[str], session: str,
             drift_needed=drift.MIN_BASELINE + drift.PERSIST_WINDOW,
             drifting=tuple(drifting[:MAX_ITEMS]),
             judged=None if node not in bases else Judged(
-                bases[node], tuple(drift.seen_drift(d) for d in drifts.get(node, []))[:MAX_ITEMS],
+                bases[node], tuple(seen_drift(d) for d in drifts.get(node, []))[:MAX_ITEMS],
                 tuple(e for e in events if e.key in measured)[:MAX_ITEMS]))
     return found
 
@@ -449,6 +449,84 @@ def publish_all(path: Path, nodes: Sequence[str] | None = None,
 
     with History(path, readonly=True) as history:
         return publish(path, history, list(nodes) if nodes else history.nodes(), session)
+
+
+# --------------------------------------------------------------------------- one node's page
+
+def seen_drift(found: drift.Drift) -> Seen:
+    """A drifting figure as a node's page shows it."""
+    return Seen(found.check, found.variant, found.size, found.figure, found.reason,
+                found.persists)
+
+
+def seen_event(event: drift.ClusterEvent) -> Seen:
+    """A cluster event as a node's page shows it."""
+    return Seen(event.check, event.variant, event.size, event.figure, event.text,
+                session=event.session, time=event.time)
+
+
+def basis(history: History, nodes: Iterable[str]) -> dict[str, Basis]:
+    """Each of ``nodes``' :class:`Basis` now: taken before a
+    pass, what the pass reads or less.  Empty for a schema 1 history (no summaries to
+    count the values by)."""
+    counts = history.session_counts()
+    if counts is None:
+        return {}
+    newest = max((session for session, _name in history.arrivals()), default=0)
+    values = _values(counts, newest)
+    return {node: Basis(newest, values, len(history.events(node))) for node in nodes}
+
+
+def still(history: History, node: str, was: Basis) -> bool:
+    """The pass would judge ``node`` now as it did on ``was``: no sweep arrived since
+    (a session that no figure of which more than MIN_PEERS nodes measured is not one:
+    it changes no node's residuals, no figure's spread, no fleet median), no value was
+    added to the sessions it read, and no event of the node (its repeat offences) was
+    kept.  The summaries count every verdict where drift counts the sane ones: a
+    session they call a sweep may not be one, never the other way, so "not still" may
+    be said of a history the pass would judge the same, never the other way."""
+    from ocibench.history import drift
+
+    counts = history.session_counts()
+    if counts is None:
+        return False
+    if any(most > drift.MIN_PEERS for session, (_values_, most) in counts.items()
+           if session > was.newest):
+        return False
+    return _values(counts, was.newest) == was.values and \
+        len(history.events(node)) == was.events
+
+
+def _values(counts: dict[int, tuple[int, int]], newest: int) -> int:
+    return sum(values for session, (values, _most) in counts.items() if session <= newest)
+
+
+@dataclass(frozen=True)
+class NodeJudgement:
+    """The pass's findings for one node: its drifting figures, the fleet's cluster
+    events, and when a writer's pass found them (None: judged now)."""
+
+    drifts: list[Seen]
+    events: list[Seen]
+    published: float | None
+
+
+def of_node(history: History, node: str) -> NodeJudgement:
+    """What the pass finds for ``node`` (see the module's text): from its published
+    snapshot where that has the page's share and the history is :func:`still` since,
+    else from a pass made now (drift.read)."""
+    from ocibench.history import drift
+
+    try:
+        snapshot = read(history.path, node)
+    except NotPublished:
+        snapshot = None
+    judged = snapshot.judged if snapshot is not None else None
+    if judged is not None and still(history, node, judged.basis):
+        return NodeJudgement(list(judged.drifts), list(judged.events), snapshot.published)
+    fleet = drift.read(history)
+    return NodeJudgement([seen_drift(d) for d in fleet.drifting([node])[node]],
+                         [seen_event(e) for e in fleet.events()], None)
 
 
 # --------------------------------------------------------------------------- reading

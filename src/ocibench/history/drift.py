@@ -69,8 +69,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ocibench import metrics
-from ocibench.history import current
-from ocibench.history.current import Basis, Seen
 from ocibench.history.store import History
 
 #: Sweeps in the recent median (the flag).  2: by the second and the third sweep after a
@@ -699,80 +697,6 @@ def cluster_events(history: History, *, now: float | None = None) -> list[Cluste
     """The moves the fleet made together, one per figure that moved (see the module's
     text): shown once, never a node's drift."""
     return read(history, now=now).events()
-
-
-# --------------------------------------------------------------------------- one node
-
-def seen_drift(found: Drift) -> Seen:
-    """A drifting figure as a node's page shows it."""
-    return Seen(found.check, found.variant, found.size, found.figure, found.reason,
-                found.persists)
-
-
-def seen_event(event: ClusterEvent) -> Seen:
-    """A cluster event as a node's page shows it."""
-    return Seen(event.check, event.variant, event.size, event.figure, event.text,
-                session=event.session, time=event.time)
-
-
-def basis(history: History, nodes: Iterable[str]) -> dict[str, Basis]:
-    """Each of ``nodes``' :class:`~ocibench.history.current.Basis` now: taken before a
-    pass, what the pass reads or less.  Empty for a schema 1 history (no summaries to
-    count the values by)."""
-    counts = history.session_counts()
-    if counts is None:
-        return {}
-    newest = max((session for session, _name in history.arrivals()), default=0)
-    values = _values(counts, newest)
-    return {node: Basis(newest, values, len(history.events(node))) for node in nodes}
-
-
-def still(history: History, node: str, was: Basis) -> bool:
-    """The pass would judge ``node`` now as it did on ``was``: no sweep arrived since
-    (a session that no figure of which more than MIN_PEERS nodes measured is not one:
-    it changes no node's residuals, no figure's spread, no fleet median), no value was
-    added to the sessions it read, and no event of the node (its repeat offences) was
-    kept.  The summaries count every verdict where drift counts the sane ones: a
-    session they call a sweep may not be one, never the other way, so "not still" may
-    be said of a history the pass would judge the same, never the other way."""
-    counts = history.session_counts()
-    if counts is None:
-        return False
-    if any(most > MIN_PEERS for session, (_values_, most) in counts.items()
-           if session > was.newest):
-        return False
-    return _values(counts, was.newest) == was.values and \
-        len(history.events(node)) == was.events
-
-
-def _values(counts: dict[int, tuple[int, int]], newest: int) -> int:
-    return sum(values for session, (values, _most) in counts.items() if session <= newest)
-
-
-@dataclass(frozen=True)
-class NodeJudgement:
-    """The pass's findings for one node: its drifting figures, the fleet's cluster
-    events, and when a writer's pass found them (None: judged now)."""
-
-    drifts: list[Seen]
-    events: list[Seen]
-    published: float | None
-
-
-def of_node(history: History, node: str) -> NodeJudgement:
-    """What the pass finds for ``node`` (see the module's text): from its published
-    snapshot (ocibench.history.current) where that has the page's share and the history
-    is :func:`still` since, else from a pass made now."""
-    try:
-        snapshot = current.read(history.path, node)
-    except current.NotPublished:
-        snapshot = None
-    judged = snapshot.judged if snapshot is not None else None
-    if judged is not None and still(history, node, judged.basis):
-        return NodeJudgement(list(judged.drifts), list(judged.events), snapshot.published)
-    fleet = read(history)
-    return NodeJudgement([seen_drift(d) for d in fleet.drifting([node])[node]],
-                         [seen_event(e) for e in fleet.events()], None)
 
 
 def latest_flag(history: History, node: str) -> tuple[float, str] | None:

@@ -883,7 +883,7 @@ class History:
     def session_counts(self) -> dict[int, tuple[int, int]] | None:
         """Per session id, from the summaries: (values summarised, the most nodes that
         measured one figure of it); None for a schema 1 history, which has none.  What
-        tells that the history moved since drift judged it (drift.NodeJudgement)."""
+        tells that the history moved since drift judged it (current.NodeJudgement)."""
         if self.version < 2:
             return None
         with self._errors("read"):

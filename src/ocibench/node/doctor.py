@@ -42,7 +42,7 @@ And, of the node rather than its GPUs (:data:`NODE_PROBES`, run without the GPU 
   device that no longer answers its configuration reads; OCI's missing_interface_check,
   HPCGPU-0012-0001), more than the shape's threshold fails.
 
-Each gives one :class:`~ocibench.node.preflight.Item`: present (held), unexpected (not
+Each gives one :class:`~ocibench.node.probing.Item`: present (held), unexpected (not
 as the shape says), or unknown (the tool absent, hung, or printing what it was not
 asked): a tool that did not answer never fails a node.
 """
@@ -56,15 +56,15 @@ from typing import Any, Callable
 
 from ocibench import accelerators
 from ocibench.capabilities import PRESENT, UNEXPECTED, UNKNOWN
-from ocibench.node.preflight import (
+from ocibench.node.probing import (
     Expectations,
     Gpu,
     Item,
-    _read,
-    _shown,
-    _strerror,
-    _sysfs_bdf,
+    described,
+    read_file,
     run,
+    strerror,
+    sysfs_bdf,
 )
 from ocibench.shapes.probe import Ran
 
@@ -252,7 +252,7 @@ def probe_cdfp(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
     if isinstance(got, Item):
         return got
     found, ran = got
-    have = {_sysfs_bdf(g.bus_id): g.module for g in found}
+    have = {sysfs_bdf(g.bus_id): g.module for g in found}
     wrong = []
     for pci, module in sorted(want.items()):
         if pci not in have:
@@ -323,7 +323,7 @@ def _interfaces(root: Path) -> list[str] | str:
         with os.scandir(path) as entries:
             return sorted(e.name for _, e in zip(range(4096), entries))
     except OSError as err:
-        return f"cannot list {path}: {_strerror(err)}"
+        return f"cannot list {path}: {strerror(err)}"
 
 
 def probe_eth0(root: Path, exp: Expectations, timeout: float | None = None) -> Item:
@@ -350,10 +350,10 @@ def probe_eth_link(root: Path, exp: Expectations, timeout: float | None = None) 
     iface, gbps = str(limits["interface"]), float(limits["gbps"])
     base = f"sys/class/net/{iface}"
     evidence = f"read {root / base}/{{operstate, speed}}"
-    state = _read(root, f"{base}/operstate")
+    state = read_file(root, f"{base}/operstate")
     said = (state.text or "").strip()
     if state.why or (state.text is not None and said not in _OPERSTATES):
-        return Item(name, UNKNOWN, f"operstate of {iface} not read: {_shown(state)}",
+        return Item(name, UNKNOWN, f"operstate of {iface} not read: {described(state)}",
                     evidence, exp.binding)
     if state.text is None:
         return Item(name, UNEXPECTED, f"no interface {iface} (the shape's front-end NIC; "
@@ -365,11 +365,11 @@ def probe_eth_link(root: Path, exp: Expectations, timeout: float | None = None) 
         return Item(name, UNEXPECTED, f"{iface} link {said} (operstate), the shape's "
                     f"front-end NIC at {gbps:g} Gb/s (OCI's {FAULT['eth_link']})",
                     evidence, exp.binding)
-    speed = _read(root, f"{base}/speed")
+    speed = read_file(root, f"{base}/speed")
     text = (speed.text or "").strip()
     if not re.fullmatch(r"[0-9]{1,9}", text):
         # -1: SPEED_UNKNOWN; a link without a negotiated speed cannot be read (EINVAL)
-        return Item(name, UNKNOWN, f"{iface} up, its speed not read: {_shown(speed)}",
+        return Item(name, UNKNOWN, f"{iface} up, its speed not read: {described(speed)}",
                     evidence, exp.binding)
     if int(text) < gbps * 1000:
         return Item(name, UNEXPECTED, f"{iface} up at {int(text) / 1000:g} Gb/s, below "

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass
 
 from ocibench.capabilities import PRESENT, UNEXPECTED, UNKNOWN
-from ocibench.node import preflight
+from ocibench.node import probing
 from ocibench.shapes.probe import Ran
 
 #: The IMEX service's unit (NVIDIA IMEX guide, "The IMEX Service": systemd nvidia-imex).
@@ -147,13 +147,13 @@ def judge_fabric(gpus: list[GpuFabric]) -> tuple[str, str]:
                      f"{clique} of cluster {uuid}")
 
 
-def probe_fabric(timeout: float) -> preflight.Item:
+def probe_fabric(timeout: float) -> probing.Item:
     """The node's GPUs in the NVLink fabric (``nvidia-smi -q``)."""
-    ran = preflight.run(SMI_QUERY, timeout)
+    ran = probing.run(SMI_QUERY, timeout)
     if ran.why:
-        return preflight.Item("nvlink_fabric", UNKNOWN, ran.why, ran.command, True)
+        return probing.Item("nvlink_fabric", UNKNOWN, ran.why, ran.command, True)
     status, detail = judge_fabric(parse_fabric(ran.out))
-    return preflight.Item("nvlink_fabric", status, detail, ran.command, True)
+    return probing.Item("nvlink_fabric", status, detail, ran.command, True)
 
 
 @dataclass(frozen=True)
@@ -230,12 +230,12 @@ def _not_ready(domain: ImexDomain) -> str:
     return (": " + "; ".join(parts)) if parts else ""
 
 
-def probe_imex(timeout: float) -> preflight.Item:
+def probe_imex(timeout: float) -> probing.Item:
     """The IMEX service of the node's NVLink domain."""
-    service = preflight.run(["systemctl", "is-active", IMEX_SERVICE], timeout)
-    nodes = preflight.run(IMEX_NODES, timeout)
+    service = probing.run(["systemctl", "is-active", IMEX_SERVICE], timeout)
+    nodes = probing.run(IMEX_NODES, timeout)
     status, detail = judge_imex(service, nodes)
-    return preflight.Item("imex", status, detail, nodes.command, True)
+    return probing.Item("imex", status, detail, nodes.command, True)
 
 
 # --------------------------------------------------------------------------- NVLink-C2C
@@ -302,10 +302,10 @@ def judge_c2c(gpus: dict[int, dict[int, str]]) -> tuple[str, str]:
                      f"{min(total.values()):g} GB/s per GPU")
 
 
-def probe_c2c(timeout: float) -> preflight.Item:
+def probe_c2c(timeout: float) -> probing.Item:
     """The GPUs' NVLink-C2C links to their CPU (``nvidia-smi c2c -s``)."""
-    ran = preflight.run(SMI_C2C, timeout)
+    ran = probing.run(SMI_C2C, timeout)
     if ran.why:
-        return preflight.Item("c2c", UNKNOWN, ran.why, ran.command, True)
+        return probing.Item("c2c", UNKNOWN, ran.why, ran.command, True)
     status, detail = judge_c2c(parse_c2c(ran.out))
-    return preflight.Item("c2c", status, detail, ran.command, True)
+    return probing.Item("c2c", status, detail, ran.command, True)

@@ -25,13 +25,10 @@ loads gdrdrv, XPMEM and nvidia_peermem and builds UCX ``--with-xpmem --with-cuda
 
 from __future__ import annotations
 
-import errno
-import os
 import re
 import resource
 import shutil
-import stat
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,17 +40,22 @@ from ocibench.capabilities import (
     UNEXPECTED,
     UNKNOWN,
 )
-from ocibench.shapes import probe
+from ocibench.node import doctor, rdma
+from ocibench.node.probing import (
+    Expectations,
+    Gpu,
+    Item,
+    described,
+    path_exists,
+    read_file,
+    run,
+    sysfs_bdf,
+    tool_item,
+)
 from ocibench.shapes.probe import Ran
 
-#: The most a probed file may hold: every file read here is a line or a short table
-#: (/proc/self/status is about 1.5 KB).  A larger one is not what the probe expects.
-MAX_READ = 1 << 16
 #: A kernel's config (/boot/config-<release>) is about 300 KB.
 MAX_CONFIG_READ = 1 << 21
-
-#: Seconds a probed command may run (gdrcopy's sanity runs a few seconds per GPU).
-TIMEOUT_S = 30
 SANITY_TIMEOUT_S = 300
 
 #: PCIe transfer rate per lane (GT/s, as sysfs prints it) -> generation (PCI-SIG).
@@ -68,65 +70,7 @@ CAP_SYS_PTRACE = 19
 UCX_MODULE_FOR = {"gdrdrv": "gdrcopy", "xpmem": "xpmem", "cma": "cma", "rdma": "ib"}
 
 
-@dataclass
-class Item:
-    """One probed item: its state on this node against the shape."""
-
-    name: str
-    status: str        # PRESENT, ABSENT, UNEXPECTED or UNKNOWN
-    detail: str        # what was found, or why not
-    evidence: str      # the file read or the command run
-    required: bool = False
-
-    @property
-    def missing(self) -> bool:
-        """Required and known not to be as the shape says (absent or unexpected)."""
-        return self.required and self.status in (ABSENT, UNEXPECTED)
-
-    @property
-    def undecided(self) -> bool:
-        """Required, and the probe could not tell: neither present nor missing."""
-        return self.required and self.status == UNKNOWN
-
-    def line(self) -> str:
-        need = "required" if self.required else "not required"
-        return f"{self.name}: {self.status} ({need}): {self.detail} [{self.evidence}]"
-
-
-@dataclass
-class Expectations:
-    """What a shape says its nodes have."""
-
-    shape: str
-    binding: bool                  # False: nothing is required (machine-described shape)
-    gpu_model: str | None
-    gpu_numa: list[int]            # NUMA node of GPU i
-    capabilities: dict[str, Any]   # ocibench.capabilities names -> declared value
-    #: Every RDMA port to check (ocibench.node.rdma.Port): network.rdma_nics, then the
-    #: RDMA ports of network.ucx_net_devices not among them.
-    rdma_ports: list[Any]
-    vendor: accelerators.Accelerator | None = None   # the GPUs' row, from gpus.vendor
-    gpu_arch: str | None = None    # gpus.arch: "80", "gfx942"
-    #: The shape's node_doctor section: OCI's node-doctor checks that apply to it
-    #: (ocibench.node.doctor).
-    doctor: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def gpu_count(self) -> int:
-        return len(self.gpu_numa)
-
-    @property
-    def rdma_devices(self) -> list[str]:
-        """The ports' names, "mlx5_6:1": the items ``rdma <name>``."""
-        return [p.name for p in self.rdma_ports]
-
-    def requires(self, capability: str) -> bool:
-        return self.binding and capabilities.present(self.capabilities.get(capability))
-
-
 def expectations(shape: shapes.Shape) -> Expectations:
-    from ocibench.node import rdma  # it reads files with this module's readers
-
     data = shape.data
     # The shape file's declaration is the one source (ocibench.capabilities): a shape
     # that declares nothing requires nothing of its nodes.
@@ -147,104 +91,7 @@ def expectations(shape: shapes.Shape) -> Expectations:
     )
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def run(args: list[str], timeout: float | None = None) -> Ran:
-    """A probed tool's outcome, bounded in time (default :data:`TIMEOUT_S`) and output
-    (ocibench.shapes.probe.run_tool)."""
-    return probe.run_tool(args, TIMEOUT_S if timeout is None else timeout)
-
-
-def _tool_item(name: str, ran: Ran, required: bool) -> Item:
-    """The item of a tool that gave no answer: absent when it is not installed (what it
-    belongs to is not on this node), unknown when it failed, hung or could not start."""
-    return Item(name, ABSENT if ran.missing else UNKNOWN, ran.why, ran.command, required)
-
-
-@dataclass
-class Read:
-    """A probed file: its text; or ``why`` it could not be read (unknown); neither
-    when it does not exist."""
-
-    text: str | None = None
-    why: str | None = None
-
-    @property
-    def missing(self) -> bool:
-        return self.text is None and self.why is None
-
-
-def _read(root: Path, rel: str, limit: int = MAX_READ) -> Read:
-    """A small file under the probed root, read bounded and never blocking.
-
-    Not there (no such file, a parent that is no directory): missing.  There but
-    unreadable (no permission, a directory, a link loop or a link to nothing, a
-    device or FIFO, larger than :data:`MAX_READ`): ``why``.  Opened non-blocking
-    and checked to be a regular file (as /proc and /sys files are), so that a FIFO
-    or /dev/zero in its place neither blocks nor fills memory."""
-    path = root / rel
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        if os.path.lexists(path):
-            return Read(why=f"{path} is a link to nothing")
-        return Read()
-    except NotADirectoryError:
-        return Read()
-    except OSError as err:
-        return Read(why=f"cannot read {path}: {_strerror(err)}")
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return Read(why=f"{path} is not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            raw = handle.read(limit + 1)
-    except OSError as err:
-        return Read(why=f"cannot read {path}: {_strerror(err)}")
-    finally:
-        os.close(fd)
-    if len(raw) > limit:
-        return Read(why=f"{path} is larger than {limit} bytes: not the file expected")
-    return Read(text=raw.decode("utf-8", errors="replace"))
-
-
-def _shown(read: Read) -> str:
-    """What a read gave, for a detail: why not, 'missing', or its first characters."""
-    if read.why:
-        return read.why
-    return "missing" if read.missing else repr((read.text or "").strip()[:40])
-
-
-def _strerror(err: OSError) -> str:
-    return err.strerror or errno.errorcode.get(err.errno or 0, str(err))
-
-
-def _exists(root: Path, rel: str) -> bool | str:
-    """Whether ``rel`` exists under the root (a link is followed); the reason as text
-    where that cannot be told (no permission to look, a link loop)."""
-    try:
-        os.stat(root / rel)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    except OSError as err:
-        return f"cannot look at {root / rel}: {_strerror(err)}"
-    return True
-
-
-def _sysfs_bdf(bus_id: str) -> str:
-    """A probe's PCI address as sysfs names it: nvidia-smi's 00000000:0F:00.0 and
-    amd-smi's 0000:0c:00.0 are 0000:0f:00.0 and 0000:0c:00.0 (each vendor's reader
-    matched it: hex digits only, so the path stays in sys/bus/pci/devices)."""
-    domain, _, rest = bus_id.strip().lower().partition(":")
-    return f"{domain[-4:]}:{rest}"
-
-
-@dataclass
-class Gpu:
-    index: int
-    name: str
-    bdf: str
-    arch: str = ""
+# --------------------------------------------------------------------------- the GPUs
 
 
 def list_gpus(vendor: accelerators.Accelerator | None,
@@ -287,7 +134,7 @@ def _vendor_gpus(vendor: accelerators.Accelerator,
     except accelerators.ProbeFormatError as err:
         ran.why = str(err)
         return [], ran
-    return [Gpu(g.index, g.model, _sysfs_bdf(g.bus_id), g.arch) for g in found], ran
+    return [Gpu(g.index, g.model, sysfs_bdf(g.bus_id), g.arch) for g in found], ran
 
 
 # --------------------------------------------------------------------------- probes
@@ -344,7 +191,7 @@ def probe_device_link(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]
                     listing.command, required)
     ran = run(list(vendor.link_command), timeout)
     if ran.why:
-        return _tool_item(name, ran, required)
+        return tool_item(name, ran, required)
     try:
         links = vendor.link_parse(ran.out)
     except accelerators.ProbeFormatError as err:
@@ -378,13 +225,13 @@ def probe_pcie(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
     required = exp.requires("pcie")
     found, ran = gpus
     if ran.why:
-        return _tool_item("pcie", ran, required)
+        return tool_item("pcie", ran, required)
     if not found:
         return Item("pcie", ABSENT, "no GPU", ran.command, required)
     parts, bad = [], []
     for g in found:
         base = f"sys/bus/pci/devices/{g.bdf}"
-        vals = {k: _read(root, f"{base}/{k}") for k in (
+        vals = {k: read_file(root, f"{base}/{k}") for k in (
             "current_link_speed", "max_link_speed", "current_link_width", "max_link_width")}
         texts = {k: (v.text or "").strip() for k, v in vals.items()}
         gen_now = _pcie_gen(texts["current_link_speed"])
@@ -393,7 +240,7 @@ def probe_pcie(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
         if None in (gen_now, gen_max) or not re.fullmatch(r"[0-9]{1,2}", width_now) \
                 or not re.fullmatch(r"[0-9]{1,2}", width_max):
             # the GPU is there (its tool lists it): a link nobody can read is unknown
-            shown = ", ".join(f"{k} {_shown(v)}" for k, v in vals.items())
+            shown = ", ".join(f"{k} {described(v)}" for k, v in vals.items())
             return Item("pcie", UNKNOWN, f"GPU {g.index}: no readable link speed and width "
                         f"({shown})", f"read {root / base}", required)
         parts.append(f"GPU {g.index}: Gen{gen_now} x{width_now} (max Gen{gen_max} x{width_max})")
@@ -414,17 +261,17 @@ def probe_numa(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
     required = exp.binding and exp.gpu_count > 0
     found, ran = gpus
     if ran.why:
-        return _tool_item("gpu_numa", ran, required)
+        return tool_item("gpu_numa", ran, required)
     if not found:
         return Item("gpu_numa", ABSENT, "no GPU", ran.command, required)
     have, wrong, unread = [], [], []
     for g in found:
-        read = _read(root, f"sys/bus/pci/devices/{g.bdf}/numa_node")
+        read = read_file(root, f"sys/bus/pci/devices/{g.bdf}/numa_node")
         text = (read.text or "").strip()
         node = int(text) if re.fullmatch(r"-?[0-9]{1,6}", text) else None
         have.append(f"GPU {g.index}: {node if node is not None else '?'}")
         if node is None:
-            unread.append(f"GPU {g.index}: {_shown(read)}")
+            unread.append(f"GPU {g.index}: {described(read)}")
         elif exp.gpu_count and (g.index >= exp.gpu_count or node != exp.gpu_numa[g.index]):
             wrong.append(g.index)
     detail = "NUMA node of " + ", ".join(have)
@@ -441,7 +288,7 @@ def probe_numa(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> It
 def _device(name: str, root: Path, exp: Expectations) -> Item:
     path = f"dev/{name}"
     required = exp.requires(name)
-    exists = _exists(root, path)
+    exists = path_exists(root, path)
     if isinstance(exists, str):
         return Item(name, UNKNOWN, exists, f"stat {root / path}", required)
     if exists:
@@ -494,7 +341,7 @@ def probe_peer_memory(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]
             return Item(way.capability, PRESENT, "module loaded", evidence, required)
         return Item(way.capability, ABSENT, way.none_found, evidence, required)
     evidence = "read " + ", ".join(str(root / rel) for rel in way.files)
-    found = [(rel, _exists(root, rel)) for rel in way.files]
+    found = [(rel, path_exists(root, rel)) for rel in way.files]
     there = next((rel for rel, seen in found if seen is True), None)
     if there:
         return Item(way.capability, PRESENT, f"/{there}", evidence, required)
@@ -508,11 +355,11 @@ def _module_loaded(root: Path, module: str) -> bool | str:
     """Whether a kernel module is loaded: in /proc/modules, or /sys/module/<name>
     exists (a module built into the kernel is only there).  Why not, as text, where
     neither could be read."""
-    modules = _read(root, "proc/modules")
+    modules = read_file(root, "proc/modules")
     if modules.text is not None and any(line.split(" ", 1)[0] == module
                                         for line in modules.text.splitlines()):
         return True
-    in_sys = _exists(root, f"sys/module/{module}")
+    in_sys = path_exists(root, f"sys/module/{module}")
     if in_sys is True:
         return True
     if modules.text is None and (modules.why or isinstance(in_sys, str)):
@@ -540,7 +387,7 @@ def probe_dmabuf(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
     way = _row(exp).dmabuf_probe
     release_file = "proc/sys/kernel/osrelease"
     evidence = f"read {root / release_file}" + (f", {root / way.file}" if way.file else "")
-    release = _read(root, release_file)
+    release = read_file(root, release_file)
     if release.text is None:
         why = release.why or f"no {root / release_file}"
         return Item("dmabuf", UNKNOWN, f"kernel release unknown: {why}", evidence, required)
@@ -562,7 +409,7 @@ def probe_dmabuf(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
         return Item("dmabuf", status, detail, evidence + ran, required)
     config_file = f"boot/config-{kernel}"
     if "/" not in kernel and kernel not in (".", ".."):
-        config = _read(root, config_file, limit=MAX_CONFIG_READ)
+        config = read_file(root, config_file, limit=MAX_CONFIG_READ)
         evidence += f", {root / config_file}"
         if config.why:
             return Item("dmabuf", UNKNOWN, f"{detail}; {config.why}", evidence + ran,
@@ -584,7 +431,7 @@ def _driver_file_says_dmabuf(root: Path, way: accelerators.DmabufProbe,
     """(status, detail, a tool run's evidence: none) of the driver's file, as the
     vendor's reader judges it (NVIDIA's: the open kernel module R515 or later)."""
     assert way.file is not None and way.read is not None   # accelerators.DmabufProbe
-    driver = _read(root, way.file)
+    driver = read_file(root, way.file)
     if driver.why:
         return UNKNOWN, driver.why, ""
     says, words = way.read(driver.text)
@@ -625,7 +472,7 @@ def probe_cma(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Ite
     """
     required = exp.requires("cma")
     scope_file = "proc/sys/kernel/yama/ptrace_scope"
-    scope = _read(root, scope_file)
+    scope = read_file(root, scope_file)
     evidence = f"read {root / scope_file}"
     if scope.why:
         # there, but not readable: Yama may restrict CMA; nothing says it does not
@@ -641,7 +488,7 @@ def probe_cma(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Ite
     if level == "3":
         return Item("cma", ABSENT, "restricted: Yama ptrace_scope 3 (no ptrace at all, "
                     "until reboot)", evidence, required)
-    status = _read(root, "proc/self/status")
+    status = read_file(root, "proc/self/status")
     evidence += f", {root / 'proc/self/status'} CapEff"
     m = re.search(r"^CapEff:\s*([0-9a-fA-F]{1,16})\s*$", status.text or "", re.MULTILINE)
     if not m:
@@ -659,7 +506,7 @@ def probe_cma(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Ite
 def probe_memlock(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
     """RLIMIT_MEMLOCK: RDMA registers (pins) buffers; a limit fails large registrations."""
     required = exp.binding and bool(exp.capabilities.get("rdma"))
-    limits = _read(root, "proc/self/limits")
+    limits = read_file(root, "proc/self/limits")
     if limits.why:
         return Item("memlock", UNKNOWN, limits.why, f"read {root / 'proc/self/limits'}",
                     required)
@@ -691,7 +538,7 @@ def probe_ucx_built(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) 
     needed = _needed(exp, UCX_MODULE_FOR, exp.vendor and exp.vendor.ucx_module)
     ran = run(["ucx_info", "-b"])
     if ran.why:
-        return _tool_item("ucx built", ran, bool(needed))
+        return tool_item("ucx built", ran, bool(needed))
     # '#define uct_MODULES ":ib:rdmacm:cma"', '#define uct_cuda_MODULES ":gdrcopy"'
     modules: list[str] = []
     lines = list(re.finditer(r'^#define uct\w*_MODULES\s+"([^"]*)"', ran.out, re.MULTILINE))
@@ -712,7 +559,7 @@ def probe_ucx_transports(root: Path, exp: Expectations, gpus: tuple[list[Gpu], R
     needed = _needed(exp, UCX_TRANSPORT_FOR, exp.vendor and exp.vendor.ucx_copy_transport)
     ran = run(["ucx_info", "-d"])
     if ran.why:
-        return _tool_item("ucx transports", ran, bool(needed))
+        return tool_item("ucx transports", ran, bool(needed))
     found = sorted(set(re.findall(r"^#\s+Transport:\s+(\S+)", ran.out, re.MULTILINE)))
     if not found:
         # UCX always has its self transport: none listed is not UCX's answer
@@ -742,7 +589,7 @@ def probe_ompi_gpu(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -
     required = exp.binding and exp.gpu_count > 0
     ran = run(["ompi_info", "--parsable", "--all"])
     if ran.why:
-        return _tool_item(item, ran, required)
+        return tool_item(item, ran, required)
     values = _ompi_values(ran.out)
     if not values:
         return Item(item, UNKNOWN, "printed no mca:...:param: line (not "
@@ -766,7 +613,7 @@ def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -
     required = exp.binding and (exp.gpu_count > 0 or bool(exp.capabilities.get("rdma")))
     ran = run(["ompi_info", "--parsable", "--param", "pml", "all", "--level", "9"])
     if ran.why:
-        return _tool_item("openmpi pml", ran, required)
+        return tool_item("openmpi pml", ran, required)
     components = sorted(set(re.findall(r"^mca:pml:(\w+):version:", ran.out, re.MULTILINE)))
     values = _ompi_values(ran.out)
     if not components:
@@ -867,7 +714,6 @@ def preflight(shape: shapes.Shape, root: Path = Path("/")) -> Preflight:
         seen, gpus = any_gpus()
         found = replace(exp, vendor=seen if gpus[0] else None)
     # they read files and run tools with this module's readers
-    from ocibench.node import doctor, rdma
 
     probes = [p for p in PROBES if p not in VENDOR_PROBES
               or found.vendor and (p is not probe_peer_memory or found.vendor.peer_memory)]

@@ -68,7 +68,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ocibench.capabilities import ABSENT, PRESENT, UNEXPECTED, UNKNOWN
-from ocibench.node.preflight import Expectations, Item, Read, _read, _shown, _strerror, run
+from ocibench.node.probing import (
+    Expectations,
+    Item,
+    Read,
+    described,
+    read_file,
+    run,
+    strerror,
+)
 from ocibench.shapes.probe import Ran
 
 #: OCI's RX-discard threshold: more than this fails (ai2-compute-gpu/oci-dr-hpc-v2,
@@ -347,11 +355,11 @@ def _nic(root: Path, port: Port, base: str, reading: Reading) -> bool:
         return False
     if not port.pci:
         return True
-    read = _read(root, uevent)
+    read = read_file(root, uevent)
     slot = _uevent_value(read, "PCI_SLOT_NAME")
     if slot is None:
         reading.checks.append(Check("nic", UNKNOWN, f"PCI address of {port.device} not "
-                                    f"read: {_shown(read)}"))
+                                    f"read: {described(read)}"))
     elif slot.lower() != port.pci:
         now = _named_at(root, port.pci)
         there_now = f"; the shape's is {now} now" if now else \
@@ -369,7 +377,7 @@ def _state(root: Path, port: Port, base: str, reading: Reading) -> bool | None:
     """Whether the port is ACTIVE; None when the port is not there at all."""
     rel = f"{base}/ports/{port.port}/state"
     reading.read.append(f"ports/{port.port}/state")
-    read = _read(root, rel)
+    read = read_file(root, rel)
     if read.why:
         reading.checks.append(Check("state", UNKNOWN, read.why))
         return False
@@ -391,11 +399,11 @@ def _state(root: Path, port: Port, base: str, reading: Reading) -> bool | None:
 def _rate(root: Path, port: Port, base: str, reading: Reading) -> None:
     rel = f"{base}/ports/{port.port}/rate"
     reading.read.append(f"ports/{port.port}/rate")
-    read = _read(root, rel)
+    read = read_file(root, rel)
     text = (read.text or "").strip()
     m = _RATE.fullmatch(text)
     if not m:
-        reading.checks.append(Check("rate", UNKNOWN, f"rate not read: {_shown(read)}"))
+        reading.checks.append(Check("rate", UNKNOWN, f"rate not read: {described(read)}"))
         return
     gbps = float(m.group(1))
     want = port.gbps or 0.0
@@ -413,10 +421,10 @@ def _gid(root: Path, port: Port, base: str, reading: Reading, whole_table: bool)
     gids = f"{base}/ports/{port.port}/gids"
     types = f"{base}/ports/{port.port}/gid_attrs/types"
     reading.read += [f"ports/{port.port}/gids/*", f"ports/{port.port}/gid_attrs/types/{index}"]
-    gid = _read(root, f"{gids}/{index}")
+    gid = read_file(root, f"{gids}/{index}")
     value = (gid.text or "").strip().lower()
     if gid.why or (gid.text is not None and not _GID.fullmatch(value)):
-        reading.checks.append(Check("gid", UNKNOWN, f"GID {index} not read: {_shown(gid)}"))
+        reading.checks.append(Check("gid", UNKNOWN, f"GID {index} not read: {described(gid)}"))
         return
     problems: list[str] = []
     said = ""
@@ -427,10 +435,10 @@ def _gid(root: Path, port: Port, base: str, reading: Reading, whole_table: bool)
         problems.append(f"GID index {index} is empty (no IPv4 address on the port's "
                         "interface?)")
     else:
-        kind = _read(root, f"{types}/{index}")
+        kind = read_file(root, f"{types}/{index}")
         if kind.why or kind.text is None:
             reading.checks.append(Check("gid", UNKNOWN, f"the type of GID {index} not "
-                                        f"read: {_shown(kind)}"))
+                                        f"read: {described(kind)}"))
             return
         said = kind.text.strip()
         ipv4 = _IPV4_GID.fullmatch(value)
@@ -474,17 +482,17 @@ def _gids_beyond(root: Path, gids: str, whole_table: bool) -> list[tuple[int, st
         with os.scandir(root / gids) as entries:
             names = [e.name for _, e in zip(range(_MAX_ENTRIES + 1), entries)]
     except OSError as err:
-        return f"GID table not read: cannot list {root / gids}: {_strerror(err)}"
+        return f"GID table not read: cannot list {root / gids}: {strerror(err)}"
     if len(names) > _MAX_ENTRIES:
         return f"GID table not read: {root / gids} holds more than {_MAX_ENTRIES} entries"
     found = []
     for index in sorted(int(n) for n in names if n.isdigit() and len(n) <= 5):
         if index in OCI_GID_INDEXES:
             continue
-        read = _read(root, f"{gids}/{index}")
+        read = read_file(root, f"{gids}/{index}")
         value = (read.text or "").strip().lower()
         if read.why or (read.text is not None and not _GID.fullmatch(value)):
-            return f"GID {index} not read: {_shown(read)}"
+            return f"GID {index} not read: {described(read)}"
         if value and value not in (_ZERO_GID, _EMPTY_LINK_LOCAL):
             found.append((index, value))
         elif not whole_table:
@@ -496,7 +504,7 @@ def _link_downed(root: Path, port: Port, base: str, reading: Reading,
                  since: dict[str, int] | None) -> None:
     rel = f"{base}/ports/{port.port}/counters/link_downed"
     reading.read.append(f"ports/{port.port}/counters/link_downed")
-    read = _read(root, rel)
+    read = read_file(root, rel)
     text = (read.text or "").strip()
     if not re.fullmatch(r"[0-9]{1,19}", text):
         shown = read.why or ("missing" if read.missing else f"reads {text[:40]!r}")
@@ -593,11 +601,11 @@ def _mtu(root: Path, port: Port, base: str, reading: Reading) -> None:
         return
     rel = f"device/net/{netdev.text}/mtu"
     reading.read.append(rel)
-    read = _read(root, f"{base}/{rel}")
+    read = read_file(root, f"{base}/{rel}")
     text = (read.text or "").strip()
     if not re.fullmatch(r"[0-9]{1,6}", text):
         reading.checks.append(Check("mtu", UNKNOWN, f"MTU of {netdev.text} not read: "
-                                    f"{_shown(read)}"))
+                                    f"{described(read)}"))
     elif int(text) != want:
         reading.checks.append(Check("mtu", UNEXPECTED, f"MTU {text} on {netdev.text}, the "
                                     f"shape's {want}"))
@@ -741,7 +749,7 @@ def _is_dir(root: Path, rel: str) -> bool | str:
     try:
         return (root / rel).is_dir()
     except OSError as err:
-        return f"cannot look at {root / rel}: {_strerror(err)}"
+        return f"cannot look at {root / rel}: {strerror(err)}"
 
 
 def _uevent_value(read: Read, key: str) -> str | None:
@@ -760,7 +768,7 @@ def _named_at(root: Path, pci: str | None) -> str | None:
     except OSError:
         return None
     for name in names:
-        read = _read(root, f"sys/class/infiniband/{name}/device/uevent")
+        read = read_file(root, f"sys/class/infiniband/{name}/device/uevent")
         slot = _uevent_value(read, "PCI_SLOT_NAME")
         if slot and slot.lower() == pci:
             return name
@@ -777,7 +785,7 @@ def _netdev(root: Path, base: str) -> Read:
     except FileNotFoundError:
         return Read(why=f"no network interface of the device ({path} missing)")
     except OSError as err:
-        return Read(why=f"cannot list {path}: {_strerror(err)}")
+        return Read(why=f"cannot list {path}: {strerror(err)}")
     if len(names) != 1:
         return Read(why=f"{path} lists {len(names)} interfaces, not one")
     if not _IFNAME.fullmatch(names[0]):
@@ -789,7 +797,7 @@ def _netdev(root: Path, base: str) -> Read:
 
 
 def port_probe(port: Port) -> Callable[..., Item]:
-    """Preflight's item of one port (ocibench.node.preflight.PROBES' signature)."""
+    """Preflight's item of one port (preflight's PROBES signature)."""
     def probe(root: Path, exp: Expectations, gpus: Any) -> Item:
         return read_port(root, port).item(exp.binding)
     return probe

@@ -6,7 +6,7 @@ not be judged) in its newest runs, the figures that drift, the sweeps that flagg
 drained or returned it, its software changes with how far its figures and the fleet's
 median moved at each, and what the fleet did: the cluster events, and where the node's
 newest values lie in the fleet (its worst tenth, the worst node).  Drift and the cluster
-events are what one pass over the fleet finds (``drift.of_node``: the node's published
+events are what one pass over the fleet finds (``current.of_node``: the node's published
 snapshot of a writer's pass while the history has not moved since, else a pass now).
 Then one chart per figure, the ones named above first: the node's values, the cluster's
 median per session with its quartiles and 10th-90th percentile band, the documented
@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ocibench.history import drift
+from ocibench.history import current, drift
 from ocibench.history.store import Event, History, Record, Summary
 from ocibench.pages import html
 from ocibench.report import timechart
@@ -202,9 +202,9 @@ def node_page(history: History, node: str, check: str | None, since: float | Non
     newest = {r.key: r for r in history.latest(node) if r.key in by_key}
     summaries = history.summaries(check, since)
     events = history.event_log(node, since)
-    # drift: what the fleet's one pass finds for the node and the fleet (drift.of_node:
+    # drift: what the fleet's one pass finds for the node and the fleet (current.of_node:
     # the node's snapshot where the history has not moved since a writer's pass)
-    found = drift.of_node(history, node)
+    found = current.of_node(history, node)
     drifts = [d for d in found.drifts if d.key in by_key]
     drifting = {d.key for d in drifts}
     flagged = {key for key in by_key if any(
