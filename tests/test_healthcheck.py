@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -728,8 +729,10 @@ def test_every_tool_hanging_ends_within_the_deadline(node: FakeNode, tmp_path: P
     found = {r.name: r for r in outcome.state.probes}
     for name in ("gpu_count", "row_remap", "pcie", "nvlink", "fabric_manager"):
         assert found[name].state == UNKNOWN, found[name]
-    assert "]: systemctl ran past 1." in found["fabric_manager"].evidence, \
-        found["fabric_manager"]
+    # systemctl is given what is left of the deadline, less than its own 2 s (how much
+    # less depends on how busy the machine was while nvidia-smi hung)
+    ran = re.search(r"\]: systemctl ran past ([0-9.]+) s", found["fabric_manager"].evidence)
+    assert ran and 0 < float(ran.group(1)) < 2.0, found["fabric_manager"]
     # what was published is read first: the hung tools leave it judged
     assert found["history"].state == PASS, found["history"]
     assert outcome.code == check.UNJUDGED and outcome.state.action == state.NONE
