@@ -256,6 +256,9 @@ def test_no_link_or_no_tool_is_unknown(on_path, tmp_path: Path, monkeypatch) -> 
     on_path(smi="No devices were found\n")
     item = nvlink_fabric.probe_c2c(2.0)
     assert item.status == UNKNOWN and "shows no C2C link" in item.detail
+    # a real H200's answer (no NVLink-C2C), whatever its exit status
+    said = (DATA / "smi-c2c-s.h200-no-c2c.txt").read_text()
+    assert nvlink_fabric.judge_c2c(nvlink_fabric.parse_c2c(said))[0] == UNKNOWN
     monkeypatch.setenv("PATH", str(tmp_path / "tools"))
     assert nvlink_fabric.probe_c2c(2.0).status == UNKNOWN
 
