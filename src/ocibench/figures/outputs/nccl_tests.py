@@ -150,6 +150,11 @@ def _nccl_alone(check: str, gpus: list[_NcclGpu], runs: int) -> str | None:
     alone = list(dict.fromkeys((gpu.host, gpu.pid) for gpu in gpus if gpu.rank == 0))
     if len(alone) < 2:
         return None
+    if any((gpu.host, gpu.pid) not in alone for gpu in gpus):
+        # a process that printed only ranks above 0 was one of several in one world:
+        # the tables are runs one after another (a loop of launches), each of many
+        # processes, not processes that each ran alone
+        return None
     shown = ", ".join(f"Pid {pid} on {host}" for host, pid in alone[:4])
     return (f"{check}: {len(alone)} processes each ran alone as rank 0 ({shown}), with "
             f"{runs} tables: an nccl-tests build without MPI, started by mpirun -np "
