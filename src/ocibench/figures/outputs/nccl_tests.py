@@ -101,8 +101,14 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
                             f"line {first_line(lines)})")
     # Which test ran, before anything is counted: another test's output is never failed
     # for its ranks or its end.
-    test = next(((m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m),
-                None)
+    banners = [(m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m]
+    test = banners[0] if banners else None
+    names = list(dict.fromkeys(name for name, _ in banners))
+    if len(names) > 1 and any(name.startswith("all_reduce_perf") for name in names):
+        # a script that runs several tests one after another (all_reduce_perf, then
+        # all_gather_perf ...): their tables are other collectives, not other types
+        raise Unjudged(f"{check}: {len(banners)} runs in one output ({', '.join(names)}); "
+                       "give the all_reduce_perf run alone")
     _nccl_all_reduce(check, test, [])
     columns = lines[headers[0]].lstrip("#").split() if headers else []
     if headers and "redop" not in columns:
