@@ -132,13 +132,23 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         raise Unjudged(f"{check}: the results table alone (no '# nThread', no '# Using "
                        "devices', no '# Out of bounds values'): a piece of an output, cannot "
                        "tell whether the run ended")
+    avg = next((m for m in map(_NCCL_AVG.match, lines) if m), None)
+    # nccl-tests prints its header, its rows, then '# Out of bounds values' and '# Avg bus
+    # bandwidth' as it ends: a later line without an earlier one is a paste with lines
+    # left out (a run that stopped prints nothing after where it stopped), never a run
+    # that died.
+    if not oobs and avg is not None:
+        raise Unjudged(f"{check}: {avg.group(0)!r} without the '# Out of bounds values' line "
+                       "nccl-tests prints before it: lines were left out of this paste; give "
+                       "the whole output")
     if not oobs:
         raise SanityError("output truncated: missing '# Out of bounds values'")
-    avg = next((m for m in map(_NCCL_AVG.match, lines) if m), None)
+    if not headers:
+        raise Unjudged(f"{check}: the end of a results table ({oobs[0].group(0)!r}) without "
+                       "its '# size count type redop' header: the paste starts inside the "
+                       "table; give the whole output")
     if avg is None:
         raise SanityError("output truncated: missing '# Avg bus bandwidth'")
-    if not headers:
-        raise SanityError("output truncated: missing the '# size count type redop' header")
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
     rows = [_nccl_row(check, columns, line) for line in row_lines]
