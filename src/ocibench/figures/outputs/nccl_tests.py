@@ -90,7 +90,31 @@ class _NcclGpu:
     device: str
 
 
+#: The lines nccl-tests starts with '#' (its preamble, rank lines, table header and
+#: trailer), as they read where Markdown took the '#' for a heading: a paste outside a
+#: code block on a web page or an issue shows "nThread 1 nGpus 1 ..." and "Avg bus
+#: bandwidth : 12.3" without it.
+_NCCL_HASHLESS = re.compile(
+    r"^(?:nThread\s+\d+\s+nGpus|Using devices$|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s"
+    r"|size\s+count\s+type|\(B\)\s+\(elements\)|out-of-place\s+in-place"
+    r"|Out of bounds values\s*:|Avg bus bandwidth\s*:|Collective test (?:starting|concluded):"
+    r"|nccl-tests version\s|Errors with asterisks)")
+
+
+def _with_hashes(lines: list[str]) -> list[str]:
+    """``lines`` with the '#' that Markdown took from nccl-tests' own lines put back,
+    where no line of it kept its '#' and both its preamble and its trailer show so."""
+    if any(line.startswith("#") for line in lines):
+        return lines
+    hashless = [line for line in lines if _NCCL_HASHLESS.match(line)]
+    if not any(line.startswith("nThread") for line in hashless) \
+            or not any(line.startswith(("Out of bounds", "Avg bus")) for line in hashless):
+        return lines
+    return [f"# {line}" if _NCCL_HASHLESS.match(line) else line for line in lines]
+
+
 def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    lines = _with_hashes(lines)
     headers = [i for i, line in enumerate(lines) if _nccl_header(line)]
     oobs = [m for m in map(_NCCL_OOB.match, lines) if m]
     known = headers or oobs or any(map(_NCCL_PREAMBLE.match, lines)) \
