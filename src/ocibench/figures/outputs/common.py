@@ -213,6 +213,20 @@ def output_lines(text: str) -> list[str]:
 
 
 
+def with_markdown_hashes(lines: list[str], own: re.Pattern,
+                         needed: tuple[re.Pattern, ...]) -> list[str]:
+    """``lines`` with the "# " put back that Markdown took from a benchmark's own lines:
+    pasted outside a code block on a page or an issue, each "# title" line is a heading
+    and reads "title".  ``own`` matches those lines as they read without it; they get it
+    back only where none of them kept it and a line matches each of ``needed`` (the
+    benchmark's title and its table, say), so that other text is never taken for one."""
+    if any(line.startswith("#") and own.match(line.lstrip("#").lstrip()) for line in lines):
+        return lines
+    if not all(any(map(pattern.match, lines)) for pattern in needed):
+        return lines
+    return [f"# {line}" if own.match(line) else line for line in lines]
+
+
 def first_crash(text: str, markers: tuple[re.Pattern, ...]) -> re.Match | None:
     """The first of ``markers`` in ``text`` (what went wrong first), or None."""
     found = [m for m in (marker.search(text) for marker in markers) if m]

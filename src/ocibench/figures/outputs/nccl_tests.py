@@ -23,6 +23,7 @@ from ocibench.figures.outputs.common import (
     number,
     output_lines,
     size_table,
+    with_markdown_hashes,
 )
 
 #: Its programs' failure words (read once the output is recognised as nccl-tests'):
@@ -99,22 +100,13 @@ _NCCL_HASHLESS = re.compile(
     r"|size\s+count\s+type|\(B\)\s+\(elements\)|out-of-place\s+in-place"
     r"|Out of bounds values\s*:|Avg bus bandwidth\s*:|Collective test (?:starting|concluded):"
     r"|nccl-tests version\s|Errors with asterisks)")
-
-
-def _with_hashes(lines: list[str]) -> list[str]:
-    """``lines`` with the '#' that Markdown took from nccl-tests' own lines put back,
-    where no line of it kept its '#' and both its preamble and its trailer show so."""
-    if any(line.startswith("#") for line in lines):
-        return lines
-    hashless = [line for line in lines if _NCCL_HASHLESS.match(line)]
-    if not any(line.startswith("nThread") for line in hashless) \
-            or not any(line.startswith(("Out of bounds", "Avg bus")) for line in hashless):
-        return lines
-    return [f"# {line}" if _NCCL_HASHLESS.match(line) else line for line in lines]
+#: Its preamble and its trailer: both must be there to read such a paste.
+_NCCL_HASHLESS_NEEDED = (re.compile(r"^nThread\s+\d+\s+nGpus"),
+                         re.compile(r"^(?:Out of bounds values|Avg bus bandwidth)\s*:"))
 
 
 def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
-    lines = _with_hashes(lines)
+    lines = with_markdown_hashes(lines, _NCCL_HASHLESS, _NCCL_HASHLESS_NEEDED)
     headers = [i for i, line in enumerate(lines) if _nccl_header(line)]
     oobs = [m for m in map(_NCCL_OOB.match, lines) if m]
     known = headers or oobs or any(map(_NCCL_PREAMBLE.match, lines)) \
