@@ -208,6 +208,8 @@ PREFIXES = {
     "ts": lambda i, line: f"Nov 26 04:59:{i % 60:02} {line}",
     "ts-bracketed": lambda i, line: f"[2026-11-26 04:59:{i % 60:02}] {line}",
     "pdsh": lambda i, line: f"gpu-node-7: {line}",
+    # a reply that quotes the output (e-mail, a Markdown block quote), nested once
+    "quoted": lambda i, line: f"> > {line}",
     "crlf": lambda i, line: line + "\r",
 }
 

@@ -170,6 +170,8 @@ _TIMESTAMP_PREFIX = re.compile(
 #: pdsh and clush put "<host>: " before every line of a host's output; a word and a
 #: colon before every line alike is that, never a benchmark's own text.
 _HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]{0,62}: ")
+#: One level of a quote: "> " (or ">") before a line.
+_QUOTE = re.compile(r"^[ \t]{0,3}>[ \t]?", re.MULTILINE)
 
 
 def without_launcher_prefixes(text: str) -> str:
@@ -177,8 +179,19 @@ def without_launcher_prefixes(text: str) -> str:
     collectors' time stamps removed from every line: what each process printed, as it
     printed it."""
     text = _TIMESTAMP_PREFIX.sub("", text)
+    text = _unquoted(text)
     text = _without_common_host(text)
     return _TAG_INSIDE_LINE.sub("", _LAUNCHER_PREFIX.sub("", text))
+
+
+def _unquoted(text: str) -> str:
+    """``text`` without the "> " that starts every one of its non-blank lines: a reply
+    quoting the output (an e-mail, a Markdown block quote), as often as it is nested."""
+    while True:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 3 or not all(line.lstrip(" \t").startswith(">") for line in lines):
+            return text
+        text = _QUOTE.sub("", text)
 
 
 def _without_common_host(text: str) -> str:
