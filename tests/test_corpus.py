@@ -176,8 +176,8 @@ def _as_markdown_shows(text: str) -> str:
 
 
 #: The lines a whole run of each family has (its start and its table), with their '#'.
-_WHOLE_RUN = {"nccl-tests": ("# nThread", "# Avg bus bandwidth"),
-              "rccl-tests": ("# nThread", "# Avg bus bandwidth"),
+_WHOLE_RUN = {"nccl-tests": ("#", "# Avg bus bandwidth"),
+              "rccl-tests": ("#", "# Avg bus bandwidth"),
               "osu": ("# OSU ", "# Size"), "imb": ("# Benchmarking ", "#bytes")}
 _MARKDOWN = [entry for entry in INDEX if "figures" in entry["expect"]
              and entry["file"].split("/")[0] in _WHOLE_RUN

@@ -100,8 +100,9 @@ _NCCL_HASHLESS = re.compile(
     r"|size\s+count\s+type|\(B\)\s+\(elements\)|out-of-place\s+in-place"
     r"|Out of bounds values\s*:|Avg bus bandwidth\s*:|Collective test (?:starting|concluded):"
     r"|nccl-tests version\s|Errors with asterisks)")
-#: Its preamble and its trailer: both must be there to read such a paste.
-_NCCL_HASHLESS_NEEDED = (re.compile(r"^nThread\s+\d+\s+nGpus"),
+#: Its preamble (or its table's header) and its trailer: both must be there to read
+#: such a paste.
+_NCCL_HASHLESS_NEEDED = (re.compile(r"^(?:nThread\s+\d+\s+nGpus|size\s+count\s+type\s+redop)"),
                          re.compile(r"^(?:Out of bounds values|Avg bus bandwidth)\s*:"))
 
 
