@@ -58,6 +58,8 @@ NCCL_COLUMNS = benchmarks.NCCL_COLUMNS
 #: "# Collective test starting: %s", the basename of argv[0]: all_reduce_perf, or
 #: all_reduce_perf_mpi as NGC's containers build it).
 _NCCL_TEST = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+#: Its last line since 2.17, after the averages: "# Collective test concluded: <name>".
+_NCCL_CONCLUDED = re.compile(r"^#\s*Collective test concluded:")
 #: Bytes per element of the types nccl-tests prints (common.cu test_typenames; "char"
 #: and "int" before NCCL 2).
 _NCCL_TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1,
@@ -165,6 +167,12 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
                        "its '# size count type redop' header: the paste starts inside the "
                        "table; give the whole output")
     if avg is None:
+        ended = next((line for line in lines[lines.index(oobs[0].string) + 1:]
+                      if _NCCL_CONCLUDED.match(line)), None)
+        if ended:
+            raise Unjudged(f"{check}: {ended!r} without the '# Avg bus bandwidth' line "
+                           "nccl-tests prints before it: lines were left out of this paste; "
+                           "give the whole output")
         raise SanityError("output truncated: missing '# Avg bus bandwidth'")
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
