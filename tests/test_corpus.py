@@ -198,3 +198,19 @@ def test_output_whose_hashes_markdown_took_is_read(entry: dict[str, Any]) -> Non
     plain = evaluate(entry["check"], _text(entry), "local", entry.get("params") or {})
     assert [(r.key, r.measured) for r in ev.rows if r.metric == metric] == \
         [(r.key, r.measured) for r in plain.rows if r.metric == metric]
+
+
+def test_stream_built_without_openmp_ran_one_thread() -> None:
+    # stream.c prints its 'Number of Threads' lines only when built with OpenMP (#ifdef
+    # _OPENMP): the published run without them is what a plain 'gcc stream.c' prints,
+    # one thread, sane; never a FAIL, and never compared with the figure of 96 threads.
+    entry = next(e for e in INDEX if e["file"] == "stream/revyos-lpi4a-5.10.txt")
+    text = "".join(line for line in _text(entry).splitlines(keepends=True)
+                   if not line.startswith("Number of Threads"))
+    assert text != _text(entry)
+    ev = evaluate("stream", text, "local", {"threads": 1})
+    assert ev.verdict is RunVerdict.RECORDED, f"{ev.verdict}: {ev.reason}"
+    assert {r.key: r.measured for r in ev.rows}["Triad"] == entry["expect"]["figures"]["Triad"]
+    ev = evaluate("stream", text, "BM.Standard.E5.192", {"nps": 1, "threads": 96})
+    assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
+    assert "built without OpenMP" in (ev.reason or "")
