@@ -207,6 +207,7 @@ PREFIXES = {
         f"2026-11-26T04:59:{i % 60:02}.{i:09}Z [1,{i % 2}]<stdout>:{line}",
     "ts": lambda i, line: f"Nov 26 04:59:{i % 60:02} {line}",
     "ts-bracketed": lambda i, line: f"[2026-11-26 04:59:{i % 60:02}] {line}",
+    "logger": lambda i, line: f"2026/11/26 04:59:{i % 60:02}.{i % 1000:03} {line}",
     "pdsh": lambda i, line: f"gpu-node-7: {line}",
     # a reply that quotes the output (e-mail, a Markdown block quote), nested once
     "quoted": lambda i, line: f"> > {line}",
