@@ -163,7 +163,8 @@ _FOREIGN_DIGIT = re.compile(r"(?![0-9])\d")
 #: A time stamp that a log collector put before a line: ``kubectl logs --timestamps``
 #: and CI logs ("2024-05-01T10:00:00.123456789Z "), moreutils' ``ts`` ("May 01
 #: 10:00:00 ", or "[2024-05-01 10:00:00] " with a format), a logger's "2024-05-01
-#: 10:00:00,123 " or "2024/05/01 10:00:00 ".  No benchmark prints a date at the start of a line of its own.
+#: 10:00:00,123 " or "2024/05/01 10:00:00 ".  No benchmark prints a date at the start
+#: of a line of its own.
 _TIMESTAMP_PREFIX = re.compile(
     r"^[ \t]*\[?(?:\d{4}([-/])\d\d\1\d\d[T ]|[A-Z][a-z]{2} [ \d]\d )\d\d:\d\d:\d\d"
     r"(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?(?:[ \t]+|$)", re.MULTILINE)
