@@ -9,6 +9,7 @@ tests/data/corpus/README.md says how an entry's expectation is written.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,59 @@ def test_nccl_all_types_or_ops_are_never_one_median() -> None:
     ev = evaluate(entry["check"], text, "local", entry["params"])
     assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
     assert "2 data types or reductions (float sum, int32 sum" in (ev.reason or "")
+
+
+
+#: A CommonMark ATX heading: up to 3 blanks, 1 to 6 '#', then a blank or the line's end;
+#: a closing run of '#' after a blank goes too.
+_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+|$)")
+_CLOSING = re.compile(r"[ \t]+#+[ \t]*$")
+
+
+def _as_markdown_shows(text: str) -> str:
+    """``text`` as a page shows it when pasted outside a code block: each heading line
+    without its '#' (and no line that is not a heading touched: '#----', '#bytes')."""
+    return "".join(_CLOSING.sub("", _HEADING.sub("", line.rstrip("\n"))) + "\n"
+                   if _HEADING.match(line) else line
+                   for line in text.splitlines(keepends=True))
+
+
+#: The lines a whole run of each family has (its start and its table), with their '#'.
+_WHOLE_RUN = {"nccl-tests": ("#", "# Avg bus bandwidth"),
+              "rccl-tests": ("#", "# Avg bus bandwidth"),
+              "osu": ("# OSU ", "# Size"), "imb": ("# Benchmarking ", "#bytes")}
+_MARKDOWN = [entry for entry in INDEX if "figures" in entry["expect"]
+             and entry["file"].split("/")[0] in _WHOLE_RUN
+             and all(f"\n{start}" in "\n" + _text(entry)
+                     for start in _WHOLE_RUN[entry["file"].split("/")[0]])]
+
+
+@pytest.mark.parametrize("entry", _MARKDOWN, ids=[entry["file"] for entry in _MARKDOWN])
+def test_output_whose_hashes_markdown_took_is_read(entry: dict[str, Any]) -> None:
+    # pasted outside a code block, Markdown takes each '# ' line for a heading: the page
+    # shows "nThread 1 nGpus 1 ...", "OSU MPI Bandwidth Test v7.5", "Benchmarking
+    # PingPong" without '#' (NVIDIA/nccl-tests issue 249 was posted so): the same run.
+    text = _as_markdown_shows(_text(entry))
+    assert text != _text(entry)
+    ev = evaluate(entry["check"], text, "local", entry.get("params") or {})
+    assert ev.verdict is RunVerdict.RECORDED, f"{ev.verdict}: {ev.reason}"
+    metric = entry["expect"].get("metric", benchmarks.CHECKS[entry["check"]].metric)
+    plain = evaluate(entry["check"], _text(entry), "local", entry.get("params") or {})
+    assert [(r.key, r.measured) for r in ev.rows if r.metric == metric] == \
+        [(r.key, r.measured) for r in plain.rows if r.metric == metric]
+
+
+def test_stream_built_without_openmp_ran_one_thread() -> None:
+    # stream.c prints its 'Number of Threads' lines only when built with OpenMP (#ifdef
+    # _OPENMP): the published run without them is what a plain 'gcc stream.c' prints,
+    # one thread, sane; never a FAIL, and never compared with the figure of 96 threads.
+    entry = next(e for e in INDEX if e["file"] == "stream/revyos-lpi4a-5.10.txt")
+    text = "".join(line for line in _text(entry).splitlines(keepends=True)
+                   if not line.startswith("Number of Threads"))
+    assert text != _text(entry)
+    ev = evaluate("stream", text, "local", {"threads": 1})
+    assert ev.verdict is RunVerdict.RECORDED, f"{ev.verdict}: {ev.reason}"
+    assert {r.key: r.measured for r in ev.rows}["Triad"] == entry["expect"]["figures"]["Triad"]
+    ev = evaluate("stream", text, "BM.Standard.E5.192", {"nps": 1, "threads": 96})
+    assert ev.verdict is RunVerdict.UNJUDGED, f"{ev.verdict}: {ev.reason}"
+    assert "built without OpenMP" in (ev.reason or "")

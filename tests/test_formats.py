@@ -201,6 +201,16 @@ PREFIXES = {
     "timestamp-output": lambda i, line: f"Tue Nov 26 04:59:01 2026<stdout>:{line}",
     "both": lambda i, line: f"Tue Nov 26 04:59:01 2026[1,{i % 2}]<stdout>:{line}",
     "srun-label": lambda i, line: f"{i % 12:>2}: {line}",
+    # log collectors: kubectl logs --timestamps (of an mpirun --tag-output launcher),
+    # moreutils' ts with its default and a bracketed format, pdsh/clush on one host
+    "kubectl-timestamps": lambda i, line:
+        f"2026-11-26T04:59:{i % 60:02}.{i:09}Z [1,{i % 2}]<stdout>:{line}",
+    "ts": lambda i, line: f"Nov 26 04:59:{i % 60:02} {line}",
+    "ts-bracketed": lambda i, line: f"[2026-11-26 04:59:{i % 60:02}] {line}",
+    "logger": lambda i, line: f"2026/11/26 04:59:{i % 60:02}.{i % 1000:03} {line}",
+    "pdsh": lambda i, line: f"gpu-node-7: {line}",
+    # a reply that quotes the output (e-mail, a Markdown block quote), nested once
+    "quoted": lambda i, line: f"> > {line}",
     "crlf": lambda i, line: line + "\r",
 }
 

@@ -160,10 +160,54 @@ _BLANK_LINES = re.compile(r"(?:[ \t\r\f\v]*\n)+")
 _FOREIGN_DIGIT = re.compile(r"(?![0-9])\d")
 
 
+#: A time stamp that a log collector put before a line: ``kubectl logs --timestamps``
+#: and CI logs ("2024-05-01T10:00:00.123456789Z "), moreutils' ``ts`` ("May 01
+#: 10:00:00 ", or "[2024-05-01 10:00:00] " with a format), a logger's "2024-05-01
+#: 10:00:00,123 " or "2024/05/01 10:00:00 ".  No benchmark prints a date at the start
+#: of a line of its own.
+_TIMESTAMP_PREFIX = re.compile(
+    r"^[ \t]*\[?(?:\d{4}([-/])\d\d\1\d\d[T ]|[A-Z][a-z]{2} [ \d]\d )\d\d:\d\d:\d\d"
+    r"(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?(?:[ \t]+|$)", re.MULTILINE)
+#: pdsh and clush put "<host>: " before every line of a host's output; a word and a
+#: colon before every line alike is that, never a benchmark's own text.
+_HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]{0,62}: ")
+#: One level of a quote: "> " (or ">") before a line.
+_QUOTE = re.compile(r"^[ \t]{0,3}>[ \t]?", re.MULTILINE)
+
+
 def without_launcher_prefixes(text: str) -> str:
-    """``text`` with the launchers' prefixes (:data:`_LAUNCHER_PREFIX`) removed from
-    every line: what each process printed, as it printed it."""
+    """``text`` with the launchers' prefixes (:data:`_LAUNCHER_PREFIX`) and the log
+    collectors' time stamps removed from every line: what each process printed, as it
+    printed it."""
+    text = _TIMESTAMP_PREFIX.sub("", text)
+    text = _unquoted(text)
+    text = _without_common_host(text)
     return _TAG_INSIDE_LINE.sub("", _LAUNCHER_PREFIX.sub("", text))
+
+
+def _unquoted(text: str) -> str:
+    """``text`` without the "> " that starts every one of its non-blank lines: a reply
+    quoting the output (an e-mail, a Markdown block quote), as often as it is nested."""
+    while True:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 3 or not all(line.lstrip(" \t").startswith(">") for line in lines):
+            return text
+        text = _QUOTE.sub("", text)
+
+
+def _without_common_host(text: str) -> str:
+    """``text`` without the "<host>: " that starts every one of its non-blank lines
+    (pdsh, clush on one host); ``text`` as it is where the lines do not all share it."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    first = next((m for m in map(_HOST_PREFIX.match, lines) if m), None) \
+        if len(lines) > 2 else None
+    if first is None or not all(line.startswith(first.group(0)[:-1]) for line in lines):
+        return text
+    prefix = first.group(0)
+    # a blank line of the host's output is "<host>:" once its trailing blank is gone
+    return "".join(line[len(prefix):] if line.startswith(prefix)
+                   else line[len(prefix) - 1:] if line.startswith(prefix[:-1]) else line
+                   for line in text.splitlines(keepends=True))
 
 
 def output_lines(text: str) -> list[str]:
@@ -181,6 +225,20 @@ def output_lines(text: str) -> list[str]:
                            f"{foreign.group(0)!r}: benchmarks print ASCII digits")
     return [line for line in (raw.strip() for raw in text.splitlines()) if line]
 
+
+
+def with_markdown_hashes(lines: list[str], own: re.Pattern,
+                         needed: tuple[re.Pattern, ...]) -> list[str]:
+    """``lines`` with the "# " put back that Markdown took from a benchmark's own lines:
+    pasted outside a code block on a page or an issue, each "# title" line is a heading
+    and reads "title".  ``own`` matches those lines as they read without it; they get it
+    back only where none of them kept it and a line matches each of ``needed`` (the
+    benchmark's title and its table, say), so that other text is never taken for one."""
+    if any(line.startswith("#") and own.match(line.lstrip("#").lstrip()) for line in lines):
+        return lines
+    if not all(any(map(pattern.match, lines)) for pattern in needed):
+        return lines
+    return [f"# {line}" if own.match(line) else line for line in lines]
 
 
 def first_crash(text: str, markers: tuple[re.Pattern, ...]) -> re.Match | None:

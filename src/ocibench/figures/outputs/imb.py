@@ -17,6 +17,7 @@ from ocibench.figures.outputs.common import (
     first_line,
     rdma_ports_method,
     size_table,
+    with_markdown_hashes,
 )
 
 _IMB_PROCESSES = re.compile(r"^#\s*#processes\s*=\s*(\d+)")
@@ -26,7 +27,16 @@ _IMB_FINALIZE = "# All processes entering MPI_Finalize"
 _IMB_BANNER = re.compile(r"^#\s*Intel\s?\(R\) MPI Benchmarks\b")
 
 
+#: IMB's own '# ' lines as they read where Markdown took the '#' (a paste outside a code
+#: block; "#----" and "#bytes" keep theirs, as no heading starts so).
+_IMB_HASHLESS = re.compile(r"^(?:Intel\s?\(R\) MPI Benchmarks\b|Benchmarking\s+\S+|#processes\s*="
+                           r"|All processes entering MPI_Finalize|List of Benchmarks to run:"
+                           r"|\( ?\d+ additional process)")
+_IMB_HASHLESS_NEEDED = (re.compile(r"^Benchmarking\s+\S+"), re.compile(r"^#bytes\b"))
+
+
 def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    lines = with_markdown_hashes(lines, _IMB_HASHLESS, _IMB_HASHLESS_NEEDED)
     name = benchmarks.CHECKS[check].title   # "# Benchmarking <name>"
     banners = sum(1 for line in lines if _IMB_BANNER.match(line))
     finals = sum(1 for line in lines if line.startswith(_IMB_FINALIZE))

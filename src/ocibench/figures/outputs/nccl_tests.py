@@ -23,6 +23,7 @@ from ocibench.figures.outputs.common import (
     number,
     output_lines,
     size_table,
+    with_markdown_hashes,
 )
 
 #: Its programs' failure words (read once the output is recognised as nccl-tests'):
@@ -57,6 +58,8 @@ NCCL_COLUMNS = benchmarks.NCCL_COLUMNS
 #: "# Collective test starting: %s", the basename of argv[0]: all_reduce_perf, or
 #: all_reduce_perf_mpi as NGC's containers build it).
 _NCCL_TEST = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+#: Its last line since 2.17, after the averages: "# Collective test concluded: <name>".
+_NCCL_CONCLUDED = re.compile(r"^#\s*Collective test concluded:")
 #: Bytes per element of the types nccl-tests prints (common.cu test_typenames; "char"
 #: and "int" before NCCL 2).
 _NCCL_TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1,
@@ -90,7 +93,23 @@ class _NcclGpu:
     device: str
 
 
+#: The lines nccl-tests starts with '#' (its preamble, rank lines, table header and
+#: trailer), as they read where Markdown took the '#' for a heading: a paste outside a
+#: code block on a web page or an issue shows "nThread 1 nGpus 1 ..." and "Avg bus
+#: bandwidth : 12.3" without it.
+_NCCL_HASHLESS = re.compile(
+    r"^(?:nThread\s+\d+\s+nGpus|Using devices$|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s"
+    r"|size\s+count\s+type|\(B\)\s+\(elements\)|out-of-place\s+in-place"
+    r"|Out of bounds values\s*:|Avg bus bandwidth\s*:|Collective test (?:starting|concluded):"
+    r"|nccl-tests version\s|Errors with asterisks)")
+#: Its preamble (or its table's header) and its trailer: both must be there to read
+#: such a paste.
+_NCCL_HASHLESS_NEEDED = (re.compile(r"^(?:nThread\s+\d+\s+nGpus|size\s+count\s+type\s+redop)"),
+                         re.compile(r"^(?:Out of bounds values|Avg bus bandwidth)\s*:"))
+
+
 def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    lines = with_markdown_hashes(lines, _NCCL_HASHLESS, _NCCL_HASHLESS_NEEDED)
     headers = [i for i, line in enumerate(lines) if _nccl_header(line)]
     oobs = [m for m in map(_NCCL_OOB.match, lines) if m]
     known = headers or oobs or any(map(_NCCL_PREAMBLE.match, lines)) \
@@ -101,8 +120,14 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
                             f"line {first_line(lines)})")
     # Which test ran, before anything is counted: another test's output is never failed
     # for its ranks or its end.
-    test = next(((m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m),
-                None)
+    banners = [(m.group(1), repr(m.group(0))) for m in map(_NCCL_TEST.match, lines) if m]
+    test = banners[0] if banners else None
+    names = list(dict.fromkeys(name for name, _ in banners))
+    if len(names) > 1 and any(name.startswith("all_reduce_perf") for name in names):
+        # a script that runs several tests one after another (all_reduce_perf, then
+        # all_gather_perf ...): their tables are other collectives, not other types
+        raise Unjudged(f"{check}: {len(banners)} runs in one output ({', '.join(names)}); "
+                       "give the all_reduce_perf run alone")
     _nccl_all_reduce(check, test, [])
     columns = lines[headers[0]].lstrip("#").split() if headers else []
     if headers and "redop" not in columns:
@@ -126,13 +151,29 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         raise Unjudged(f"{check}: the results table alone (no '# nThread', no '# Using "
                        "devices', no '# Out of bounds values'): a piece of an output, cannot "
                        "tell whether the run ended")
+    avg = next((m for m in map(_NCCL_AVG.match, lines) if m), None)
+    # nccl-tests prints its header, its rows, then '# Out of bounds values' and '# Avg bus
+    # bandwidth' as it ends: a later line without an earlier one is a paste with lines
+    # left out (a run that stopped prints nothing after where it stopped), never a run
+    # that died.
+    if not oobs and avg is not None:
+        raise Unjudged(f"{check}: {avg.group(0)!r} without the '# Out of bounds values' line "
+                       "nccl-tests prints before it: lines were left out of this paste; give "
+                       "the whole output")
     if not oobs:
         raise SanityError("output truncated: missing '# Out of bounds values'")
-    avg = next((m for m in map(_NCCL_AVG.match, lines) if m), None)
-    if avg is None:
-        raise SanityError("output truncated: missing '# Avg bus bandwidth'")
     if not headers:
-        raise SanityError("output truncated: missing the '# size count type redop' header")
+        raise Unjudged(f"{check}: the end of a results table ({oobs[0].group(0)!r}) without "
+                       "its '# size count type redop' header: the paste starts inside the "
+                       "table; give the whole output")
+    if avg is None:
+        ended = next((line for line in lines[lines.index(oobs[0].string) + 1:]
+                      if _NCCL_CONCLUDED.match(line)), None)
+        if ended:
+            raise Unjudged(f"{check}: {ended!r} without the '# Avg bus bandwidth' line "
+                           "nccl-tests prints before it: lines were left out of this paste; "
+                           "give the whole output")
+        raise SanityError("output truncated: missing '# Avg bus bandwidth'")
     whole = any(line.startswith("# Using devices") for line in lines)
     method = _nccl_ranks(check, gpus, params, whole)
     rows = [_nccl_row(check, columns, line) for line in row_lines]
@@ -149,6 +190,11 @@ def _nccl_alone(check: str, gpus: list[_NcclGpu], runs: int) -> str | None:
     printing 'Rank 0' and its own table.  None where the rank lines do not show it."""
     alone = list(dict.fromkeys((gpu.host, gpu.pid) for gpu in gpus if gpu.rank == 0))
     if len(alone) < 2:
+        return None
+    if any((gpu.host, gpu.pid) not in alone for gpu in gpus):
+        # a process that printed only ranks above 0 was one of several in one world:
+        # the tables are runs one after another (a loop of launches), each of many
+        # processes, not processes that each ran alone
         return None
     shown = ", ".join(f"Pid {pid} on {host}" for host, pid in alone[:4])
     return (f"{check}: {len(alone)} processes each ran alone as rank 0 ({shown}), with "

@@ -19,6 +19,7 @@ from ocibench.figures.outputs.common import (
     rdma_ports_method,
     size_table,
     table_rows,
+    with_markdown_hashes,
 )
 
 #: Its programs' failure words: OMB's xccl benchmarks, NCCL_CHECK
@@ -146,7 +147,15 @@ def _omb_cap(check: str, text_lines: list[str], rows: list[list[str]],
                     f"run it with -M {needed} (--mem-limit) or more")
 
 
+#: OMB's own '#' lines as they read where Markdown took the '#' (a paste outside a code
+#: block): its title, buffers, datatype, pairs and the table's header.
+_OMB_HASHLESS = re.compile(r"^(?:OSU \w+(?:-\w+)*(?: MANAGED)? .*\bTest\b|Size\s|Send Buffer on "
+                           r"|Datatype:|\[ pairs:)")
+_OMB_HASHLESS_NEEDED = (re.compile(r"^OSU \S+ .*\bTest\b"), re.compile(r"^Size\s"))
+
+
 def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
+    lines = with_markdown_hashes(lines, _OMB_HASHLESS, _OMB_HASHLESS_NEEDED)
     title = _omb_title(check, lines)
     api = _omb_buffers(check, title, lines, params)
     body = lines[lines.index(title) + 1:]

@@ -32,6 +32,10 @@ _STREAM_MPI_THREADS = re.compile(r"^Number of Threads counted for rank 0\s*=\s*(
 #: the second column of each kernel's line in both.
 _STREAM_HEADER = re.compile(r"^Function\s+(?:Best Rate MB/s|Rate \(MB/s\))")
 _STREAM_VERSION = re.compile(r"^STREAM version \$Revision:\s*([\d.]+)")
+#: The preamble's lines about the arrays, printed by every build before its thread
+#: lines (stream.c: "Array size = %llu (elements), Offset = ...", 5.9 and older: "Array
+#: size = ..."; "Each kernel will be executed %d times.").
+_STREAM_PREAMBLE = re.compile(r"^(?:Array size =|Each kernel will be executed)")
 
 
 def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
@@ -68,12 +72,21 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
     else:
         threads = next((m for m in map(_STREAM_THREADS.match, lines) if m), None) \
             or next((m for m in map(_STREAM_REQUESTED.match, lines) if m), None)
+        if threads is None and not any(map(_STREAM_PREAMBLE.match, lines)):
+            # the thread lines sit in the preamble, which this paste leaves out
+            raise Unjudged("stream: the paste leaves out STREAM's preamble (no 'Array "
+                           "size', no 'Number of Threads' lines): how many threads ran "
+                           "is not in it; give the whole output")
         if threads is None:
-            raise SanityError("stream: no 'Number of Threads counted' line "
-                              "(not an OpenMP build, or output truncated)")
-        count = int(threads.group(1))
-        requested = next((m for m in map(_STREAM_REQUESTED.match, lines) if m), threads)
-        if int(requested.group(1)) != params["threads"]:
+            # stream.c prints its thread lines only when built with OpenMP (#ifdef
+            # _OPENMP): a build without it ran one thread, a sane run of another method
+            method = None if params["threads"] == 1 else (
+                "STREAM built without OpenMP (no 'Number of Threads' line) ran one "
+                f"thread, where threads={params['threads']}: build it with -fopenmp "
+                "and run it with OMP_NUM_THREADS, or give --set threads=1")
+        elif int(next((m for m in map(_STREAM_REQUESTED.match, lines) if m),
+                      threads).group(1)) != params["threads"]:
+            count = int(threads.group(1))
             # How many threads the run asked for is its method (OMP_NUM_THREADS), not the
             # node's fault: the figure of threads=N is another run.
             method = (f"STREAM ran {count} threads ({threads.group(0)!r}), where "
@@ -81,7 +94,7 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
                       f"figure of its own thread count")
         else:
             # it asked for the figure's threads and fewer (or more) ran
-            expect_count(check, "threads", params["threads"], count)
+            expect_count(check, "threads", params["threads"], int(threads.group(1)))
     if not any(line.startswith("Solution Validates") for line in lines):
         raise SanityError("STREAM did not print 'Solution Validates'")
     return Measurement(check, "bandwidth", UNITS["bandwidth"], values, method=method)
