@@ -632,9 +632,7 @@ class History:
     def _records(self, series: dict[int, tuple[Any, ...]],
                  rows: list[tuple[Any, ...]]) -> list[Record]:
         rows = self._trusted(rows)
-        with self._errors("read"):
-            software = {i: (image or None, driver or None) for i, image, driver in
-                        self._db.execute("SELECT id, image, driver FROM software")}
+        software = self.software_index()
         found = []
         new, fields = object.__new__, _FIELDS
         for sid, value, verdict, time, session, documented, floor, soft in rows:
