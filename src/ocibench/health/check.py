@@ -1,4 +1,5 @@
-"""One healthcheck run: the probes, the decision, the Slurm action, the state file.
+"""One healthcheck run: the probes, the decision (ocibench.health.decide, pure), the
+Slurm action, the state file.
 
 It acts as LBNL NHC and oci-hpc's healthchecks.sh do, with one difference in how it
 knows its own drains:
@@ -325,8 +326,8 @@ def _check(options: Options, path: Path) -> Outcome:
     decision = decide.decide(decide.Facts(
         node=node, results=tuple(results), recorded=recorded, slurm=answer,
         reason=drain_reason(decide.failures(results)),
-        budget_unknown=room.unknown[node] if room and node in room.unknown else None,
-        budget_spent=room.spent[node] if room and node in room.spent else None,
+        budget_unknown=room.unknown[node] if room is not None and node in room.unknown else None,
+        budget_spent=room.spent[node] if room is not None and node in room.spent else None,
         time_left=slurm_until - time.monotonic(), time_needed=DRAIN_NEEDS_S,
         dry_run=options.dry_run, prolog=options.prolog))
     action, reason, code = decision.action, decision.reason, decision.code
