@@ -18,7 +18,7 @@ import shlex
 import reframe as rfm
 from reframe.core.builtins import variable
 
-from ocibench import accelerators, benchmarks, shapes
+from ocibench import accelerators, benchmarks
 
 from .base import OcibenchCheck, systems_for
 
@@ -32,7 +32,6 @@ class babelstream(OcibenchCheck):
     check_name = "babelstream"
     descr = "BabelStream Copy/Mul/Add/Triad/Dot on every GPU of a node, one process each"
     valid_systems = systems_for(1, gpu=True)
-    valid_prog_environs = ["+babelstream"]
     tags = {"ocibench", "gpu", "babelstream"}
     nodes = variable(int, value=1)
     gpus = variable(int, value=0)
@@ -42,7 +41,7 @@ class babelstream(OcibenchCheck):
         self.gpus = self.node_gpus
         self.num_tasks = self.num_tasks_per_node = self.gpus
         # the shape's GPUs (on `local`, those its probe found) name the vendor
-        vendor = accelerators.of(shapes.load(extras["shape"]).gpus)
+        vendor = accelerators.of(self._shape().gpus)
         self.skip_if(vendor is None, f"{extras['shape']} names no GPU vendor (gpus.vendor)")
         command = benchmarks.spec(self.check_name).command
         run = " ".join([vendor.babelstream_executable, "--device", f'"{LOCAL_RANK}"',

@@ -32,9 +32,10 @@ The contract of a check, by phase (stated as the EESSI test suite states its mix
 eessi/testsuite/eessi_mixin.py: what a subclass sets, and by when):
 
 Before init (class body, or a parameter)
-    ``check_name`` (the figure naming of the shape files and ocibench.benchmarks),
-    ``valid_prog_environs`` (by environment feature: ``+omb``, ``+imb +openmpi``, ...)
-    and ``descr``; its parameters (``buffers``, ``nodes``, ...).
+    ``check_name`` (the figure naming of the shape files and ocibench.benchmarks)
+    and ``descr``; its parameters (``buffers``, ``nodes``, ...).  Never
+    ``valid_prog_environs``: the base derives it from the registry entry at init
+    (ocibench.reframe.site.prog_environs).
 Before setup (class body, or a ``run_after("init")`` hook)
     ``valid_systems``, from :func:`systems_for` (nodes and GPU, with ``local`` named
     where it must SKIP rather than vanish).
@@ -76,6 +77,7 @@ from ocibench.figures import evaluate, judge, nccl_path, outputs, references, uc
 from ocibench.figures.joblog import failure_line
 from ocibench.metrics import RunVerdict, could_not_judge
 from ocibench.reframe.launchers import INTELMPI
+from ocibench.reframe.site import built_shape, prog_environs
 
 PROVENANCE_FILE = "provenance.json"
 
@@ -131,7 +133,7 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
     #: The shape the check ran for (the partition's ``extras.shape``).
     shape = variable(str, value="")
     #: Why the case was skipped.  ReFrame prints the reason but its JSON report keeps
-    #: only ``result: skip``; the report (ocibench.report.load) reads it from here.
+    #: only ``result: skip``; the run reader (ocibench.results.load) reads it from here.
     skip_reason = variable(str, value="")
     #: Whether the run's messages go through UCX from GPU memory (the GPU checks):
     #: the job then runs with UCX_PROTO_INFO=y (UCX_PROTO_INFO above).
@@ -253,6 +255,12 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
 
     # ------------------------------------------------------------------ hooks
 
+    @run_after("init")
+    def _ocibench_environs(self):
+        # The environment of the entry's module (and of its MPI, IMB's parameter): the
+        # registry's, so that no check writes an environment's name.
+        self.valid_prog_environs = prog_environs(self.check_name, getattr(self, "mpi", None))
+
     @run_after("setup")
     def _ocibench_setup(self):
         self.shape = self.extras.get("shape", "")
@@ -309,7 +317,8 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
     def _shape(self) -> shapes.Shape:
         cached = getattr(self, "_ocibench_shape", None)
         if cached is None:
-            cached = self._ocibench_shape = shapes.load(self.shape or shapes.LOCAL)
+            # the shape the configuration built for this partition: not read again
+            cached = self._ocibench_shape = built_shape(self.shape or shapes.LOCAL)
         return cached
 
     @run_before("performance")
@@ -422,7 +431,7 @@ class EveryGpuCheck(OcibenchCheck):
         # The collective library's settings OCI recommends for the shape
         # (network.collective_env: NCCL_IB_HCA, NCCL_IB_GID_INDEX, the net plugin...),
         # first: the log level below overrides theirs.
-        network = shapes.load(extras["shape"]).data.get("network") or {}
+        network = self._shape().data.get("network") or {}
         for name, value in (network.get("collective_env") or {}).items():
             self.export(name, str(value))
         # NCCL's log names the transport of every channel: the path the figure took

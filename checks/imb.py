@@ -27,7 +27,6 @@ class _Imb(OcibenchCheck):
 
     @run_after("init")
     def _environs(self):
-        self.valid_prog_environs = [f"+imb +{self.mpi}"]
         self.valid_systems = systems_for(self.nodes)
 
     def run_params(self):

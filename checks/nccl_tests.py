@@ -18,8 +18,8 @@ from __future__ import annotations
 import reframe as rfm
 from reframe.core.builtins import parameter, variable
 
-from ocibench import benchmarks, shapes
-from ocibench.reframe.site import nccl_size_ranges
+from ocibench import benchmarks
+from ocibench.reframe.site import built_shapes, nccl_size_ranges
 
 from .base import EveryGpuCheck
 
@@ -30,8 +30,8 @@ _OPTION = {"begin": "-b", "end": "-e", "factor": "-f", "step": "-i"}
 def max_size_ranges() -> int:
     """The most documented size ranges any shape has at one node count: the range of
     the ``size_range`` parameter."""
-    counts = [len(found) for name in shapes.known_shapes()
-              for found in nccl_size_ranges(shapes.load(name)).values()]
+    counts = [len(found) for shape in built_shapes()
+              for found in nccl_size_ranges(shape).values()]
     return max(counts + [1])
 
 
@@ -39,7 +39,6 @@ def max_size_ranges() -> int:
 class nccl_all_reduce_perf(EveryGpuCheck):
     check_name = "nccl_all_reduce_perf"
     descr = "nccl-tests all_reduce_perf, 10 GiB, busbw, every GPU of the node(s)"
-    valid_prog_environs = ["+nccl-tests"]
     tags = {"ocibench", "nccl-tests", "gpu", "nccl"}
     #: Which of the shape's documented size ranges at this node count the case runs.
     size_range = parameter(list(range(max_size_ranges())))

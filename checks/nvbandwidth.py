@@ -38,7 +38,6 @@ class nvbandwidth(OcibenchCheck):
     check_name = "nvbandwidth"
     descr = "nvbandwidth copy-engine ceilings and the pageable-host copy rate"
     valid_systems = systems_for(1, gpu=True)
-    valid_prog_environs = ["+nvbandwidth"]
     tags = {"ocibench", "gpu", "nvbandwidth"}
     nodes = variable(int, value=1)
     gpus_per_node = variable(int, value=0)

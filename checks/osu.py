@@ -57,7 +57,6 @@ def largest_size(limit: int, ranks: int, memory_gib: float, buffers_per_rank: in
 
 
 class _OsuBase(OcibenchCheck):
-    valid_prog_environs = ["+omb"]
     tags = {"ocibench", "omb"}
 
 
@@ -230,7 +229,6 @@ class osu_xccl_allreduce(EveryGpuCheck):
 
     check_name = "osu_xccl_allreduce"
     descr = "OMB osu_xccl_allreduce (NCCL), 1 GiB, every GPU of the node(s)"
-    valid_prog_environs = ["+omb"]
     tags = {"ocibench", "omb", "gpu", "nccl"}
     ucx_device_in_one_node = True   # the seed's one-node line names it (above)
 

@@ -18,7 +18,7 @@ host file is the server, the second the client.
 
 On a machine without RDMA devices (/sys/class/infiniband empty) or a shape without
 ``network.rdma_nics`` the ``perftest`` environment is unavailable and every case SKIPS with
-that reason (ocibench.reframe.site.perftest_unavailable).
+that reason (ocibench.reframe.site.rdma_unavailable).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from reframe.core.builtins import parameter, performance_function, run_after, va
 
 from ocibench import benchmarks, shapes
 from ocibench.reframe.launchers import HOSTFILE_VAR
+from ocibench.reframe.site import built_shapes
 
 from .base import OcibenchCheck, systems_for
 
@@ -43,8 +44,7 @@ SERVER_START_S = 1
 
 def max_hcas() -> int:
     """The most cluster-network HCAs any shape has: the range of the HCA parameter."""
-    counts = [len(shapes.load(name).hcas)
-              for name in shapes.known_shapes() if name != shapes.LOCAL]
+    counts = [len(shape.hcas) for shape in built_shapes() if not shape.is_local]
     return max(counts + [len(glob.glob("/sys/class/infiniband/*")), 1])
 
 
@@ -82,7 +82,6 @@ class PerftestCheck(OcibenchCheck):
     #: One client and one server node, as oci-hpc's check pairs them.
     nodes = variable(int, value=2)
 
-    valid_prog_environs = ["+perftest"]
     tags = {"ocibench", "perftest", "rdma"}
 
     @run_after("init")

@@ -20,8 +20,10 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
+from ocibench import benchmarks
 from ocibench.figures.joblog import failure_line
 from ocibench.metrics import could_not_judge
+from ocibench.reframe.site import prog_environs
 
 from .base import PROVENANCE_FILE, SweepNodes, systems_for
 
@@ -32,7 +34,9 @@ PREFLIGHT_FILE = "preflight.json"
 class preflight(rfm.RunOnlyRegressionTest, SweepNodes):
     descr = "this node against its shape file (ocibench preflight)"
     valid_systems = systems_for(1)
-    valid_prog_environs = ["omb"]
+    # the environment of the checks whose UCX protocol tables are read (omb)
+    valid_prog_environs = prog_environs(next(spec.name for spec in benchmarks.CHECKS.values()
+                                             if spec.ucx_buffers))
     shape = variable(str, value="")
     time_limit = "10m"
     keep_files = [PREFLIGHT_FILE, PROVENANCE_FILE]

@@ -42,7 +42,6 @@ class stream(OcibenchCheck):
     nps = parameter([1, 4])
     threads = variable(int, value=0)
     valid_systems = systems_for(1)
-    valid_prog_environs = ["+stream"]
     tags = {"ocibench", "stream"}
 
     def _skip_other_nps(self, numa_nodes: int) -> None:

@@ -28,7 +28,6 @@ class _Preset(OcibenchCheck):
     """One TransferBench preset: the registry entry's command on the node's GPUs."""
 
     valid_systems = systems_for(1, gpu=True)
-    valid_prog_environs = ["+transferbench"]
     tags = {"ocibench", "gpu", "transferbench"}
     nodes = variable(int, value=1)
 

@@ -17,7 +17,7 @@ from ocibench.figures import judge, ucx_proto
 from ocibench.metrics import Action
 from ocibench.paths import REPO_ROOT
 from ocibench.reframe import site
-from ocibench.report.load import _provenance as report_provenance
+from ocibench.results.load import _provenance as report_provenance
 from ocibench.shapes import probe, rules
 from ocibench.spack import scopes
 from ocibench.sweep import actions

@@ -1,4 +1,4 @@
-"""The drain budget (ocibench.sweep.budget): the decision on Slurm's listing, pure.
+"""The drain budget (ocibench.cluster.budget): the decision on Slurm's listing, pure.
 
 Slurm's own side (sinfo's listing, scontrol's drains, the healthcheck under slurmd
 and the sweep) is tested on the loopback cluster: tests/test_healthcheck_cluster.py.
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from ocibench.cluster import budget, slurm
 from ocibench.health import check
 from ocibench.health.state import FAIL, PASS, HealthState, ProbeResult
-from ocibench.sweep import budget, slurm
 
 PERSON = "reseating the cables"
 

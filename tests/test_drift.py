@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ocibench.cluster.reason import REASON_PREFIX
 from ocibench.history import drift
 from ocibench.history.store import History, Record
 from ocibench.metrics import Action, NodeVerdict
@@ -343,7 +344,7 @@ def test_a_passing_node_that_drifts_is_rerun_then_drained(local):  # noqa: F811
     again = verdicts.mark_drifting(nodes, {"node3": [a_drift("node3")]}, {"node3"})
     assert again["node3"].action is Action.DRAIN
     reason = again["node3"].drain_reason
-    assert reason.startswith(f"{actions.REASON_PREFIX} osu_bw buffers=D-D size 268435456 ")
+    assert reason.startswith(f"{REASON_PREFIX} osu_bw buffers=D-D size 268435456 ")
     assert "7.0 % below its baseline 390.00 GB/s" in reason and len(reason) <= 200
     assert "low in 2+ of its last 3 sweeps" in reason
     assert sweeping.drain_wanted(again) == {"node3": reason}

@@ -568,3 +568,21 @@ def test_nvbandwidth_reads_a_real_capture_without_the_pageable_step():
     with pytest.raises(outputs.SanityError, match="no 'pageable host_to_device GPU 1"):
         outputs.parse("nvbandwidth", text + "pageable device_to_host GPU 0: 16.4 GB/s\n",
                       {"gpus_per_node": 2})
+
+
+def test_one_evaluate_looks_for_the_matching_figures_once(pingpong, capsys, monkeypatch):
+    """`ocibench evaluate` scans the shape's figures for its variant once: the judge
+    takes the figures evaluate found (judge.judge_run's ``figures``)."""
+    entry, path = pingpong
+    calls = []
+    real = references.matching
+
+    def counted(*args, **kwargs):
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(references, "matching", counted)
+    code, out, err = _main(capsys, "imb_pingpong", str(path), "--shape", entry.shape,
+                           "--set", "mpi=intel-mpi")
+    assert code == 0, err
+    assert calls == ["imb_pingpong"], f"the figures were scanned {len(calls)} times"

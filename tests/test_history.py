@@ -21,10 +21,10 @@ from ocibench import cli, paths
 from ocibench.history import current, store
 from ocibench.history.store import History, HistoryError, Record
 from ocibench.metrics import NodeVerdict
+from ocibench.reframe.runreport import SESSION_EXTRA
 from ocibench.sweep import plan
 from ocibench.sweep import run as sweeping
 from ocibench.sweep.plan import GROUPS, SINGLE
-from ocibench.sweep.rfm import SESSION_EXTRA
 from ocibench.sweep.verdicts import JobResult
 from test_drift import earlier_sweeps
 from test_report import TINY_CHECK, reframe_report  # noqa: F401  (a fixture: a real run)

@@ -238,6 +238,19 @@ def test_a_page_escapes_what_the_history_says(tmp_path):
         assert "2&#34;&gt;&lt;script&gt;" in text
 
 
+def test_a_page_that_cannot_be_written_is_one_line(tmp_path):
+    """--html under a plain file: the page writer every page shares
+    (ocibench.pages.output.write, the sweep's files too) says so in one line naming the
+    path; no traceback, nothing written."""
+    db = fleet(tmp_path / "h.sqlite")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    status, out, err = history_cli("--db", str(db), "--html", str(blocker / "pages" / "page.html"))
+    assert (status, out) == (2, ""), err
+    assert err.startswith(f"ocibench history: cannot write {blocker}") and err.count("\n") == 1, err
+    assert blocker.read_text() == "not a directory\n"
+
+
 # --------------------------------------------------------------------------- the cluster
 
 def test_the_cluster_page_is_the_fleets_aggregate(tmp_path):

@@ -2,7 +2,7 @@
 
 Every case is a fault that once passed (issue "One judgement that cannot be fooled"):
 each assertion below fails when the rule it guards is taken out of ocibench.figures.judge,
-ocibench.figures.policy or ocibench.report.load.
+ocibench.figures.policy or ocibench.results.load.
 """
 
 from __future__ import annotations

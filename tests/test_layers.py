@@ -20,12 +20,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("node",),
     ("spack",),
     ("reframe",),
+    ("results",),
     ("history",),
-    ("report",),
-    ("sweep",),
-    ("health",),
+    ("cluster",),
+    ("pages",),
+    ("report", "sweep", "health"),
     ("commands", "cli"),
 )
+
+#: The applications, side by side on one layer: none imports another.  What two of them
+#: share lives below them (results, history, cluster, pages), never in one of them.
+APPLICATIONS = ("report", "sweep", "health")
 
 
 def layer_of(module: str, package: Path = PACKAGE) -> int:
@@ -81,6 +86,22 @@ def upward_imports(package: Path = PACKAGE) -> list[str]:
     return problems
 
 
+def application_imports(package: Path = PACKAGE) -> list[str]:
+    """Every import of one application (:data:`APPLICATIONS`) by another."""
+    problems = []
+    for path in sorted(package.rglob("*.py")):
+        here = module_name(path, package)
+        mine = here.split(".")[1] if "." in here else ""
+        if mine not in APPLICATIONS:
+            continue
+        for line, target in imports_of(path, package):
+            theirs = target.split(".")[1] if "." in target else ""
+            if theirs in APPLICATIONS and theirs != mine:
+                problems.append(f"{path.relative_to(package.parent)}:{line}: {here} "
+                                f"({mine}) imports {target} ({theirs})")
+    return problems
+
+
 def test_no_module_imports_a_layer_above_its_own() -> None:
     assert upward_imports() == []
 
@@ -105,3 +126,26 @@ def test_every_package_has_a_layer() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     named = {name for names in LAYERS for name in names}
     assert packages <= named, f"packages of no layer: {sorted(packages - named)}"
+
+
+def test_the_applications_import_none_of_each_other() -> None:
+    assert APPLICATIONS in LAYERS
+    assert application_imports() == []
+
+
+def test_an_application_importing_another_is_found(tmp_path: Path) -> None:
+    # A copy of a real module of the healthcheck given an import of the sweep, as it had
+    # before the drain budget moved to the cluster layer: the test above must see it,
+    # though the layer test does not (one layer, side by side).
+    tree = tmp_path / "src" / "ocibench"
+    (tree / "health").mkdir(parents=True)
+    (tree / "sweep").mkdir()
+    (tree / "health" / "state.py").write_text(
+        (PACKAGE / "health" / "state.py").read_text()
+        + "\nfrom ocibench.sweep import plan  # noqa\n")
+    (tree / "sweep" / "plan.py").write_text("")
+    (tree / "sweep" / "__init__.py").write_text("")
+    assert upward_imports(tree) == []
+    found = application_imports(tree)
+    assert len(found) == 1, found
+    assert "ocibench.health.state (health) imports ocibench.sweep.plan (sweep)" in found[0]

@@ -350,7 +350,7 @@ def test_a_healthcheck_gone_stale_fires(tmp_path, capsys):
 
 @needs_promtool
 def test_a_drain_the_budget_refused_is_exported_and_fires(tmp_path, capsys):
-    """The healthcheck's "would drain (budget spent)" (ocibench.sweep.budget) is an
+    """The healthcheck's "would drain (budget spent)" (ocibench.cluster.budget) is an
     action of the export, and OcibenchDrainBudgetSpent fires on it; a dry run's
     "would drain" does not."""
     out = ""

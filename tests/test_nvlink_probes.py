@@ -211,3 +211,70 @@ def test_the_healthcheck_runs_both_on_gb200_only(tmp_path: Path, monkeypatch) ->
         other = FakeNode(tmp_path / name, name)
         ran = {r.name for r in check.run_probes(_context(other))}
         assert not ran & {"nvlink_fabric", "imex"}, name
+
+
+# --------------------------------------------------------------------------- NVLink-C2C
+
+
+def _c2c(*gpus: list[str]) -> str:
+    """``nvidia-smi c2c -s`` of a tray: each GPU's header, then its links' values."""
+    out = []
+    for index, links in enumerate(gpus):
+        out.append(f"GPU {index}: NVIDIA GB200 (UUID: GPU-{index:08d}-0000-0000-0000-000000000000)")
+        out += [f"         C2C Link {n}: {value}" for n, value in enumerate(links)]
+    return "\n".join(out) + "\n"
+
+
+UP = ["44.712 GB/s"] * 10
+
+
+def test_the_published_grace_hopper_links_pass() -> None:
+    gpus = nvlink_fabric.parse_c2c((DATA / "smi-c2c-s.gh200.virtualclient.txt").read_text())
+    assert gpus == {0: {n: "44.712 GB/s" for n in range(10)}}
+    status, detail = nvlink_fabric.judge_c2c(gpus)
+    assert (status, detail) == (PRESENT, "1 GPU(s), 10 C2C link(s) each up, 447.12 GB/s per GPU")
+
+
+@pytest.mark.parametrize("links, expected, said", [
+    ([UP, UP, UP, UP], PRESENT, "4 GPU(s), 10 C2C link(s) each up"),
+    ([UP, UP, ["Inactive"] + UP[1:], UP], UNEXPECTED, "GPU 2: C2C link 0 Inactive, not up"),
+    ([UP, ["0 GB/s"] + UP[1:], UP, UP], UNEXPECTED, "GPU 1: C2C link 0 0 GB/s, not up"),
+    ([UP, UP, UP, UP[:9] + ["22.356 GB/s"]], UNEXPECTED,
+     "GPU 3: C2C link 9 at 22.356 GB/s, its other links at 44.712 GB/s (1 slow link(s))"),
+    ([UP, UP[:9], UP, UP], UNEXPECTED, "GPU 1: 9 C2C link(s), GPU 0 has 10"),
+    ([UP, ["N/A"] * 10, UP, UP], UNKNOWN, "GPU 1: C2C link 0 N/A"),
+])
+def test_a_trays_links(on_path, links, expected, said) -> None:
+    on_path(smi=_c2c(*links))
+    item = nvlink_fabric.probe_c2c(2.0)
+    assert item.status == expected, item
+    assert said in item.detail
+    assert item.evidence == "nvidia-smi c2c -s"
+
+
+def test_no_link_or_no_tool_is_unknown(on_path, tmp_path: Path, monkeypatch) -> None:
+    on_path(smi="No devices were found\n")
+    item = nvlink_fabric.probe_c2c(2.0)
+    assert item.status == UNKNOWN and "shows no C2C link" in item.detail
+    monkeypatch.setenv("PATH", str(tmp_path / "tools"))
+    assert nvlink_fabric.probe_c2c(2.0).status == UNKNOWN
+
+
+def test_the_healthcheck_asks_c2c_on_grace_shapes_only(tmp_path: Path, monkeypatch) -> None:
+    fake = FakeNode(tmp_path / "node", GB200)
+    shutil.move(fake.bin / "nvidia-smi", fake.bin / "nvidia-smi.base")
+    (fake.bin / "c2c.txt").write_text(_c2c(UP, UP, ["Inactive"] + UP[1:], UP))
+    (fake.bin / "nvidia-smi").write_text(
+        '#!/bin/sh\nhere=$(dirname "$0")\n[ "$*" = "c2c -s" ] && exec cat "$here/c2c.txt"\n'
+        'exec "$here/nvidia-smi.base" "$@"\n')
+    (fake.bin / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    results = {r.name: r for r in check.run_probes(_context(fake))}
+    assert results["c2c"].state == FAIL
+    assert "GPU 2: C2C link 0 Inactive, not up" in results["c2c"].evidence
+    (fake.bin / "c2c.txt").write_text(_c2c(UP, UP, UP, UP))
+    results = {r.name: r for r in check.run_probes(_context(fake))}
+    assert results["c2c"].state == PASS, results["c2c"]
+    for name in ("BM.GPU.H100.8", "BM.GPU.L40S.4"):
+        other = FakeNode(tmp_path / name, name)
+        assert "c2c" not in {r.name for r in check.run_probes(_context(other))}, name

@@ -214,7 +214,8 @@ def every_module_tree(root: Path) -> Path:
     from ocibench import accelerators
     from ocibench.reframe import site
 
-    names = {env.module for env in site.ENVIRONMENTS} | set(site.MPI_MODULE.values())
+    names = {env.module for env in site.ENVIRONMENTS} | {env.mpi for env in site.ENVIRONMENTS
+                                                         if env.mpi}
     for vendor in accelerators.VENDORS.values():
         names |= {*vendor.gpu_modules, vendor.collective_tests_package}
     _local_tree(root, {name: "" for name in sorted(names)})

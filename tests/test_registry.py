@@ -26,7 +26,7 @@ from ocibench import accelerators, benchmarks, paths, shapes
 from ocibench.figures import ceilings, judge, outputs
 from ocibench.figures.evaluate import evaluate
 from ocibench.metrics import RunVerdict, Verdict
-from ocibench.report import model
+from ocibench.results import model
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text())["entries"]
@@ -210,9 +210,13 @@ def test_a_bad_registry_entry_is_named_at_import():
     with pytest.raises(ValueError, match="osu_x: directions is 1 or 2, not 4"):
         benchmarks.CheckSpec("osu_x", spec.summary, spec.metric, spec.params,
                              family=spec.family, parser="omb", directions=4)
-    with pytest.raises(ValueError, match="osu_x: parser 'omg'"):
+    with pytest.raises(ValueError, match="osu_x: no module"):
         benchmarks.CheckSpec("osu_x", spec.summary, spec.metric, spec.params,
-                             family=spec.family, parser="omg")
+                             family=spec.family, parser="omb")
+    # a family with no parser module: named where the parsers are imported
+    with pytest.raises(ValueError, match=r"parser 'omg' .*has no module "
+                                         r"ocibench\.figures\.outputs\.omg$"):
+        outputs._family_module("omg")
 
 
 # --- osu_bibw: both directions at once --------------------------------------------------
@@ -337,3 +341,83 @@ def test_a_new_perftest_check_is_one_registry_entry(monkeypatch, template, name,
     measured = outputs.parse(name, text, params)
     assert measured.unit == unit
     assert measured.values == {params["size"]: pytest.approx(value)}
+
+
+# --- ReFrame's environments and the parser families: derived, never written again ---------
+
+#: Where environments are built and selected, and parsers picked.
+ENVIRONMENT_SOURCES = [paths.REPO_ROOT / "src" / "ocibench" / "reframe",
+                       paths.REPO_ROOT / "src" / "ocibench" / "figures", paths.REPO_ROOT / "checks",
+                       paths.REPO_ROOT / "site"]
+
+
+def hand_lists(source: str, environments: set[str], families: set[str]) -> list[tuple[int, str]]:
+    """(line, what) of each place that writes ReFrame's environments or the parser
+    families by hand, where the registry's entries give them:
+
+    * an environment selected by its features ("+omb", "+imb +openmpi");
+    * ``valid_prog_environs`` or an ``Environment(...)`` given a literal name;
+    * a comparison (==, !=, in) with an environment's or a family's name (a special case);
+    * a literal tuple, list or set of two or more family names (the list of families),
+      or a dict keyed by two or more (a table of families: each family's own words
+      belong in its module, figures/outputs/<family>.py).
+    """
+    features = {word for name in environments for word in name.split("-")} | environments
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value.startswith("+") \
+                and all(w.lstrip("+") in features for w in node.value.split()):
+            found.append((node.lineno, f"environment feature {node.value!r}"))
+        elif isinstance(node, ast.Assign) and any(
+                isinstance(t, (ast.Name, ast.Attribute))
+                and getattr(t, "id", getattr(t, "attr", "")) == "valid_prog_environs"
+                for t in node.targets) and isinstance(node.value, (ast.List, ast.Tuple)) \
+                and any(isinstance(e, (ast.Constant, ast.JoinedStr)) for e in node.value.elts):
+            found.append((node.lineno, "valid_prog_environs written literally"))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Environment" \
+                and any(isinstance(a, ast.Constant) for a in node.args):
+            found.append((node.lineno, "an Environment built from a literal name"))
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            named = [e.value for e in node.elts if isinstance(e, ast.Constant)
+                     and isinstance(e.value, str) and e.value in families]
+            if len(named) >= 2:
+                found.append((node.lineno, f"a list of parser families {named}"))
+        elif isinstance(node, ast.Dict):
+            named = [k.value for k in node.keys if isinstance(k, ast.Constant)
+                     and isinstance(k.value, str) and k.value in families]
+            if len(named) >= 2:
+                found.append((node.lineno, f"a table of parser families {named}"))
+    found += [(line, f"a comparison with {strings}") for line, strings in
+              check_name_comparisons(source, environments | families)]
+    return found
+
+
+def test_the_scan_finds_a_hand_written_environment_or_family_list():
+    """The scan below can fail: it finds what the derivations replaced."""
+    envs, families = {"omb", "nccl-tests", "imb-openmpi", "perftest"}, {"omb", "nccl-tests"}
+    for source in ('valid_prog_environs = ["+omb"]', 'valid_prog_environs = ["omb"]',
+                   'self.valid_prog_environs = [f"+imb +{self.mpi}"]',
+                   'E = (Environment("omb", ("omb", "openmpi"), module="omb"),)',
+                   'if env.name == "nccl-tests" and vendor: pass',
+                   'if family == "nccl-tests" and text: pass',
+                   'PARSERS = ("omb", "nccl-tests")',
+                   'FAILED_BY_FAMILY = {"omb": ("^Failed",), "nccl-tests": ("failure",)}'):
+        assert hand_lists(source, envs, families), source
+    for source in ('valid_prog_environs = prog_environs(self.check_name)',
+                   'x = "+gpu -multinode"', 'FAILED = {"omb": ("^Failed",)}',
+                   'tags = {"ocibench", "gpu"}'):
+        assert not hand_lists(source, envs, families), source
+
+
+def test_no_environment_or_parser_family_is_written_outside_the_registry():
+    """ReFrame's environments come from the entries' ``module``/``mpis`` and the vendor
+    rows, the parser families from the entries' ``parser``: neither is listed again."""
+    from ocibench.reframe import site
+
+    environments = {env.name for env in site.ENVIRONMENTS}
+    found = [f"{path.relative_to(paths.REPO_ROOT)}:{line}: {what}"
+             for root in ENVIRONMENT_SOURCES for path in sorted(root.rglob("*.py"))
+             for line, what in hand_lists(path.read_text(), environments,
+                                          set(benchmarks.PARSERS))]
+    assert not found, "written by hand; derive it from ocibench.benchmarks:\n" + "\n".join(found)

@@ -22,7 +22,7 @@ import pytest
 
 import seed_outputs
 from ocibench import benchmarks, cli, paths
-from ocibench.report.model import FAMILIES
+from ocibench.results.model import FAMILIES
 
 #: What the osu-micro-benchmarks module that Spack generates exports.
 SPEC = "osu-micro-benchmarks@7.5.1/abcdefghijklmnopqrstuvwxyz012345"
@@ -627,8 +627,7 @@ PREFLIGHT = {"shape": "BM.GPU4.8", "items": [
 @pytest.fixture
 def cma_shapes(tmp_path, monkeypatch):
     """The shape files, BM.GPU4.8 with CMA_FIGURE, as OCIBENCH_SHAPES_DIR."""
-    import ocibench.report.load  # noqa: F401  (the module: report/__init__ exports a load())
-    load = sys.modules["ocibench.report.load"]
+    from ocibench.results import load
     shapes_dir = tmp_path / "shapes"
     shutil.copytree(paths.REPO_ROOT / "site" / "shapes", shapes_dir)
     gpu = shapes_dir / "BM.GPU4.8.yaml"

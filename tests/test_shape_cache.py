@@ -134,3 +134,50 @@ def test_readers_never_change_a_kept_shape(monkeypatch):
         if not scopes.is_machine_described(shape):   # those need this machine's Spack
             scopes.derive(shape)
     assert {name: shapes.load(name).data for name in names} == as_loaded
+
+
+#: As _COUNTING_REFRAME, counting each time a shape file is read (``shapes.load_file``:
+#: its bytes read and hashed, whether or not they are parsed again) and each probe of
+#: this machine (``probe.complete_local``).
+_COUNTING_READS = _COUNTING_REFRAME.replace("shapes._parse = counted", """shapes._parse = counted
+from ocibench.shapes import probe
+real_read, real_probe = shapes.load_file, probe.complete_local
+def counted_read(path, *args, **kwargs):
+    with open(os.environ["PARSE_LOG"] + ".reads", "a") as log:
+        log.write(os.path.basename(str(path)) + "\\n")
+    return real_read(path, *args, **kwargs)
+def counted_probe(*args, **kwargs):
+    with open(os.environ["PARSE_LOG"] + ".reads", "a") as log:
+        log.write("probe\\n")
+    return real_probe(*args, **kwargs)
+shapes.load_file, probe.complete_local = counted_read, counted_probe""")
+
+
+def test_reframe_checks_take_the_shapes_the_configuration_built(tmp_path):
+    """During a listing each shape file is read once, by the configuration: the checks'
+    parameter ranges and each check's configure take the shapes it built
+    (ocibench.reframe.site.built_shape), and ``local``'s machine is probed once."""
+    exe = shutil.which("reframe")
+    if not exe:
+        pytest.skip("reframe is not on PATH (pip install -e '.[test]')")
+    assert "shapes._parse = counted" in _COUNTING_REFRAME   # the wrapper above took
+    log = tmp_path / "parses.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RFM_")}
+    env.update(PARSE_LOG=str(log), OCIBENCH_SHAPE=shapes.LOCAL,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(paths.REPO_ROOT / "src"),
+                                                         env.get("PYTHONPATH")])),
+               OCIBENCH_PERFLOG_DIR=str(tmp_path / "perflogs"),
+               OCIBENCH_REPORT_DIR=str(tmp_path / "reports"))
+    env.pop(shapes.SHAPES_DIR_ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-c", _COUNTING_READS, exe,
+         "-C", str(paths.SITE_DIR / "reframe_config.py"), "-c", str(paths.CHECKS_DIR),
+         "--nocolor", "--prefix", str(tmp_path), "-l"],
+        capture_output=True, text=True, cwd=paths.REPO_ROOT, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Found" in done.stdout, done.stdout
+    counted = collections.Counter(Path(f"{log}.reads").read_text().split())
+    assert counted.pop("probe", 0) == 1, "local's machine probed more or less than once"
+    assert set(counted) == {f"{name}.yaml" for name in shapes.known_shapes()}
+    again = {name: count for name, count in counted.items() if count > 1}
+    assert not again, f"shape files read more than once in one listing: {again}"

@@ -20,8 +20,10 @@ import time
 import pytest
 
 from ocibench import paths, shapes
+from ocibench.cluster.reason import MAX_REASON
 from ocibench.figures import judge, references
 from ocibench.metrics import Action, NodeVerdict
+from ocibench.pages import output as pages_output
 from ocibench.sweep import actions, output, plan, verdicts
 from ocibench.sweep import run as sweeping
 from ocibench.sweep.plan import GROUPS, PAIRS, RETEST, SINGLE, Case
@@ -326,7 +328,7 @@ def test_the_cap_is_at_most_the_fraction_rounded_down(fraction, swept, cap):
 def test_drain_reason_is_one_short_line():
     text = actions.drain_reason("osu_bw %nodes=2", "9.00 us", "> ceiling 2.0 us\n", "002 " * 99)
     assert text.startswith("ocibench: osu_bw %nodes=2 9.00 us > ceiling 2.0 us (")
-    assert "\n" not in text and len(text) <= actions.MAX_REASON
+    assert "\n" not in text and len(text) <= MAX_REASON
 
 
 # --------------------------------------------------------------------------- outputs
@@ -372,7 +374,7 @@ def test_html_matrix_escapes_and_links_every_node(local, tmp_path):
     assert 'class="cell outlier" title="' in page and ">9.00 us</td>" in page
     assert "http" not in page                     # offline: nothing loaded
     out = tmp_path / "sweep.html"
-    output.write(out, page)
+    pages_output.write(out, page)
     assert out.read_text() == page
 
 
@@ -449,7 +451,7 @@ def test_dry_run_expands_a_hostlist_without_a_slurm_controller(no_controller, tm
 
 
 def test_hostlists_expand_in_order_and_fold():
-    from ocibench.sweep import slurm
+    from ocibench.cluster import slurm
     assert slurm.expand_hostlist("gpu-[001-003],cpu7,gpu-002") == [
         "gpu-001", "gpu-002", "gpu-003", "cpu7"]
     assert slurm.expand_hostlist("node9,node[1-2]") == ["node9", "node1", "node2"]
@@ -460,7 +462,7 @@ def test_hostlists_expand_in_order_and_fold():
 def test_a_hostlist_names_host_names_only():
     """A hostlist's names are host names as everywhere else (ocibench.hostnames): at
     most 253 characters, as DNS's longest name."""
-    from ocibench.sweep import slurm
+    from ocibench.cluster import slurm
     assert slurm.expand_hostlist("n" * 253) == ["n" * 253]
     with pytest.raises(slurm.UsageError, match="bad hostlist"):
         slurm.expand_hostlist("n" * 254)
@@ -584,7 +586,7 @@ def test_every_check_pins_its_job_to_the_sweep_nodes(slurm_client, tmp_path):
 
 
 def test_slurm_states_say_which_nodes_are_swept_and_why_not():
-    from ocibench.sweep import slurm
+    from ocibench.cluster import slurm
     states = slurm.parse_sinfo(
         "node1|idle|none\nnode2|mix|none\nnode3|drain|ocibench: osu_bw 9.00 MB/s (x)\n"
         "node4|down*|Not responding\nnode5|drain|bad DIMM, ticket 42\nnode1|idle|none\n"
@@ -727,7 +729,8 @@ def test_ours_is_what_the_record_says_not_a_prefix(tmp_path):
     """Issue 21: a person's drain whose reason merely starts with `ocibench:` was
     undrained as if it were ours.  Only a node drained with exactly the reason the
     sweep recorded for it is."""
-    from ocibench.sweep import slurm, state
+    from ocibench.cluster import slurm
+    from ocibench.sweep import state
     record = state.DrainRecord(tmp_path / "sweep" / "drained.json")
     assert record.nodes() == {}
     ours = "ocibench: osu_latency %buffers=H-H %nodes=2 2000.00 us > 1400.00 us (x)"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibench.sweep import plan, rfm, slurm
+from ocibench.cluster import slurm
+from ocibench.sweep import plan, rfm
 from ocibench.sweep.plan import GROUPS, PAIRS, SINGLE, Case
 
 #: Two NVL72 racks of 18 hosts, as Slurm's topology/block prints them (a record per

@@ -10,7 +10,7 @@ benchmark, so that adding one is one entry here and one check class in checks/
   :mod:`ocibench.figures.outputs`, which looks for ``title``), and what differs between
   the checks of one parser (``unit``, ``columns``, ``ranks``, ``message_per_rank``): a
   parser never asks which check it reads;
-* the report's families (``family``, :mod:`ocibench.report.model`);
+* the report's families (``family``, :mod:`ocibench.results.model`);
 * which runs' buffers are UCX memory types (``ucx_buffers``: the judge names a missed
   figure's cause from UCX's protocol tables, :meth:`ocibench.figures.judge.Facts.for_run`);
 * the physical limit of a figure (``directions``: a limit is per direction, so a
@@ -128,6 +128,10 @@ def _nccl_size_text(text: Any) -> str:
     return str(text).strip()
 
 
+#: The MPI a check runs with where its entry offers no other (checks/base.py's
+#: launcher, the seeds' ``module load openmpi``).
+DEFAULT_MPI = "openmpi"
+
 #: The parameters that select the documented variant (matched against a figure's
 #: ``params``); every other parameter gives the sizes or the device of the run.
 VARIANT_PARAMS = ("buffers", "nodes", "placement", "ranks_per_node", "gpus_per_node", "mpi",
@@ -138,13 +142,6 @@ VARIANT_PARAMS = ("buffers", "nodes", "placement", "ranks_per_node", "gpus_per_n
 #: ``-msglog MINLOG:MAXLOG`` (0, then powers of two), nccl-tests' ``-b/-e/-f/-i``,
 #: perftest's one ``-s``, or none (STREAM, nvbandwidth: values keyed by name).
 SIZE_RANGES = ("omb", "msglog", "nccl", "single", "none")
-
-#: The parser families (CheckSpec.parser): each is the module of its name, "-" written
-#: "_", in :mod:`ocibench.figures.outputs` (nccl-tests: figures/outputs/nccl_tests.py),
-#: from which the package derives its table of parsers.
-PARSERS = ("omb", "nccl-tests", "imb", "stream", "perftest", "nvbandwidth", "babelstream",
-           "transferbench-p2p", "transferbench-a2a")
-
 
 @dataclass(frozen=True)
 class Param:
@@ -188,7 +185,8 @@ class CheckSpec:
     params: tuple[Param, ...]
     #: The report's family: one plot and one part of a shape's page.
     family: str = ""
-    #: The parser family that reads its output (:data:`PARSERS`).
+    #: The parser family that reads its output: the module of its name, "-" written
+    #: "_", in :mod:`ocibench.figures.outputs` (nccl-tests: outputs/nccl_tests.py).
     parser: str = ""
     #: The line the parser looks for, as the benchmark prints it: OMB's title for host
     #: buffers ("# OSU MPI Latency Test"; a -d cuda run prints "# OSU MPI-CUDA ..."),
@@ -246,11 +244,26 @@ class CheckSpec:
     #: Whether each rank's buffer holds one message for every rank (an all-to-all), so
     #: that OMB's own cap on its buffers (-M) must be the largest size times the ranks.
     message_per_rank: bool = False
+    #: The Lmod module of its build, as users load it (modules.yaml's projections:
+    #: osu-micro-benchmarks is ``omb``).  One ReFrame environment per module, and per MPI
+    #: (:attr:`mpis`), selected by the features module and MPI (ocibench.reframe.site);
+    #: a module that a vendor row names (its collective tests, its copy-ceiling tool)
+    #: is that vendor's (ocibench.accelerators).
+    module: str = ""
+    #: Whether mpirun starts its processes (Open MPI, or the MPIs its ``mpi`` parameter
+    #: offers): its environment loads the MPI's module first.
+    under_mpi: bool = False
+    #: Whether a run may use the node's GPUs: its environment loads the vendor's
+    #: toolkit and collective library first (on a shape with GPUs).
+    gpu: bool = False
+    #: Whether it runs on the RDMA devices themselves (verbs, not through MPI): it cannot
+    #: run where the shape has none, or where its stack does not build it.
+    rdma: bool = False
 
     def __post_init__(self) -> None:
         # A new entry's slip is named when the registry is imported, not at a run.
-        if self.parser not in PARSERS:
-            raise ValueError(f"{self.name}: parser {self.parser!r} is not one of {PARSERS}")
+        if not self.parser:
+            raise ValueError(f"{self.name}: no parser (the family that reads its output)")
         if self.size_range not in SIZE_RANGES:
             raise ValueError(f"{self.name}: size_range {self.size_range!r} is not one of "
                              f"{SIZE_RANGES}")
@@ -261,6 +274,8 @@ class CheckSpec:
         if self.unit and self.unit not in metrics.metric(self.metric).units:
             raise ValueError(f"{self.name}: unit {self.unit!r} is not one of "
                              f"{metrics.metric(self.metric).units} ({self.metric})")
+        if not self.module:
+            raise ValueError(f"{self.name}: no module (the Lmod module its runs load)")
         unknown = set(self.columns) - set(self.metrics)
         if unknown:
             raise ValueError(f"{self.name}: columns for {', '.join(sorted(unknown))}, not "
@@ -274,6 +289,16 @@ class CheckSpec:
     def figure_unit(self) -> str:
         """The unit of its primary metric's values (:attr:`unit`, else the metric's)."""
         return self.unit or metrics.default_unit(self.metric)
+
+    @property
+    def mpis(self) -> tuple[str, ...]:
+        """The MPIs it runs with, as their modules are named: its ``mpi`` parameter's
+        choices (IMB: built with each), else Open MPI's; none where mpirun does not
+        start it."""
+        if not self.under_mpi:
+            return ()
+        offered = next((p.choices for p in self.params if p.name == "mpi"), ())
+        return tuple(offered) or (DEFAULT_MPI,)
 
     def variant(self) -> tuple[str, ...]:
         """The parameters that select the documented variant, in the registry's order."""
@@ -291,8 +316,8 @@ _BUFFERS = Param("buffers", "where the two ranks' buffers live (H host, D device
                  "'-d <gpu> D H'", choices=("H-H", "D-D", "H-D", "D-H"), default="H-H")
 _PLACEMENT = Param("placement", "host rank's core relative to the GPU, for H-D and D-H in one "
                    "node", choices=("same-numa", "same-socket", "other-socket"))
-_MPI = Param("mpi", "the MPI that IMB was built with", choices=("openmpi", "intel-mpi"),
-             default="openmpi")
+_MPI = Param("mpi", "the MPI that IMB was built with", choices=(DEFAULT_MPI, "intel-mpi"),
+             default=DEFAULT_MPI)
 
 
 def _nodes(default: int, choices: tuple[int, ...] = ()) -> Param:
@@ -374,7 +399,7 @@ def _omb_pt2pt(name: str, metric: str, title: str, sizes: str, options: tuple[st
         (_BUFFERS, _nodes(2, (1, 2)), _PLACEMENT, _omb_sizes(sizes)),
         family=_PT2PT_FAMILY, parser="omb", title=title, size_range="omb",
         ucx_buffers=True, directions=directions, ceilings=ceilings or {},
-        command=(name, *options))
+        command=(name, *options), module="omb", under_mpi=True, gpu=True)
 
 
 CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
@@ -391,19 +416,20 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(1), _ranks_per_node(36), _omb_sizes("1:67108864")),
               family=_OSU_COLLECTIVES, parser="omb",
               title="# OSU MPI All-to-All Personalized Exchange Latency Test",
-              size_range="omb", message_per_rank=True,
+              size_range="omb", message_per_rank=True, module="omb", under_mpi=True,
               # its -m scales to the node's memory (checks/osu.py largest_size)
               command=("osu_alltoall", "-x", "10", "-i", "10", "-m", "1:67108864")),
     CheckSpec("osu_allreduce", "OMB osu_allreduce -m 4:268435456", "latency",
               (_nodes(4), _ranks_per_node(36), _omb_sizes("4:268435456")),
               family=_OSU_COLLECTIVES, parser="omb", title="# OSU MPI Allreduce Latency Test",
-              size_range="omb",
+              size_range="omb", module="omb", under_mpi=True,
               command=("osu_allreduce", "-x", "10", "-i", "10", "-m", "4:268435456")),
     CheckSpec("osu_xccl_allreduce", "OMB osu_xccl_allreduce -m 1073741824:1073741824 -d <gpu>",
               "latency",
               (_nodes(1, (1, 2)), _gpus_per_node(8), _omb_sizes("1073741824:1073741824")),
               collective="nccl", family=_OSU_COLLECTIVES, parser="omb",
-              title="# OSU NCCL Allreduce Latency Test", size_range="omb",
+              title="# OSU NCCL Allreduce Latency Test", size_range="omb", module="omb",
+              under_mpi=True, gpu=True,
               command=("osu_xccl_allreduce", "-x", "10", "-i", "10",
                        "-m", "1073741824:1073741824")),
     CheckSpec("nccl_all_reduce_perf", "nccl-tests all_reduce_perf -b 10G -e 10G -g 1 "
@@ -419,18 +445,20 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                      default="1M", kind="SIZE")),
               sizes_in_variant=True, collective="nccl", family="nccl-tests",
               parser="nccl-tests", size_range="nccl", keys=NCCL_COLUMNS,
-              key_name="nccl-tests busbw column",
+              key_name="nccl-tests busbw column", module="nccl-tests", under_mpi=True,
+              gpu=True,
               command=("all_reduce_perf", "-b", "10G", "-e", "10G", "-t", "1", "-g", "1")),
     CheckSpec("imb_pingpong", "IMB-MPI1 -msglog 3:28 PingPong (one rank per node)", "latency",
               (_MPI, _nodes(2), _MSGLOG), extra_metrics=("bandwidth",),
               family=_IMB_FAMILY, parser="imb", title="PingPong", size_range="msglog",
               # PingPong always runs on 2 processes (others wait in MPI_Barrier)
               ranks=2, columns={"latency": "t[usec]", "bandwidth": "Mbytes/sec"},
+              module="imb", under_mpi=True,
               command=("IMB-MPI1", "-msglog", "3:28", "PingPong")),
     CheckSpec("imb_allreduce", "IMB-MPI1 -msglog 3:28 -npmin N allreduce", "latency",
               (_MPI, _nodes(4), _ranks_per_node(36), _MSGLOG),
               family=_IMB_FAMILY, parser="imb", title="Allreduce", size_range="msglog",
-              columns={"latency": "t_avg[usec]"},
+              columns={"latency": "t_avg[usec]"}, module="imb", under_mpi=True,
               command=("IMB-MPI1", "-msglog", "3:28", "-npmin", "144", "allreduce")),
     # OCI's floors judge the columns its health check reads: BW peak (parts[2] of the
     # 65536-byte row) and t_avg (awk '{print $6}' of the 8-byte row).
@@ -439,7 +467,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               _perftest_params(65536, (Param("qps", "-q, queue pairs", _positive_int,
                                              default=2),)),
               family=_PERFTEST_FAMILY, parser="perftest", title="RDMA_Write BW Test",
-              size_range="single", unit="Gb/s",
+              size_range="single", unit="Gb/s", module="perftest", rdma=True,
               # oci-hpc's options; -d DEVICE -i PORT follow (checks/perftest.py)
               command=("ib_write_bw", "-F", "-q", "2", "-x", "3", "--report_gbits")),
     CheckSpec("ib_write_lat", "perftest ib_write_lat -F -x 3 -s 8 -n 10000 -d DEVICE (t_avg)",
@@ -447,7 +475,8 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               _perftest_params(8, (Param("iterations", "-n, exchanges", _positive_int,
                                          default=10000),)),
               family=_PERFTEST_FAMILY, parser="perftest", title="RDMA_Write Latency Test",
-              size_range="single", columns={"latency": "t_avg[usec]"},
+              size_range="single", columns={"latency": "t_avg[usec]"}, module="perftest",
+              rdma=True,
               command=("ib_write_lat", "-F", "-x", "3", "-s", "8", "-n", "10000")),
     # This node's copy ceilings, keyed by name (ocibench.figures.outputs.NVBANDWIDTH_CEILINGS),
     # in MB/s as OMB prints its bandwidths.
@@ -456,12 +485,14 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               "bandwidth",
               (_nodes(1, (1,)), _gpus_per_node(8)),
               family="GPU copy ceilings (nvbandwidth)", parser="nvbandwidth",
-              keys=NVBANDWIDTH_KEYS, key_name="nvbandwidth ceiling"),
+              keys=NVBANDWIDTH_KEYS, key_name="nvbandwidth ceiling", module="nvbandwidth",
+              gpu=True),
     CheckSpec("stream", "STREAM with OMP_NUM_THREADS=threads on a node in NPS nps mode",
               "bandwidth",
               (Param("nps", "NUMA nodes per socket (BIOS)", _positive_int, (1, 2, 4), 1),
                Param("threads", "OMP_NUM_THREADS", _positive_int, default=96)),
-              family="STREAM", parser="stream", keys=STREAM_KERNELS, key_name="STREAM kernel"),
+              family="STREAM", parser="stream", keys=STREAM_KERNELS, key_name="STREAM kernel",
+              module="stream"),
     # The GPUs' memory bandwidth, one process per GPU, as AMD's acceptance runs it
     # (ROCm/system-acceptance-docs docs/common/system-validation.md, "BabelStream":
     # `<model>-stream --device $OMPI_COMM_WORLD_RANK -n 50 -s 268435456` under
@@ -475,7 +506,9 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
                Param("gpus", "processes in the output, one GPU and one result table each "
                      "(unset: as many as the output holds)", _positive_int)),
               family="GPU memory bandwidth (BabelStream)", parser="babelstream",
-              keys=BABELSTREAM_KERNELS, key_name="BabelStream kernel",
+              keys=BABELSTREAM_KERNELS, key_name="BabelStream kernel", module="babelstream",
+              # mpirun starts one process per GPU, as AMD's acceptance runs it (mpiexec -n 8)
+              under_mpi=True, gpu=True,
               command=("babelstream", "-n", "50", "-s", "268435456"),
               # AMD's example of its acceptance run prints 'Version: 5.0'
               # (ROCm/system-acceptance-docs docs/mi300x/performance-bench.rst@b754ce7,
@@ -488,6 +521,7 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(1, (1,)),),
               family=_TRANSFERBENCH_FAMILY, parser="transferbench-p2p",
               keys=TRANSFERBENCH_KEYS, key_name="TransferBench p2p value",
+              module="transferbench", gpu=True,
               command=("TransferBench", "p2p"),
               # no size given: DEFAULT_BYTES_PER_TRANSFER, 1 << 26 (ROCm/TransferBench
               # src/include/TransferBench.hpp, v1.52; the client's default since)
@@ -499,8 +533,14 @@ CHECKS: dict[str, CheckSpec] = {spec.name: spec for spec in (
               (_nodes(1, (1,)),),
               family=_TRANSFERBENCH_FAMILY, parser="transferbench-a2a",
               keys=TRANSFERBENCH_A2A_KEYS, key_name="TransferBench a2a value",
+              module="transferbench", gpu=True,
               command=("TransferBench", "a2a"), method={"bytes": 2**26}),
 )}
+
+#: The parser families, in the registry's order: what the entries name, never listed
+#: by hand (ocibench.figures.outputs derives its table of parsers from it, and fails at
+#: import, naming the entries, where a family has no module).
+PARSERS: tuple[str, ...] = tuple(dict.fromkeys(spec.parser for spec in CHECKS.values()))
 
 #: Above this many message sizes a range is surely a typo (and would be slow to list).
 MAX_SIZES = 4096

@@ -10,7 +10,7 @@ holding a terminal's escape sequence is never printed raw, and a name holding ``
 never becomes a path.
 
 A host name is RFC 1123's letters, digits, ``-`` and ``.``, and ``_``, which Slurm's
-node names allow (as ``ocibench.sweep.slurm`` reads its hostlists), at most 253
+node names allow (as ``ocibench.cluster.slurm`` reads its hostlists), at most 253
 characters (DNS's longest name), starting with a letter or digit.
 """
 

@@ -314,6 +314,11 @@ LADDER_ENTRIES: tuple[Rung, ...] = (
          "or clique not as the rack's)",
          "reset the GPUs or reboot; if the registration still fails, return the host to "
          "OCI with the rack's other hosts' states", (_NV_Q, "nvidia-smi -q | grep -A8 Fabric")),
+    Rung(PROBE, "c2c", Step.REBOOT, "OCIBENCH-GPU-0006",
+         "an NVLink-C2C link between a GPU and its Grace down or trained slower than "
+         "the GPU's other links",
+         "reboot; if the link stays down or slow, return the host to OCI with "
+         "nvidia-smi c2c -s", ("nvidia-smi c2c -s", _NV_Q)),
     Rung(PROBE, "imex", Step.FIX_SOFTWARE, "OCIBENCH-SW-0013",
          "the IMEX service not running, or its domain not up",
          "systemctl restart nvidia-imex on the rack's hosts; its nodes_config.cfg must list "

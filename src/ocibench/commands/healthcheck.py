@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from ocibench import accelerators, hostnames, paths, shapes
+from ocibench.cluster import budget
 from ocibench.health import check, probes, state
-from ocibench.sweep import budget
 
 
 def _seconds(text: str) -> float:

@@ -10,14 +10,13 @@ and the floor.  ``ocibench history add REPORT...`` adds ReFrame runs to the hist
 from __future__ import annotations
 
 import argparse
-import hashlib
 import re
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ocibench import benchmarks, hostnames, metrics, paths
+from ocibench import benchmarks, hostnames, paths
 
 _UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -88,18 +87,13 @@ def _usage(message: str) -> int:
 # --------------------------------------------------------------------------- add
 
 def _add(args: argparse.Namespace) -> int:
-    from ocibench import jsonfile, shapes
-    from ocibench.history import current
-    from ocibench.reframe import runreport
-    from ocibench.report.load import InputError
+    from ocibench.history import current, runs
 
     found, sessions = [], []
     for path in args.reports:
         try:
-            report = runreport.read(path)
-            records, unplaced = _report_records(path, report)
-        except (jsonfile.JsonFileError, InputError, shapes.ShapeError,
-                benchmarks.ParamError) as err:
+            records, unplaced = runs.read(path)
+        except runs.UNREADABLE as err:
             return _usage(str(err))
         for name in unplaced:
             print(f"ocibench history: {path}: {name}: no node named (no job_nodelist, no "
@@ -114,56 +108,6 @@ def _add(args: argparse.Namespace) -> int:
               f"node(s), session {session}")
     print(f"{args.db}: {added} added, {len(found) - added} already kept")
     return 0
-
-
-def _report_records(path: Path, report) -> tuple[list, list[str]]:
-    """The Records of one run report, and the names of the cases no node can be told
-    for.  A case's figures are every node's of its job: a run outside the sweep has
-    no ring of pairs to tell one node from its partner."""
-    from ocibench.history import rows
-    from ocibench.report.load import InputError, testcase_result
-    from ocibench.sweep.rfm import SESSION_EXTRA
-
-    info = report.data["session_info"]
-    # A sweep's step: the sweep's session (its --session-extras), whose figures the
-    # sweep kept already; else ReFrame's session uuid (4.7+); else the file's content,
-    # so that adding the same report twice still adds nothing.
-    session = next((str(v) for v in (info.get(SESSION_EXTRA), info.get("uuid"))
-                    if isinstance(v, str) and v.strip()),
-                   "reframe-" + hashlib.sha256(path.read_bytes()).hexdigest()[:16])
-    ended = info.get("time_end_unix")
-    records, unplaced = [], []
-    for case in report.benchmarks():
-        result = testcase_result(case)
-        if result.skipped or not result.rows:
-            continue
-        hosts = case.hosts or list(result.provenance.get("hosts") or [])
-        if not hosts:
-            unplaced.append(case.name)
-            continue
-        bad = next((hostnames.why_not(h) for h in hosts if hostnames.why_not(h)), None)
-        if bad:   # job_nodelist is checked by the report's reader; provenance here
-            raise InputError(f"{path}: {case.where}: the provenance's hosts: {bad}")
-        completed = case.get("job_completion_time_unix")
-        when = completed if metrics.is_number(completed) else \
-            ended if metrics.is_number(ended) else _iso_time(result.provenance.get("date"))
-        if when is None:
-            raise InputError(f"{path}: {case.where}: no completion time "
-                                  "(job_completion_time_unix, session_info.time_end_unix)")
-        for host in hosts:
-            records += rows.records(host, result.check, result.params, result.rows,
-                                    time=float(when), session=session,
-                                    image=result.provenance.get("image"),
-                                    driver=result.provenance.get("driver"))
-    return records, unplaced
-
-
-def _iso_time(text: object) -> float | None:
-    try:
-        when = datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _publish(args: argparse.Namespace) -> int:
@@ -212,8 +156,8 @@ def _show(args: argparse.Namespace) -> int:
 
 def _page(args: argparse.Namespace, history) -> int:
     try:  # here, not at the top: every ocibench command imports this module
+        from ocibench.pages.output import OutputError, write
         from ocibench.report import history as page
-        from ocibench.report.output import OutputError, staged
     except ModuleNotFoundError as err:
         if err.name != "jinja2":   # the pages' charts are SVG: no matplotlib
             raise
@@ -223,12 +167,9 @@ def _page(args: argparse.Namespace, history) -> int:
     else:
         done = page.cluster_page(history, args.check, args.since, args.db)
     try:
-        with staged(args.html.parent) as stage:   # a reader sees the old page or the new
-            (stage / args.html.name).write_text(done.text)
+        write(args.html, done.text)   # a reader sees the old page or the new
     except OutputError as err:
         return _usage(str(err))
-    except OSError as err:
-        return _usage(f"cannot write {err.filename or args.html}: {err.strerror}")
     print(f"{args.html}: {done.figures} figure(s) of {done.nodes} node(s)")
     return 0
 

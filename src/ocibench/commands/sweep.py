@@ -54,7 +54,8 @@ def _setvar(text: str) -> str:
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    from ocibench.sweep import actions, budget, slurm, verdicts
+    from ocibench.cluster import budget, slurm
+    from ocibench.sweep import actions, verdicts
 
     parser.add_argument("--partition", metavar="P", help="the Slurm partition to sweep")
     parser.add_argument("--nodes", metavar="HOSTLIST",
@@ -111,7 +112,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ocibench.sweep import budget, plan, rfm, signals, slurm, state
+    from ocibench.cluster import budget, slurm
+    from ocibench.sweep import plan, rfm, signals, state
     from ocibench.sweep import run as sweeping
 
     if args.drain and args.dry_run:
@@ -162,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, result) -> int:
     """The JSON and the page, then one line per node; the exit status (docs/sweep.md)."""
-    from ocibench.report.output import OutputError
+    from ocibench.pages.output import OutputError, write
     from ocibench.sweep import output
 
     failed = []
@@ -170,11 +172,9 @@ def _report(args: argparse.Namespace, result) -> int:
         if path is None:
             continue
         try:
-            output.write(path, render(result))
+            write(path, render(result))
         except OutputError as err:
             failed.append(str(err))
-        except OSError as err:
-            failed.append(f"cannot write {err.filename or path}: {err.strerror}")
     if not args.no_history and result.jobs:
         from ocibench.history.current import PublishError
         from ocibench.history.store import HistoryError

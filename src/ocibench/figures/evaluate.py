@@ -178,7 +178,7 @@ def evaluate(check: str, text: str, shape: shapes.Shape | str,
     if other:
         return Evaluation(check, shape.name, resolved, unjudged=other, **known_of_run)
     rows = judge.judge_run(shape, check, resolved, measurement.series(), measurement.units(),
-                           facts)
+                           facts, figures)
     unjudged = None
     if figures and all(row.verdict is Verdict.NO_REFERENCE for row in rows):
         unjudged = _keys_missed(shape, check, figures, rows)

@@ -442,11 +442,14 @@ def _overall(why: str | None, tolerance: Verdict | None, floor: Verdict | None) 
 def judge_run(shape: shapes.Shape, check: str, params: Mapping[str, Any],
               series: Mapping[str, Mapping[int | str, float | None]],
               units: Mapping[str, str] | None = None,
-              lacking: Collection[str] | Mapping[str, str] | Facts | None = None
-              ) -> list[Row]:
+              lacking: Collection[str] | Mapping[str, str] | Facts | None = None,
+              figures: list[references.Figure] | None = None) -> list[Row]:
     """Every value of one run (metric -> key -> value), judged; ``lacking`` as for
-    :func:`judge`, completed with the run's buffers and nodes."""
-    figures = references.matching(shape, check, params)
+    :func:`judge`, completed with the run's buffers and nodes.  ``figures``: the
+    shape's figures of this variant, where the caller found them already
+    (:func:`ocibench.figures.references.matching`), so they are looked for once."""
+    if figures is None:
+        figures = references.matching(shape, check, params)
     units = units or {}
     facts = Facts.of(lacking).for_run(check, params)
     return [judge(shape, figures, metric, key, value, units.get(metric), facts)

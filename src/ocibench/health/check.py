@@ -7,7 +7,7 @@ knows its own drains:
 * a probe that fails drains the node with
   ``Reason="ocibench: [<fault code>] <probe> (<evidence>)"`` (:func:`drain_reason`),
   unless the node is drained already (by anyone: a person's reason is never replaced),
-  and only within ocibench's drain budget (ocibench.sweep.budget): above it, the run
+  and only within ocibench's drain budget (ocibench.cluster.budget): above it, the run
   says "would drain (budget spent)" and drains nothing;
 * an unknown probe never drains, and never resumes a node drained for that probe;
 * a node is resumed only when Slurm holds it drained with exactly the reason this
@@ -38,14 +38,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ocibench import ladder, shapes
+from ocibench.cluster import budget as drain_budget
+from ocibench.cluster import slurm
+from ocibench.cluster.reason import MAX_REASON, REASON_PREFIX
 from ocibench.health import decide, probes, state
 
 # the exit statuses (docs/healthcheck.md), the decision's; USAGE is the command's
 from ocibench.health.decide import FAILED, OK, SLURM, UNJUDGED, USAGE  # noqa: F401
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState, ProbeResult
-from ocibench.sweep import budget as drain_budget
-from ocibench.sweep import slurm
-from ocibench.sweep.actions import MAX_REASON, REASON_PREFIX
 
 #: Seconds by which every probe has answered (Slurm kills the program at 60 s; the
 #: issue's target is 5 s at the 99th percentile, Python's start and scontrol included).
@@ -85,7 +85,7 @@ class Options:
     tool_timeout_s: float = probes.TOOL_TIMEOUT_S
     interval_s: int | None = None
     history_db: Path | None = None
-    #: how many nodes ocibench may hold drained (ocibench.sweep.budget; the command
+    #: how many nodes ocibench may hold drained (ocibench.cluster.budget; the command
     #: reads --drain-budget, else $OCIBENCH_DRAIN_BUDGET)
     budget: drain_budget.Budget = field(
         default_factory=lambda: drain_budget.parse(drain_budget.DEFAULT, "the default"))

@@ -424,6 +424,17 @@ def probe_imex(ctx: Context) -> list[Finding]:
     return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
 
 
+def has_c2c(ctx: Context) -> bool:
+    """Whether the shape's GPUs reach their CPU over NVLink-C2C (gpus.c2c: Grace)."""
+    return bool((ctx.shape.gpus or {}).get("c2c"))
+
+
+def probe_c2c(ctx: Context) -> list[Finding]:
+    """The GPUs' NVLink-C2C links to their Grace (ocibench.node.nvlink_fabric)."""
+    item = nvlink_fabric.probe_c2c(ctx.timeout())
+    return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
+
+
 def _doctor(key: str) -> Probe:
     """The healthcheck's probe of one of OCI's node-doctor checks (ocibench.node.doctor,
     preflight's item judged here): not run where the GPU tool already gave no list."""
@@ -556,6 +567,7 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Probe], ...] = (
     # a rack-scale NVLink domain (GB200 NVL72): the fabric and IMEX, which MNNVL needs
     ("nvlink_fabric", spans_hosts, probe_nvlink_fabric),
     ("imex", spans_hosts, probe_imex),
+    ("c2c", has_c2c, probe_c2c),
     # OCI's node-doctor checks the shape's node_doctor section lists (ocibench.node.doctor)
     *((doctor.NAMES[key], _declares(key), _doctor(key)) for key, _ in doctor.PROBES),
 )

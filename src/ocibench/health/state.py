@@ -66,7 +66,7 @@ STATES = (PASS, FAIL, UNKNOWN)
 
 #: What a run did to its node in Slurm (the "would" forms: ``--dry-run``; "would drain
 #: (budget spent)": a failure it did not drain, ocibench's drain budget being spent,
-#: ocibench.sweep.budget).
+#: ocibench.cluster.budget).
 NONE, DRAIN, RESUME, WOULD_DRAIN, WOULD_RESUME = (
     "none", "drain", "resume", "would drain", "would resume")
 BUDGET_SPENT = "would drain (budget spent)"

@@ -8,7 +8,9 @@ rows    judged rows (:class:`ocibench.figures.judge.Row`) of one run as Records:
 drift   a node's figures drifting below its own past (docs/drift.md)
 current each node's current verdicts, published beside the history for the
         healthcheck, which reads them in O(1) and never opens the history
+runs    ReFrame run reports read into Records (``ocibench history add``)
 
-It sits above the reframe layer and below the report, the sweep and the healthcheck,
-which all read or write it; it imports nothing above reframe.
+It sits above the results layer (the run reader that judges each run) and below the
+report, the sweep and the healthcheck, which all read or write it; it imports nothing
+above results.
 """

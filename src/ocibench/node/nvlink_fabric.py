@@ -1,5 +1,6 @@
 """A rack-scale NVLink domain seen from one node (GB200 NVL72): the GPUs' fabric
-registration (``nvidia-smi -q``) and the IMEX service (``nvidia-imex-ctl -N``).
+registration (``nvidia-smi -q``), the IMEX service (``nvidia-imex-ctl -N``), and each
+GPU's NVLink-C2C links to its Grace CPU (``nvidia-smi c2c -s``).
 
 Between the hosts of one NVL72 rack, GPU memory is shared over NVLink only when every
 GPU registered in the rack's NVLink fabric (NVML's fabric state "Completed", status
@@ -20,6 +21,11 @@ What the tools print (published outputs under tests/data/nvlink_fabric/):
           ClusterUUID                       : dc6e40c4-d722-4357-9ba6-5291dd461278
           Health
               Summary                       : Unhealthy
+
+* ``nvidia-smi c2c -s``, per GPU (a Grace Hopper's: 10 links)::
+
+      GPU 0: NVIDIA GH200 480GB (UUID: GPU-8d852f73-...)
+               C2C Link 0: 44.712 GB/s
 
 * ``nvidia-imex-ctl -N``: the legend, ``Node #0   - 172.31.48.81    - READY    -
   Version: 570.172`` per node, the connectivity matrix (``C`` connected) and
@@ -230,3 +236,76 @@ def probe_imex(timeout: float) -> preflight.Item:
     nodes = preflight.run(IMEX_NODES, timeout)
     status, detail = judge_imex(service, nodes)
     return preflight.Item("imex", status, detail, nodes.command, True)
+
+
+# --------------------------------------------------------------------------- NVLink-C2C
+
+SMI_C2C = ["nvidia-smi", "c2c", "-s"]
+_C2C_GPU = re.compile(r"^GPU (\d+):")
+_C2C_LINK = re.compile(r"^\s*C2C Link (\d+)\s*:\s*(.*?)\s*$")
+_SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$")
+#: What nvidia-smi prints for a value it cannot give (a field, not a link's state).
+_NOT_GIVEN = {"n/a", "[n/a]", "not supported", "[not supported]", "unknown"}
+#: Links of one GPU run at one speed; a link this much slower than its GPU's fastest
+#: trained down (lanes lost): the bandwidth the CPU<->GPU path was sold with is gone.
+SLOWER_BY = 0.05
+
+
+def parse_c2c(text: str) -> dict[int, dict[int, str]]:
+    """GPU index -> {link -> what ``nvidia-smi c2c -s`` says of it}, in order."""
+    gpus: dict[int, dict[int, str]] = {}
+    gpu: int | None = None
+    for line in text.splitlines():
+        found = _C2C_GPU.match(line)
+        if found:
+            gpu = int(found.group(1))
+            gpus[gpu] = {}
+            continue
+        found = _C2C_LINK.match(line)
+        if found and gpu is not None:
+            gpus[gpu][int(found.group(1))] = found.group(2)
+    return gpus
+
+
+def judge_c2c(gpus: dict[int, dict[int, str]]) -> tuple[str, str]:
+    """(status, detail) of the GPUs' NVLink-C2C links: every link up at its GPU's speed
+    and every GPU with as many links as the others.  A link without a speed (a state
+    word, 0 GB/s) is down; a value nvidia-smi cannot give (N/A) is unknown."""
+    if not any(gpus.values()):
+        return UNKNOWN, ("nvidia-smi c2c -s shows no C2C link (no NVLink-C2C, or a driver "
+                         "without it)")
+    speeds: dict[int, dict[int, float]] = {}
+    for gpu, links in gpus.items():
+        for link, said in links.items():
+            if said.lower() in _NOT_GIVEN:
+                return UNKNOWN, f"GPU {gpu}: C2C link {link} {said}"
+            speed = _SPEED.match(said)
+            if not speed or float(speed.group(1)) <= 0:
+                return UNEXPECTED, f"GPU {gpu}: C2C link {link} {said or 'shows nothing'}, not up"
+            speeds.setdefault(gpu, {})[link] = float(speed.group(1))
+    for gpu, links in speeds.items():
+        top = max(links.values())
+        slow = {link: s for link, s in links.items() if s < top * (1 - SLOWER_BY)}
+        if slow:
+            link, speed = next(iter(slow.items()))
+            return UNEXPECTED, (f"GPU {gpu}: C2C link {link} at {speed:g} GB/s, its other "
+                                f"links at {top:g} GB/s ({len(slow)} slow link(s))")
+    counts = {gpu: len(links) for gpu, links in gpus.items()}
+    most = max(counts.values())
+    short = [gpu for gpu, n in counts.items() if n < most]
+    if short:
+        other = next(gpu for gpu, n in counts.items() if n == most)
+        return UNEXPECTED, (f"GPU {short[0]}: {counts[short[0]]} C2C link(s), GPU {other} "
+                            f"has {most}")
+    total = {gpu: sum(links.values()) for gpu, links in speeds.items()}
+    return PRESENT, (f"{len(gpus)} GPU(s), {most} C2C link(s) each up, "
+                     f"{min(total.values()):g} GB/s per GPU")
+
+
+def probe_c2c(timeout: float) -> preflight.Item:
+    """The GPUs' NVLink-C2C links to their CPU (``nvidia-smi c2c -s``)."""
+    ran = preflight.run(SMI_C2C, timeout)
+    if ran.why:
+        return preflight.Item("c2c", UNKNOWN, ran.why, ran.command, True)
+    status, detail = judge_c2c(parse_c2c(ran.out))
+    return preflight.Item("c2c", status, detail, ran.command, True)

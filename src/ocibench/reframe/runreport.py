@@ -1,6 +1,6 @@
 """ReFrame's JSON run reports, read in one place.
 
-Every reader of a run report goes through here: the report (:mod:`ocibench.report.load`),
+Every reader of a run report goes through here: the run model (:mod:`ocibench.results.load`),
 the sweep (:mod:`ocibench.sweep.rfm`), the results history and
 ``scripts/device/summarize.py``.  This module says what a report holds and checks the
 type of every field those readers use; it judges nothing (the figures layer does).
@@ -31,6 +31,12 @@ from ocibench import benchmarks, hostnames, jsonfile, metrics
 
 #: ``session_info.data_version`` of the run reports this reader knows.
 DATA_VERSIONS = ("4.0", "4.1", "4.2")
+
+#: The key of ReFrame's session extras (--session-extras, ReFrame 4.7+, kept in
+#: ``session_info``) that names the sweep's history session: the sweep writes it
+#: (ocibench.sweep.rfm), and ``ocibench history add`` of a step's run report keeps its
+#: figures under the sweep's session, not a second one (ocibench.history.runs).
+SESSION_EXTRA = "ocibench_session"
 
 #: The test-case fields read as text (or null), besides ``name``.
 _TEXT_FIELDS = ("result", "display_name", "fail_reason", "fail_phase", "system",

@@ -50,12 +50,15 @@ Extras (partition)
     :func:`nccl_size_ranges`).
 
 Environments (features; :data:`ENVIRONMENTS`)
-    ``omb`` (+omb +openmpi), ``nccl-tests`` (+nccl-tests +openmpi), ``imb-openmpi``
-    (+imb +openmpi), ``imb-intelmpi`` (+imb +intel-mpi), ``stream`` (+stream),
-    ``perftest`` (+perftest; unavailable, with the reason, where the shape has no RDMA
-    device or no perftest in its stack), ``nvbandwidth`` (+nvbandwidth),
-    ``transferbench`` (+transferbench; the two copy-ceiling tools are unavailable, with
-    the reason, on another vendor's GPUs), ``babelstream`` (+babelstream +openmpi).  Each
+    Derived from the registry (:mod:`ocibench.benchmarks`), never listed here: one per
+    entry's ``module`` and per MPI it runs with (``mpis``), named after the module
+    (``omb``, features +omb +openmpi), with the MPI where there are several
+    (``imb-openmpi``, ``imb-intelmpi``: +imb +intel-mpi); a check selects its own with
+    :func:`prog_environs`.  The vendor rows (ocibench.accelerators) decide the rest: a
+    module that is a vendor's collective tests is the shape's vendor's (rccl-tests on
+    AMD); one that is a vendor's copy-ceiling tool is unavailable, with the reason, on
+    another vendor's GPUs.  An entry that runs on the RDMA devices (``rdma``: perftest)
+    is unavailable where the shape has none or no build of it in its stack.  Each
     audits the shape's Lmod tree (:func:`ocibench.paths.module_root`) and
     ``$MODULEPATH`` (:mod:`ocibench.node.module_audit`), ``module use``-s the tree and
     loads the modules the tutorials load (``module load openmpi omb``; on GPU shapes
@@ -91,11 +94,11 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ocibench import accelerators, paths, shapes
+from ocibench import accelerators, benchmarks, paths, shapes
 from ocibench.reframe.launchers import HOSTFILE_VAR, INTELMPI, OPENMPI
 from ocibench.reframe.slurm import SQUEUE
 
@@ -111,11 +114,9 @@ DEFAULT_SLURM_NODES = 4
 #: Seconds ``sinfo`` may take at configuration time.
 SINFO_TIMEOUT_S = 5
 
-#: The module names of the shape's Lmod tree (Spack's lmod projections).
-MPI_MODULE = {"openmpi": "openmpi", "intel-mpi": "intel-mpi"}  # modules.yaml projections
-
 #: ``software.stack`` keys that mean the shape's stack has Intel MPI.
 INTEL_MPI_STACK_KEYS = ("intel-oneapi-mpi", "intel-mpi")
+
 
 @dataclass(frozen=True)
 class Environment:
@@ -130,22 +131,44 @@ class Environment:
     mpi: str | None = None
     #: Whether it loads the GPU modules first, on a shape with GPUs.
     gpu: bool = False
+    #: Whether it runs on the RDMA devices themselves (rdma_unavailable).
+    rdma: bool = False
 
 
-ENVIRONMENTS: tuple[Environment, ...] = (
-    Environment("omb", ("omb", "openmpi"), module="omb", mpi="openmpi", gpu=True),
-    Environment("nccl-tests", ("nccl-tests", "openmpi"), module="nccl-tests", mpi="openmpi",
-                gpu=True),
-    Environment("imb-openmpi", ("imb", "openmpi"), module="imb", mpi="openmpi"),
-    Environment("imb-intelmpi", ("imb", "intel-mpi"), module="imb", mpi="intel-mpi"),
-    Environment("stream", ("stream",), module="stream"),
-    Environment("perftest", ("perftest",), module="perftest"),
-    Environment("nvbandwidth", ("nvbandwidth",), module="nvbandwidth", gpu=True),
-    Environment("transferbench", ("transferbench",), module="transferbench", gpu=True),
-    # mpirun starts one process per GPU, as AMD's acceptance runs it (mpiexec -n 8)
-    Environment("babelstream", ("babelstream", "openmpi"), module="babelstream", mpi="openmpi",
-                gpu=True),
-)
+def environment_name(module: str, mpi: str | None, mpis: tuple[str, ...]) -> str:
+    """An environment's name: its module's, with the MPI where the module is built with
+    several (``imb-openmpi``, ``imb-intelmpi``)."""
+    return f"{module}-{mpi.replace('-', '')}" if mpi and len(mpis) > 1 else module
+
+
+def _derived_environments() -> tuple[Environment, ...]:
+    """One environment per module of the registry and per MPI it runs with, in the
+    registry's order: the checks of one module share it, and it loads the GPU modules
+    where any of them uses the GPUs."""
+    found: dict[str, Environment] = {}
+    for spec in benchmarks.CHECKS.values():
+        for mpi in spec.mpis or (None,):
+            name = environment_name(spec.module, mpi, spec.mpis)
+            env = found.get(name) or Environment(
+                name, (spec.module, mpi) if mpi else (spec.module,), spec.module, mpi)
+            found[name] = replace(env, gpu=env.gpu or spec.gpu, rdma=env.rdma or spec.rdma)
+    return tuple(found.values())
+
+
+#: The environments, derived from the registry (ocibench.benchmarks: each entry's
+#: ``module``, ``mpis``, ``gpu``, ``rdma``); never written here.
+ENVIRONMENTS: tuple[Environment, ...] = _derived_environments()
+
+
+def prog_environs(check: str, mpi: str | None = None) -> list[str]:
+    """A check's ``valid_prog_environs``: the features of its entry's environment (with
+    ``mpi``, the one of that MPI, where the entry offers several)."""
+    spec = benchmarks.spec(check)
+    chosen = mpi if mpi in spec.mpis else (spec.mpis[0] if spec.mpis else None)
+    return [" ".join(f"+{feature}" for feature in
+                     ((spec.module, chosen) if chosen and len(spec.mpis) > 1
+                      else (spec.module,)))]
+
 
 #: The size parameters of nccl-tests (ocibench.benchmarks), as a shape's figures give them.
 NCCL_SIZE_PARAMS = ("begin", "end", "factor", "step")
@@ -309,16 +332,18 @@ def rdma_hcas(shape: shapes.Shape) -> list[str]:
     return shape.hcas
 
 
-def perftest_unavailable(shape: shapes.Shape) -> str | None:
-    """Why the perftest checks cannot run on this shape, or None when they can."""
+def rdma_unavailable(shape: shapes.Shape, module: str) -> str | None:
+    """Why the checks that run ``module`` on the RDMA devices themselves (perftest:
+    the registry's ``rdma``) cannot run on this shape, or None when they can."""
     if not rdma_hcas(shape):
         if shape.is_local:
             return "no RDMA devices on this machine (/sys/class/infiniband is empty)"
         return (f"{shape.name} has no RDMA devices: no network.rdma_nics in "
                 f"site/shapes/{shape.name}.yaml")
-    if "perftest" not in (shape.data["software"].get("stack") or {}):
-        return (f"{shape.name} has no perftest in software.stack of "
-                f"site/shapes/{shape.name}.yaml (add perftest to build it)")
+    stack = shape.data["software"].get("stack") or {}
+    if module not in stack and package_of_module(module) not in stack:
+        return (f"{shape.name} has no {module} in software.stack of "
+                f"site/shapes/{shape.name}.yaml (add {package_of_module(module)} to build it)")
     return None
 
 
@@ -459,6 +484,10 @@ def _environments(shape: shapes.Shape, lmod_ok: bool,
         use = module_use_cmds(root, dirs)
     stack = shape.data["software"].get("stack") or {}
     held = tree_modules(root) if dirs else set()
+    # What the vendor rows name: a module that is a vendor's collective tests is the
+    # shape's vendor's; one that is a vendor's copy-ceiling tool measures its GPUs only.
+    collective_tests = {v.collective_tests_package for v in accelerators.VENDORS.values()}
+    ceilings = {v.ceiling_package for v in accelerators.VENDORS.values()}
     envs = []
     for env in ENVIRONMENTS:
         mpi = env.mpi
@@ -468,25 +497,25 @@ def _environments(shape: shapes.Shape, lmod_ok: bool,
             extras["mpi_version"] = str(stack.get("openmpi") or "any")
         vendor = accelerators.of(shape.gpus)
         bench = env.module
-        if env.name == "nccl-tests" and vendor:
+        if bench in collective_tests and vendor:
             # the collective tests of the shape's vendor (rccl-tests on AMD)
             bench = vendor.collective_tests_package
+        # an MPI's name is its module's (the registry writes it as users load it)
         modules = (list(vendor.gpu_modules) if env.gpu and vendor else []) + \
-            ([MPI_MODULE[mpi]] if mpi else []) + [bench]
+            ([mpi] if mpi else []) + [bench]
         prepare = list(use)
         if mpi == "intel-mpi" and not has_intel_mpi(shape):
             extras["unavailable"] = (
                 f"{shape.name} has no Intel MPI in software.stack of "
                 f"site/shapes/{shape.name}.yaml (add intel-oneapi-mpi to build it)")
             modules, prepare = [], []
-        ceilings = {v.ceiling_package for v in accelerators.VENDORS.values()}
         if bench in ceilings and vendor and bench != vendor.ceiling_package:
             extras["unavailable"] = (
                 f"{bench} measures another vendor's GPUs: {shape.name}'s are "
                 f"{vendor.vendor}'s, whose copy ceilings {vendor.ceiling_package} measures")
             modules, prepare = [], []
-        if env.name == "perftest" and perftest_unavailable(shape):
-            extras["unavailable"] = perftest_unavailable(shape)
+        if env.rdma and rdma_unavailable(shape, bench):
+            extras["unavailable"] = rdma_unavailable(shape, bench)
             modules, prepare = [], []
         if modules and lmod_ok:
             # checks/base.py skips with it once the check's own skips (GPUs, nodes) passed
@@ -584,7 +613,35 @@ def _check_requested(names: list[str], broken: dict[str, str], argv: list[str]) 
                       f"file in {shapes.shapes_dir()}: {', '.join(names)}")
 
 
-def load_shapes() -> tuple[dict[str, shapes.Shape], dict[str, str]]:
+#: The shapes the last build() configured, by name, and the directory it read them
+#: from: ReFrame's checks take theirs from here (:func:`built_shape`), in the process
+#: that loaded the configuration.
+_built: dict[str, shapes.Shape] = {}
+_built_from: list[Path] = []
+
+
+def _kept() -> dict[str, shapes.Shape]:
+    """What build() configured, while the shapes directory is still the one it read
+    (a process that points $OCIBENCH_SHAPES_DIR elsewhere loads afresh)."""
+    return _built if _built_from == [shapes.shapes_dir()] else {}
+
+
+def built_shape(name: str) -> shapes.Shape:
+    """The shape ``name`` as the configuration built it (a partition's
+    ``extras.shape``), so that a check neither reads its file again nor probes
+    ``local`` again; loaded where no configuration was built in this process."""
+    return _kept().get(name) or shapes.load(name)
+
+
+def built_shapes() -> list[shapes.Shape]:
+    """Every shape the configuration built (its systems); where none was built in this
+    process, every shape file that loads (the broken ones are named by build())."""
+    if _kept():
+        return list(_kept().values())
+    return list(load_shapes(quiet=True)[0].values())
+
+
+def load_shapes(quiet: bool = False) -> tuple[dict[str, shapes.Shape], dict[str, str]]:
     """Every shape file: (shape name -> Shape, ReFrame system -> why it is left out).
 
     A broken shape file stops only its own system: the others still load, and the
@@ -597,8 +654,9 @@ def load_shapes() -> tuple[dict[str, shapes.Shape], dict[str, str]]:
             loaded[name] = shapes.load(name)
         except shapes.ShapeError as err:
             broken[system_name(name)] = str(err)
-            print(f"ocibench: warning: system {system_name(name)} left out: {err}",
-                  file=sys.stderr)
+            if not quiet:
+                print(f"ocibench: warning: system {system_name(name)} left out: {err}",
+                      file=sys.stderr)
     return loaded, broken
 
 
@@ -614,6 +672,9 @@ def build(argv: list[str] | None = None) -> dict[str, Any]:
         raise ConfigError(f"ocibench: {err}") from None
     loaded, broken = load_shapes()
     _found.update(shape=detected, broken=broken.get(system_name(detected)))
+    _built.clear()
+    _built.update(loaded)
+    _built_from[:] = [shapes.shapes_dir()]
     argv = sys.argv[1:] if argv is None else argv
     order = ([detected] if detected in loaded else []) + \
         [n for n in sorted(loaded) if n != detected]

@@ -3,7 +3,7 @@ the document it comes from) and the physical limit of the link or memory involve
 
 Inputs are ReFrame JSON run reports and ``ocibench evaluate --json`` outputs; see
 docs/report.md.  :func:`build` writes ``report.html``, ``report.json`` and the PNG plots,
-all of them or none (:mod:`ocibench.report.output`).
+all of them or none (:mod:`ocibench.pages.output`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ocibench.report.load import InputError, load, shape_of
-from ocibench.report.model import Result, status_counts, verdict_counts
-from ocibench.report.output import OutputError, staged
+from ocibench.pages.output import OutputError, staged
+from ocibench.results.load import InputError, load, shape_of
+from ocibench.results.model import Result, status_counts, verdict_counts
 
 __all__ = ["InputError", "OutputError", "build"]
 

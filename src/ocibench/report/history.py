@@ -21,8 +21,8 @@ most :data:`MOST_NAMED`), the newest sweep's flags and drains, and the fleet's
 software.  It reads the sweeps' recorded flags rather than judging drift again: a
 fleet's drift is the sweep's work (docs/drift.md) and costs more than the page may.
 
-The page is the Jinja2 template ``templates/history.html`` with autoescape on; the
-charts are inline SVG (:mod:`ocibench.report.timechart`, ``templates/chart.html``).
+The page is the Jinja2 template ``pages/templates/history.html`` with autoescape on;
+the charts are inline SVG (:mod:`ocibench.report.timechart`, ``chart.html``).
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from typing import Any
 
 from ocibench.history import drift
 from ocibench.history.store import Event, History, Record, Summary
-from ocibench.report import html, timechart
-from ocibench.report.model import size_text
+from ocibench.pages import html
+from ocibench.report import timechart
 from ocibench.report.timechart import Mark
+from ocibench.results.model import size_text
 
 Key = tuple[str, str, int | None, str]   # check, variant, size, figure
 

@@ -4,45 +4,26 @@ One section per shape: its physical limits and verdict counts, then per benchmar
 family the plot and one table per result with its provenance, then the test cases
 ReFrame skipped and the documented figures that no input measured.
 
-The page is the Jinja2 template ``templates/report.html``, rendered with autoescape:
-every text from the inputs (run names, reasons, parameters, provenance) is escaped by
-the template, never by hand.  This module only puts the results into the plain
+The page is the Jinja2 template ``pages/templates/report.html``, rendered in the one
+environment of every page (:mod:`ocibench.pages.html`) with autoescape: every text from
+the inputs (run names, reasons, parameters, provenance) is escaped by the template,
+never by hand.  This module only puts the results into the plain
 values the template shows (numbers formatted, dashes for what is unknown).
 """
 
 from __future__ import annotations
 
 import base64
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
-from ocibench.report.load import shape_of
-from ocibench.report.model import VERDICTS, Result, Row, size_text, status_counts, verdict_counts
-
-TEMPLATES = Path(__file__).parent / "templates"
+from ocibench.pages.html import template
+from ocibench.results.load import shape_of
+from ocibench.results.model import VERDICTS, Result, Row, size_text, status_counts, verdict_counts
 
 COLUMNS = ("size / key", "measured", "documented", "source", "floor", "measured / documented",
            "physical limit", "of limit", "of this node's ceiling", "verdict")
 TEXT_COLUMNS = ("size / key", "source", "floor", "physical limit", "of this node's ceiling")
-
-
-@cache
-def _environment() -> jinja2.Environment:
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    environment.filters["css"] = _css
-    return environment
-
-
-def template(name: str) -> jinja2.Template:
-    """A page template of report/templates, in the one environment every page uses
-    (the report, the history's page, the sweep's page): escaping on, an undefined
-    name an error rather than an empty string."""
-    return _environment().get_template(name)
 
 
 def render(results: list[Result], plots: dict[tuple[str, str], Path],
@@ -53,10 +34,6 @@ def render(results: list[Result], plots: dict[tuple[str, str], Path],
         generated=generated, inputs=[str(p) for p in inputs],
         columns=[(c, c in TEXT_COLUMNS) for c in COLUMNS],
         shapes=[_shape(s, [r for r in results if r.shape == s], plots) for s in shapes])
-
-
-def _css(verdict: str) -> str:
-    return verdict.replace(" ", "-")
 
 
 def _counts(results: list[Result]) -> dict[str, Any]:

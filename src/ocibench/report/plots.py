@@ -24,7 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
 from ocibench.metrics import GBS_PER_UNIT, METRICS  # noqa: E402
-from ocibench.report.model import Result, Row, size_text  # noqa: E402
+from ocibench.results.model import Result, Row, size_text  # noqa: E402
 
 #: metric -> its title (ocibench.metrics), in the vocabulary's order.
 METRIC_TITLES = {name: m.title for name, m in METRICS.items()}

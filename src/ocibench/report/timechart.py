@@ -5,7 +5,7 @@ values, the cluster's median per session with its bands (quartiles, 10th to 90th
 percentile), the documented figure and the floor, and vertical marks at the times
 something happened (a software change, a sweep that flagged the node, a cluster event).
 This module only computes where things go, as plain numbers and the texts that label
-them; the template ``templates/chart.html`` writes the SVG, escaping every text
+them; the template ``pages/templates/chart.html`` writes the SVG, escaping every text
 (autoescape), so that a node or image name from the history is never markup.
 
 Why not matplotlib (the acceptance report's plots): a page of 50 figures took seconds of

@@ -35,14 +35,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ocibench import ladder, metrics
+from ocibench.cluster import reason
 from ocibench.figures.judge import Row
 from ocibench.metrics import Action
-
-#: Prefix of every Slurm reason this tool writes, for the people reading ``sinfo -R``.
-#: It proves nothing: --undrain trusts the record of what it drained (sweep.state).
-REASON_PREFIX = "ocibench:"
-#: Slurm keeps a node's reason as given; a short one reads whole in ``sinfo -R``.
-MAX_REASON = 200
 
 #: Default cap: at most this fraction of the swept nodes drained by one sweep, so that
 #: a wrong reference (every node "too slow") cannot take a cluster out of service.
@@ -108,9 +103,8 @@ def drains(action: Action | None) -> bool:
 
 def drain_reason(check: str, value: str, bound: str, source: str) -> str:
     """``ocibench: <check> <value> <bound> (<source>)``, on one line, within
-    :data:`MAX_REASON` characters."""
-    text = " ".join(f"{REASON_PREFIX} {check} {value} {bound} ({source})".split())
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+    Slurm's length (:func:`ocibench.cluster.reason.worded`)."""
+    return reason.worded(f"{check} {value} {bound} ({source})")
 
 
 @dataclass(frozen=True)

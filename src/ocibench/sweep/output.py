@@ -1,32 +1,24 @@
 """The sweep's files: JSON for dashboards, and the node x check matrix as one offline page.
 
-Both are written through :func:`ocibench.report.output.staged`: a reader sees the old
+Both are written through :func:`ocibench.pages.output.write`: a reader sees the old
 file or the new one, never half of one, and never one written through a link.  The
-page is the Jinja2 template ``report/templates/sweep.html`` with autoescape on.
+page is the Jinja2 template ``pages/templates/sweep.html`` with autoescape on.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from ocibench.metrics import NODE_VERDICTS
-from ocibench.report import html
-from ocibench.report.output import staged
+from ocibench.pages import html
 from ocibench.sweep.plan import NODE_SEPARATOR, describe
 from ocibench.sweep.run import Sweep
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def write(path: Path, text: str) -> None:
-    """``text`` into ``path``, atomically."""
-    with staged(path.parent) as stage:
-        (stage / path.name).write_text(text)
 
 
 def to_json(result: Sweep) -> str:

@@ -12,7 +12,7 @@
   a node that does not start jobs.
 
 ReFrame's run reports are read by :mod:`ocibench.reframe.runreport`; each benchmark
-case's result by the report's reader (:func:`ocibench.report.load.testcase_result`),
+case's result by the report's reader (:func:`ocibench.results.load.testcase_result`),
 which judges every value with :func:`ocibench.figures.judge.judge`.
 """
 
@@ -53,12 +53,6 @@ def never_started(raw: dict[str, Any]) -> str | None:
         reason = " ".join((raw.get("fail_reason") or "").split())
         return f"cancelled while pending ({reason})" if reason else "cancelled while pending"
     return None
-
-
-#: The key of ReFrame's session extras (--session-extras, ReFrame 4.7+) that names the
-#: sweep's history session: ``ocibench history add`` of a step's run report keeps its
-#: figures under the sweep's session, not a second one.
-SESSION_EXTRA = "ocibench_session"
 
 
 class ReframeError(RuntimeError):
@@ -188,7 +182,7 @@ def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: i
         "-S", f"max_pending_time={start_timeout}s", "--prefix", str(stem),
         "--report-file", f"{stem}.json"] + _job_options(partition, reservation)
     if session:
-        argv.append(f"--session-extras={SESSION_EXTRA}={session}")
+        argv.append(f"--session-extras={runreport.SESSION_EXTRA}={session}")
     report = _reframe(argv, Path(f"{stem}.log"), Path(f"{stem}.json"))
     return results(report, Path(f"{stem}.json"), wave, case)
 
@@ -196,9 +190,9 @@ def run_step(number: int, wave: Wave, case: Case, prefix: Path, start_timeout: i
 def results(report: dict[str, Any], path: Path, wave: Wave, case: Case) -> list[JobResult]:
     """The JobResult of every group of ``wave`` from a ReFrame run report; a group the
     report does not mention never started."""
-    # Here, not at the top: the report package draws plots (matplotlib), which the
+    # Here, not at the top: the reader judges every run (the figures layer), which the
     # plan (--dry-run) does not need.
-    from ocibench.report.load import InputError, testcase_result
+    from ocibench.results.load import InputError, testcase_result
 
     try:
         checked = runreport.checked(path, report)

@@ -7,7 +7,7 @@ Slurm actions are all or nothing, or recorded (docs/sweep.md, "Drain and undrain
   re-tested and resumed by --undrain;
 * a ``scontrol`` that fails stops the drains there: the JSON says which nodes were
   drained and which were not, and why;
-* a new drain fits ocibench's drain budget (:mod:`ocibench.sweep.budget`), shared with
+* a new drain fits ocibench's drain budget (:mod:`ocibench.cluster.budget`), shared with
   the healthcheck and counted from Slurm: the nodes beyond it are "budget spent";
 * the nodes resumed for a re-test are drained again with their old reasons whatever
   stops the sweep (an error, Ctrl-C, SIGTERM, SIGHUP: :mod:`ocibench.sweep.signals`),
@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ocibench.cluster import budget, slurm
+from ocibench.cluster.reason import REASON_PREFIX
 from ocibench.history import current, drift
 from ocibench.history.store import History, HistoryError
 from ocibench.metrics import NODE_VERDICTS, Action, NodeVerdict
-from ocibench.sweep import actions, budget, keep, plan, rfm, signals, slurm, state, verdicts
+from ocibench.sweep import actions, keep, plan, rfm, signals, state, verdicts
 from ocibench.sweep.plan import GROUPS, PAIRS, Case, Group, Plan
 from ocibench.sweep.verdicts import Cell, JobResult, NodeResult
 
@@ -59,7 +61,7 @@ class Options:
     max_drain_fraction: float = actions.MAX_DRAIN_FRACTION
     force: bool = False
     #: how many nodes ocibench may hold drained, the healthcheck's drains included
-    #: (ocibench.sweep.budget); --force does not lift it
+    #: (ocibench.cluster.budget); --force does not lift it
     drain_budget: budget.Budget = field(
         default_factory=lambda: budget.parse(budget.DEFAULT, "the default"))
     outlier_k: float = verdicts.OUTLIER_K
@@ -192,7 +194,7 @@ def select_nodes(options: Options) -> tuple[list[str], dict[str, str], list[str]
         else:
             unreachable[node] = now.why_not()
             if record is not None and now.drained and \
-                    now.reason.startswith(actions.REASON_PREFIX):
+                    now.reason.startswith(REASON_PREFIX):
                 unreachable[node] += (f" (not drained by a sweep: {options.state} has no "
                                       "such drain of it; left alone)")
     return swept, unreachable, retaken, states

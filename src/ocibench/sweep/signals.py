@@ -13,7 +13,7 @@ and record them; drain the nodes and record them; the clean-up): a signal that c
 meanwhile is noted, and raised when the block is done, at a point where what was done
 is recorded.  (Not by blocking the signals with the thread's mask: a signal sent to
 the process is then delivered to any other thread that does not block it.)  The
-``scontrol`` of such a block runs in a session of its own (ocibench.sweep.slurm), so
+``scontrol`` of such a block runs in a session of its own (ocibench.cluster.slurm), so
 that a Ctrl-C at the terminal, which reaches the whole foreground process group, does
 not kill it half-way either.
 """

@@ -1,6 +1,6 @@
 """What this tool drained: the record ``--undrain`` trusts, not a prefix anyone can type.
 
-Every drain reason the sweep writes starts with ``ocibench:`` (actions.REASON_PREFIX),
+Every drain reason the sweep writes starts with ``ocibench:`` (cluster.reason.REASON_PREFIX),
 so that ``sinfo -R`` shows who drained a node.  A person can type that prefix too, and
 an admin's own drain whose reason merely starts with it must never be resumed by a
 sweep.  So the sweep keeps a record of every drain it made (node, the exact reason),

@@ -1,7 +1,8 @@
 """Parse a benchmark's output and decide whether the run is sane: one parser per family.
 
-One module per parser family (:data:`ocibench.benchmarks.PARSERS` names each: the family
-"nccl-tests" is :mod:`.nccl_tests`), each with its ``parse(check, lines, params)``; what
+One module per parser family (the registry's entries name each, :data:`ocibench.benchmarks.PARSERS`
+gathers them: the family "nccl-tests" is :mod:`.nccl_tests`), each with its
+``parse(check, lines, params)`` (and ``parse_json`` where the benchmark writes JSON); what
 they share is :mod:`.common`.  What differs between the checks of a family (which
 column, how many ranks, the unit of the figure) is the check's registry entry
 (:class:`ocibench.benchmarks.CheckSpec`), never a test of its name.
@@ -32,17 +33,16 @@ for the lines each benchmark prints.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from ocibench import benchmarks
-from ocibench.figures.outputs import nccl_tests
 
 # What callers use of the package, from the module that defines it.
 from ocibench.figures.outputs.babelstream import BABELSTREAM_KERNELS
 from ocibench.figures.outputs.common import (
-    CRASH_MARKERS,
-    FAILED_BY_FAMILY,
     MAX_OUTPUT_BYTES,
     PROCESS_ENDED,
     UNITS,
@@ -52,13 +52,13 @@ from ocibench.figures.outputs.common import (
     SanityError,
     Unjudged,
     Values,
-    first_crash,
     no_crash,
     output_lines,
     read_output,
     table_rows,
     without_launcher_prefixes,
 )
+from ocibench.figures.outputs.common import first_crash as _first_crash
 from ocibench.figures.outputs.common import number as _number
 from ocibench.figures.outputs.nccl_tests import (
     NCCL_COLUMNS,
@@ -92,14 +92,39 @@ __all__ = [
 Parser = Callable[[str, list[str], dict[str, Any]], Measurement]
 
 
-def _family_parser(family: str) -> Parser:
-    """The parser of ``family``: the ``parse`` of the module named after it ("nccl-tests"
-    is nccl_tests.py), so that the registry's list of families is the one list."""
-    return importlib.import_module(f"{__name__}.{family.replace('-', '_')}").parse
+def _family_module(family: str) -> ModuleType:
+    """The module of ``family``, named after it ("nccl-tests" is nccl_tests.py), so
+    that the registry's entries are the one list of families."""
+    module = f"{__name__}.{family.replace('-', '_')}"
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name != module:
+            raise
+        named = ", ".join(n for n, s in benchmarks.CHECKS.items() if s.parser == family)
+        raise ValueError(f"parser {family!r} (ocibench.benchmarks: {named or 'no entry'}) "
+                         f"has no module {module}") from None
 
 
-#: The parser of each family (benchmarks.PARSERS); a check's entry names its family.
-_PARSERS: dict[str, Parser] = {family: _family_parser(family) for family in benchmarks.PARSERS}
+#: The module of each family (benchmarks.PARSERS); a check's entry names its family.
+_MODULES: dict[str, ModuleType] = {family: _family_module(family)
+                                   for family in benchmarks.PARSERS}
+#: The parser of each family: its module's ``parse(check, lines, params)``.
+_PARSERS: dict[str, Parser] = {family: module.parse for family, module in _MODULES.items()}
+#: The words each family's programs print when they failed (its module's ``FAILED``,
+#: :func:`.common.failure_words`), read only in an output recognised as the family's.
+FAILED_BY_FAMILY: dict[str, tuple[re.Pattern, ...]] = {
+    family: module.FAILED for family, module in _MODULES.items() if getattr(module, "FAILED", ())}
+#: Every crash and failure word (a failed job's reason, ocibench.figures.joblog).
+CRASH_MARKERS = PROCESS_ENDED + tuple(marker for markers in FAILED_BY_FAMILY.values()
+                                      for marker in markers)
+
+
+def first_crash(text: str, markers: tuple[re.Pattern, ...] = CRASH_MARKERS
+                ) -> re.Match | None:
+    """The first of ``markers`` (every family's crash and failure words) in ``text``:
+    what went wrong first, or None."""
+    return _first_crash(text, markers)
 
 
 def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
@@ -112,8 +137,10 @@ def parse(check: str, text: str, params: Mapping[str, Any]) -> Measurement:
     """
     params = benchmarks.resolve(check, params)
     family = benchmarks.CHECKS[check].parser
-    if family == "nccl-tests" and text.lstrip().startswith("{"):
-        return nccl_tests.parse_json(check, text, params)
+    # a family whose benchmark also writes a JSON file reads it whole (nccl-tests' -J)
+    read_json = getattr(_MODULES[family], "parse_json", None)
+    if read_json is not None and text.lstrip().startswith("{"):
+        return read_json(check, text, params)
     lines = output_lines(text)
     joined = "\n".join(lines)
     # The format first: a family's failure words are read only in its own output.

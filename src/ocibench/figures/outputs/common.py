@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Union
 
-from ocibench import accelerators, benchmarks, metrics
+from ocibench import benchmarks, metrics
 
 # Union, not "|": a module-level alias is evaluated at import, and Python 3.9 has no "|".
 Values = dict[Union[int, str], float]
@@ -130,33 +130,11 @@ PROCESS_ENDED = tuple(re.compile(p, re.MULTILINE) for p in (
     r"oom-kill",
 ))
 
-#: The words each parser family's programs print when they failed: read only in an
-#: output recognised as that family's, after its parser has read it.  A library's
-#: warning is no failure of its own: RCCL's "NCCL WARN pfn_hsa_system_get_info failed"
-#: is printed on every healthy ROCm 7 node that runs with NCCL_DEBUG=WARN or INFO (its
-#: DMA-BUF probe, src/misc/rocm_wrap.cc), and a collective that really failed ends
-#: nccl-tests with "Test NCCL failure" or leaves its table unfinished.
-FAILED_BY_FAMILY = {family: tuple(re.compile(p, re.MULTILINE) for p in patterns)
-                    for family, patterns in {
-    # nccl-tests' CUDACHECK / NCCLCHECK (src/common.h: "Test CUDA failure", "Test NCCL
-    # failure"; rccl-tests words HIP's the same) and its "Test failure" exit
-    "nccl-tests": (*sorted({f"(?i){re.escape(a.runtime_failure)}"
-                            for a in accelerators.VENDORS.values()}),
-                   r"(?i)nccl failure", r"Test failure"),
-    # OMB's xccl benchmarks, NCCL_CHECK (c/xccl/util/osu_util_xccl_interface.h:
-    # "Failed: NCCL Error <file>: <line> '<why>'", RCCL's the same)
-    "omb": (r"^Failed: [A-Z]+ Error ",),
-    # nvbandwidth: a copy's data checked wrong (kernels.cu "Invalid value when checking
-    # the pattern"), then its ASSERT macro exits (error_handling.h "ASSERT in expression")
-    "nvbandwidth": (r"Invalid value when checking the pattern", r"ASSERT in expression"),
-    # TransferBench's failures (src/client: printf("[ERROR] ..."))
-    "transferbench-p2p": (r"^\[ERROR\]",),
-    "transferbench-a2a": (r"^\[ERROR\]",),
-}.items()}
-
-#: Every crash and failure word (a failed job's reason, ocibench.figures.joblog).
-CRASH_MARKERS = PROCESS_ENDED + tuple(marker for markers in FAILED_BY_FAMILY.values()
-                                      for marker in markers)
+def failure_words(*patterns: str) -> tuple[re.Pattern, ...]:
+    """A family's failure words (its module's ``FAILED``): what its programs print when
+    they failed, read only in an output recognised as that family's, after its parser
+    has read it.  The package gathers them (``FAILED_BY_FAMILY``, ``CRASH_MARKERS``)."""
+    return tuple(re.compile(p, re.MULTILINE) for p in patterns)
 
 
 #: What launchers put before every line of a rank's output, removed in one place
@@ -205,8 +183,7 @@ def output_lines(text: str) -> list[str]:
 
 
 
-def first_crash(text: str, markers: tuple[re.Pattern, ...] = CRASH_MARKERS
-                ) -> re.Match | None:
+def first_crash(text: str, markers: tuple[re.Pattern, ...]) -> re.Match | None:
     """The first of ``markers`` in ``text`` (what went wrong first), or None."""
     found = [m for m in (marker.search(text) for marker in markers) if m]
     return min(found, key=lambda m: m.start()) if found else None

@@ -18,11 +18,23 @@ from ocibench.figures.outputs.common import (
     Unjudged,
     Values,
     expect_count,
+    failure_words,
     first_line,
     number,
     output_lines,
     size_table,
 )
+
+#: Its programs' failure words (read once the output is recognised as nccl-tests'):
+#: CUDACHECK / NCCLCHECK (src/common.h: "Test CUDA failure", "Test NCCL failure";
+#: rccl-tests words HIP's the same) and its "Test failure" exit.  A library's warning is
+#: no failure of its own: RCCL's "NCCL WARN pfn_hsa_system_get_info failed" is printed
+#: on every healthy ROCm 7 node that runs with NCCL_DEBUG=WARN or INFO (its DMA-BUF
+#: probe, src/misc/rocm_wrap.cc), and a collective that really failed ends nccl-tests
+#: with "Test NCCL failure" or leaves its table unfinished.
+FAILED = failure_words(*sorted({f"(?i){re.escape(a.runtime_failure)}"
+                                for a in accelerators.VENDORS.values()}),
+                       r"(?i)nccl failure", r"Test failure")
 
 #: One line per GPU: "#  Rank %2d Group %2d Pid %6d on %10s device %2d [...]" since
 #: 2.13.13 (src/common.cu, then src/util.cu writeDeviceReport); "#   Rank %2d Pid %6d

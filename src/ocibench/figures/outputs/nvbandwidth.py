@@ -13,9 +13,15 @@ from ocibench.figures.outputs.common import (
     SanityError,
     Unjudged,
     Values,
+    failure_words,
     first_line,
     number,
 )
+
+#: Its failure words: a copy's data checked wrong (kernels.cu "Invalid value when
+#: checking the pattern"), then its ASSERT macro exits (error_handling.h "ASSERT in
+#: expression").
+FAILED = failure_words(r"Invalid value when checking the pattern", r"ASSERT in expression")
 
 #: The key of each ceiling -> (nvbandwidth's testcase, the copy it reads): the
 #: testcases are NVIDIA/nvbandwidth's (v0.8 testcase.h); "pageable" is

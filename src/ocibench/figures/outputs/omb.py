@@ -14,11 +14,17 @@ from ocibench.figures.outputs.common import (
     SanityError,
     Unjudged,
     expect_count,
+    failure_words,
     first_line,
     rdma_ports_method,
     size_table,
     table_rows,
 )
+
+#: Its programs' failure words: OMB's xccl benchmarks, NCCL_CHECK
+#: (c/xccl/util/osu_util_xccl_interface.h: "Failed: NCCL Error <file>: <line> '<why>'",
+#: RCCL's the same).
+FAILED = failure_words(r"^Failed: [A-Z]+ Error ")
 
 #: OMB's title line: "# OSU <API><ACCEL> <name> v7.5".  The registry gives it without
 #: <ACCEL> ("# OSU MPI Latency Test", benchmarks.CheckSpec.title).  <ACCEL> is what -d

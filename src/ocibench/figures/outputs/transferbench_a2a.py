@@ -12,10 +12,14 @@ from ocibench.figures.outputs.common import (
     NotThisOutput,
     SanityError,
     Unjudged,
+    failure_words,
     first_line,
     number,
 )
 from ocibench.figures.outputs.transferbench_p2p import TB_COLUMNS, copy_size_method
+
+#: Its failure words: TransferBench's (src/client: printf("[ERROR] ...")).
+FAILED = failure_words(r"^\[ERROR\]")
 
 TRANSFERBENCH_A2A_KEYS = benchmarks.TRANSFERBENCH_A2A_KEYS
 #: The a2a preset's summary (ROCm/TransferBench: src/TransferBench.cpp RunAllToAll in

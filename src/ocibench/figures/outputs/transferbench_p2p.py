@@ -13,10 +13,14 @@ from ocibench.figures.outputs.common import (
     SanityError,
     Unjudged,
     Values,
+    failure_words,
     first_line,
     method_differs,
     number,
 )
+
+#: Its failure words: TransferBench's (src/client: printf("[ERROR] ...")).
+FAILED = failure_words(r"^\[ERROR\]")
 
 TRANSFERBENCH_KEYS = benchmarks.TRANSFERBENCH_KEYS
 #: The title of each matrix (src/client/Presets/PeerToPeer.hpp of ROCm/TransferBench,

@@ -28,6 +28,18 @@ class OutputError(ValueError):
     """The output directory, or a file in it, cannot be written safely; one line."""
 
 
+def write(path: Path, text: str) -> None:
+    """One file of a page (the sweep's JSON or page, the history's page), ``text`` into
+    ``path`` through :func:`staged`: a reader sees the old file or the new one, never half
+    of one.  Whatever stops it (a link, a directory in the way, a full disk) is one
+    OutputError line naming the file."""
+    try:
+        with staged(path.parent) as stage:
+            (stage / path.name).write_text(text)
+    except OSError as err:
+        raise OutputError(f"cannot write {err.filename or path}: {err.strerror}") from None
+
+
 @contextmanager
 def staged(outdir: Path) -> Iterator[Path]:
     """A new, empty directory to write the report into; when the ``with`` block ends

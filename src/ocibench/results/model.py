@@ -1,7 +1,8 @@
-"""What the report is made of: one Result per benchmark run, one Row per figure.
+"""What a judged run is made of, for the report, the sweep and the history: one Result
+per benchmark run, one Row per figure.
 
 A Row is :class:`ocibench.figures.judge.Row`, the one comparison model of the project; the
-report never keeps a verdict it did not compute itself (see :mod:`ocibench.report.load`).
+run model never keeps a verdict it did not compute itself (see :mod:`ocibench.results.load`).
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ def node_state(node: str, timeout: float = TIMEOUT_S) -> NodeState | None:
 
 @dataclass(frozen=True)
 class ListedNode:
-    """One node as Slurm lists it for the drain budget (ocibench.sweep.budget)."""
+    """One node as Slurm lists it for the drain budget (ocibench.cluster.budget)."""
 
     name: str
     partitions: tuple[str, ...]   # every partition it is in (hidden ones too)

@@ -7,7 +7,7 @@ harm than the fault.  So, as Kubernetes' PodDisruptionBudget bounds the pods evi
 at once, ocibench bounds its own drains, per partition, counted from Slurm itself:
 
 * **What counts**: the nodes of the partition that Slurm holds drained or draining
-  with a reason that starts with ``ocibench:`` (:data:`~ocibench.sweep.actions.REASON_PREFIX`),
+  with a reason that starts with ``ocibench:`` (:data:`~ocibench.cluster.reason.REASON_PREFIX`),
   whoever wrote it (the sweep, the healthcheck, the prolog, or a person who typed the
   prefix).  A person's drain with a reason of their own is theirs (NHC's rule): it
   does not count, and ocibench never touches it.
@@ -28,7 +28,7 @@ at once, ocibench bounds its own drains, per partition, counted from Slurm itsel
   never more than the budget.  What that needs, and the overshoot when it fails, are
   in docs/healthcheck.md ("The drain budget").
 
-:func:`admit` and :func:`overdrawn` are pure, on a listing (ocibench.sweep.slurm.listing);
+:func:`admit` and :func:`overdrawn` are pure, on a listing (ocibench.cluster.slurm.listing);
 :func:`count` and :func:`recount` add the one ``sinfo`` call each.
 """
 
@@ -42,8 +42,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ocibench.sweep import slurm
-from ocibench.sweep.actions import REASON_PREFIX
+from ocibench.cluster import slurm
+from ocibench.cluster.reason import REASON_PREFIX
 
 #: The budget when none is given: 10 % of each partition, at least one node.  Broken
 #: nodes are rare and independent (Meta's Llama 3 run: 419 unexpected interruptions in

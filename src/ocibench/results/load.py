@@ -1,5 +1,6 @@
-"""Read the report's inputs: ReFrame JSON run reports (through
-:mod:`ocibench.reframe.runreport`) and ``ocibench evaluate --json`` files.
+"""Read and judge runs: ReFrame JSON run reports (through
+:mod:`ocibench.reframe.runreport`) and ``ocibench evaluate --json`` files, for the
+report (all of them), the sweep and the history (a run report's test cases).
 
 A ReFrame test case is a benchmark result when it has the variable ``check_name``;
 other test cases (build fixtures, for instance) are left out.  Its measured values are
@@ -28,7 +29,7 @@ from ocibench.figures import judge, outputs, references, ucx_proto
 from ocibench.metrics import RunVerdict
 from ocibench.node import preflight
 from ocibench.reframe import runreport
-from ocibench.report.model import Result, Row
+from ocibench.results.model import Result, Row
 
 PROVENANCE_FILE = "provenance.json"
 #: What the preflight check keeps (checks/preflight.py): the node's capabilities, which
