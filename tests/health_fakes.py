@@ -25,6 +25,7 @@ from rdma_fakes import FakePorts
 
 FAKE_SMI = Path(__file__).parent / "data" / "healthcheck" / "nvidia-smi"
 FAKE_SYSTEMCTL = Path(__file__).parent / "data" / "healthcheck" / "systemctl"
+FAKE_LSPCI = Path(__file__).parent / "data" / "healthcheck" / "lspci"
 #: A GPU shape with NVLink, PCIe and RDMA ports declared (capabilities).
 SHAPE = "BM.GPU4.8"
 #: sysfs's spelling of a PCIe generation's rate.
@@ -49,6 +50,7 @@ class FakeNode:
         self.root.mkdir(parents=True, exist_ok=True)
         shutil.copy(FAKE_SMI, self.bin / "nvidia-smi")
         shutil.copy(FAKE_SYSTEMCTL, self.bin / "systemctl")
+        shutil.copy(FAKE_LSPCI, self.bin / "lspci")
         self.healthy()
 
     # ---------------------------------------------------------------- the whole node
@@ -60,6 +62,9 @@ class FakeNode:
         self.ecc()
         self.driver()
         self.modules()
+        self.clocks()
+        self.frontend()
+        self.lspci()
         self.pcie()
         self.ports = FakePorts(self.shape)
         self.ports.write(self.root, self.bin)
@@ -137,6 +142,46 @@ class FakeNode:
         (self.bin / "smi-q.txt").write_text("".join(
             f"GPU {pci}\n    Product Name : NVIDIA H100 80GB HBM3\n    Platform Info\n"
             f"        Module Id : {m}\n" for (pci, _), m in zip(pairs, modules)))
+
+    def clocks(self, applications: dict[int, int | str] | None = None,
+               current: int = 345) -> None:
+        """``nvidia-smi -q -d CLOCK`` (the sections of tests/data/node_doctor's H200
+        capture): every GPU idle (``current``), its applications clock 1980 MHz but the
+        ones given per GPU ("N/A" too)."""
+        out = []
+        for i in range(self.exp.gpu_count):
+            app = (applications or {}).get(i, 1980)
+            app_shown = app if app == "N/A" else f"{app} MHz"
+            out += [f"GPU {bus_id(i)}", "    Clocks",
+                    f"        Graphics                          : {current} MHz",
+                    "    Applications Clocks",
+                    f"        Graphics                          : {app_shown}",
+                    "        Memory                            : 3201 MHz",
+                    "    Default Applications Clocks",
+                    "        Graphics                          : 1980 MHz",
+                    "    Max Clocks",
+                    "        Graphics                          : 1980 MHz"]
+        (self.bin / "clocks.txt").write_text("\n".join(out) + "\n")
+
+    def frontend(self, name: str = "eth0", operstate: str | None = "up",
+                 speed: str = "100000") -> None:
+        """/sys/class/net: ``lo`` and the front-end interface ``name`` (as the kernel
+        shows them: operstate, speed in Mb/s); no ``name`` where ``operstate`` is None."""
+        net = self.root / "sys/class/net"
+        shutil.rmtree(net, ignore_errors=True)
+        for iface, state, mbs in (("lo", "unknown", None), (name, operstate, speed)):
+            if state is None:
+                continue
+            (net / iface).mkdir(parents=True, exist_ok=True)
+            (net / iface / "operstate").write_text(state + "\n")
+            if mbs is not None:
+                (net / iface / "speed").write_text(mbs + "\n")
+
+    def lspci(self, text: str | None = None) -> None:
+        """What ``lspci -D`` prints: ``text``, or each GPU (none missing)."""
+        (self.bin / "lspci.txt").write_text(text if text is not None else "".join(
+            f"{preflight._sysfs_bdf(bus_id(i))} 3D controller: NVIDIA Corporation "
+            f"Device 2330 (rev a1)\n" for i in range(self.exp.gpu_count)))
 
     def driver(self, *versions: str) -> None:
         """``--query-gpu=driver_version``: one line per GPU (default 550.90.12, on the

@@ -10,6 +10,8 @@ tests/test_spack_repo.py; prints one JSON document on stdout.
                            osu-micro-benchmarks also the PATH entries its run
                            environment adds when its prefix is the directory TREE,
                            and for its MPI the files our install callbacks write
+  variants PACKAGE...      the names of each package's variants, of the recipe
+                           Spack uses (ours where we override the builtin)
   refuse SPEC...           concretizes each spec alone and reports, per spec, whether
                            Spack refused it and the message it gave, as `spack spec`
                            prints it (one process: Spack starts and loads its
@@ -249,8 +251,16 @@ def sources():
     return report
 
 
+def variants(*names):
+    """Per package, the names of its variants under any condition, of the recipe Spack
+    uses in this environment (the ocibench repository's where it has one)."""
+    return {name: sorted({v for by_name in spack.repo.PATH.get_pkg_class(name).variants.values()
+                          for v in by_name})
+            for name in names}
+
+
 COMMANDS = {"directives": directives, "concretize": concretize, "refuse": refuse,
-            "sources": sources}
+            "sources": sources, "variants": variants}
 
 if __name__ == "__main__":
     command, *args = sys.argv[1:]

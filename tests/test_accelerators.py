@@ -50,6 +50,7 @@ def amd_shape(arch: str = "gfx942") -> shapes.Shape:
 #: node doctor's MIG, SRAM and CDFP checks: its test limits enable them on NVIDIA shapes only).
 OPTIONAL = {"probe_parse", "toolkit_compiler", "driver_stub", "host_copy",
             "fabric_manager_service", "mig_query", "sram_query", "module_query",
+            "clock_query",
             # AMD's HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES: not read yet (the local
             # shape then describes every GPU amd-smi lists)
             "visible_devices"}

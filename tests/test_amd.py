@@ -197,17 +197,17 @@ def test_each_documented_one_node_figure_has_a_run_over_its_sizes():
 
 # --------------------------------------------------------------------------- preflight
 
-@pytest.mark.parametrize("rel", preflight.AMD_PEERMEM_PATHS)
+@pytest.mark.parametrize("rel", accelerators.AMD.peer_memory.files)
 def test_amd_peermem_is_found_where_rccl_looks(tmp_path, rel):
     """RCCL's net_ib.cc looks for amdkfd's peer-memory registration at three sysfs
     paths, by kernel; preflight reads the same three under --root."""
     exp = preflight.expectations(shapes.load("BM.GPU.MI300X.8"))
     none = ([], preflight.Ran("amd-smi"))
-    item = preflight.probe_amd_peermem(tmp_path, exp, none)
+    item = preflight.probe_peer_memory(tmp_path, exp, none)
     assert (item.status, item.required, item.missing) == ("absent", True, True)
     (tmp_path / rel).parent.mkdir(parents=True)
     (tmp_path / rel).write_text("1.0\n")
-    item = preflight.probe_amd_peermem(tmp_path, exp, none)
+    item = preflight.probe_peer_memory(tmp_path, exp, none)
     assert (item.status, item.detail, item.missing) == ("present", f"/{rel}", False)
 
 

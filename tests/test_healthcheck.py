@@ -316,8 +316,10 @@ def test_each_port_fault_fails_naming_the_port(h100: FakeNode, case: str) -> Non
     assert [n for n, (s, _) in got.items() if s != PASS] == [f"rdma {port}"]
     reason = check.drain_reason([state.ProbeResult(f"rdma {port}", FAIL, got[f"rdma {port}"][1],
                                                    0, 0)])
-    # the rdma entry's fault code on the action ladder (OCI's link_check)
-    assert reason.startswith(f"ocibench: [HPCGPU-0008-0001] rdma {port} (") \
+    # the rdma entry's fault code on the action ladder (OCI's link_check), or the
+    # finer one of the check that failed (a GID beyond 0-3: OCI's gid_index_check)
+    code = "HPCGPU-0005-0001" if "beyond" in case else "HPCGPU-0008-0001"
+    assert reason.startswith(f"ocibench: [{code}] rdma {port} (") \
         and piece[:30] in reason, reason
 
 
@@ -1067,3 +1069,14 @@ def test_the_probes_read_the_vendor_row_and_never_test_its_name() -> None:
     assert not found
     for row in accelerators.VENDORS.values():
         assert row.gpu_memory and row.kernel_log, row.vendor
+
+
+def test_a_shape_without_gpus_has_no_vendors_links(tmp_path: Path) -> None:
+    """No vendor is assumed: a CPU shape's device_link item is no vendor's (it was
+    NVIDIA's "nvlink"), and is not probed."""
+    ctx = probes.Context(root=tmp_path, shape=shapes.load("BM.Optimized3.36"), node="cpu-1",
+                         deadline=time.monotonic() + 5)
+    assert probes.link_of(ctx) is None
+    assert probes.item_name("device_link", ctx) == "device_link"
+    applies = {name: when(ctx) for name, when, _probe in probes.PROBES}
+    assert applies["device_link"] is False

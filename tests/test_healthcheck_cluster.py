@@ -535,7 +535,8 @@ def test_a_gid_index_out_of_range_drains_the_node_with_its_fault_code(cluster, f
     """One node's cluster-network port (mlx5_0:1, the shape's network.rdma_nics) holds
     a GID at index 4, beyond OCI's 0-3: slurmd's health loop drains that node alone,
     and Slurm's reason (sinfo -R, scontrol show node) leads with the rdma entry's
-    fault code on the action ladder.  BM.GPU4.8 declares no node_doctor.rdma_settings,
+    fault code on the action ladder (its rdma:gid entry: OCI's gid_index_check,
+    HPCGPU-0005-0001).  BM.GPU4.8 declares no node_doctor.rdma_settings,
     so its MTU is not judged here (tests/test_node_doctor.py's H100 node is).  Seen
     failing without the codes: the reason was 'ocibench: rdma mlx5_0:1 (...'."""
     if NODES < 8:
@@ -543,15 +544,15 @@ def test_a_gid_index_out_of_range_drains_the_node_with_its_fault_code(cluster, f
     node, port = nodes()[7], "mlx5_0:1"
     fake = fakes[node]
     healthy_gids = dict(fake.ports[port].gids)
-    want = "ocibench: [HPCGPU-0008-0001] rdma mlx5_0:1 ("
+    want = "ocibench: [HPCGPU-0005-0001] rdma mlx5_0:1 (gid: "
     try:
         fake.port(port, gids={**healthy_gids, 4: GID_BEYOND})
         states, took = wait_for(cluster, lambda s: s[node][0] == "drain"
                                 and s[node][1].startswith(want),
                                 2 * INTERVAL_S + RUN_SLACK_S)
         print(f"{node} drained for its GID index in {took:.0f} s: {states[node][1]!r}")
-        # the ladder's code is its rdma entry's (OCI's link_check); the port's evidence
-        # names OCI's own check of the GID table (gid_index_check)
+        # the ladder's code is its finer rdma:gid entry's (OCI's gid_index_check), which
+        # the port's evidence names too
         assert "GIDs beyond OCI's indexes 0-3: 4 (fd00:" in states[node][1] \
             and "HPCGPU-0005-0001" in states[node][1], states[node]
         assert ocibench_drains(states) == [node], states

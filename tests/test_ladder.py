@@ -18,7 +18,7 @@ from ocibench import accelerators, benchmarks, ladder, paths, shapes
 from ocibench.figures import nccl_path, ucx_proto
 from ocibench.health import probes
 from ocibench.ladder import FIGURE, JOB, PATH, PREFLIGHT, PROBE, Step
-from ocibench.node import preflight
+from ocibench.node import preflight, rdma
 from ocibench.shapes import rules as shape_rules
 from ocibench.sweep import actions
 
@@ -36,7 +36,8 @@ def healthcheck_names() -> set[str]:
         ctx = SimpleNamespace(vendor=row, exp=SimpleNamespace(
             doctor={key: {} for key in every}, gpu_count=8))
         named |= set(probes.kernel_items(ctx))  # type: ignore[arg-type]
-    return named
+    # an RDMA port's checks OCI codes on their own: the finding leads with the check
+    return named | {f"rdma:{c}" for c in rdma.FAULTS if c not in rdma.ONE_READING_ONLY}
 
 
 def preflight_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> set[str]:
@@ -47,7 +48,7 @@ def preflight_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> set[str]
             continue
         report = preflight.preflight(shapes.load(shape), tmp_path)
         names |= {ladder.base_name(item.name) for item in report.items}
-    return names
+    return names | {f"rdma:{c}" for c in rdma.FAULTS}
 
 
 def derived(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> set[tuple[str, str]]:
@@ -131,3 +132,21 @@ def test_the_docs_show_the_table_as_it_is() -> None:
     assert ladder.markdown() in text, "docs/ladder.md: regenerate the table (ladder.markdown())"
     assert ladder.oci_markdown() in text, "docs/ladder.md: regenerate OCI's codes"
     assert "docs/ladder.md" in (paths.REPO_ROOT / "docs" / "healthcheck.md").read_text()
+
+
+@pytest.mark.parametrize("kind, evidence, fault", [
+    (PROBE, "gid: GIDs beyond OCI's indexes 0-3: 4 (fd00:...)", "HPCGPU-0005-0001"),
+    (PROBE, "rx_discards: rx_prio*_discards of eth4 rose by 500", "HPCGPU-0004-0001"),
+    (PREFLIGHT, "mlxconfig: card at 0000:0c:00.0: MAX_ACC_OUT_READ 64", "HPCGPU-0017-0001"),
+    (PROBE, "port state 1: DOWN; gid: ...", "HPCGPU-0008-0001"),
+    (PROBE, "mlxconfig: the healthcheck reads none", "HPCGPU-0008-0001"),
+    (PROBE, "", "HPCGPU-0008-0001"),
+])
+def test_a_port_check_oci_codes_on_its_own_gets_its_code(kind, evidence, fault) -> None:
+    """The rdma finding leads with the check that failed first where OCI gives that
+    check a code of its own (ocibench.node.rdma.FAULTS); any other failure of the port
+    is its link_check's.  Seen failing without the finer entries: HPCGPU-0008-0001."""
+    rung = ladder.entry(kind, "rdma mlx5_0:1", evidence)
+    assert rung is not None and rung.fault == fault, rung
+    decision = ladder.decide(kind, "rdma mlx5_0:1", 1, evidence)
+    assert decision is not None and decision.fault == fault

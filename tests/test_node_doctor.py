@@ -13,13 +13,17 @@ import pytest
 
 from health_fakes import FakeNode, bus_id
 from ocibench import accelerators, shapes
-from ocibench.health import check, probes
+from ocibench.health import check, probes, state
 from ocibench.health.state import FAIL, PASS, UNKNOWN
 from ocibench.node import doctor, preflight
+from ocibench.node import rdma as rdma_ports
 
 DATA = Path(__file__).parent / "data" / "node_doctor"
 NVIDIA = accelerators.VENDORS["nvidia"]
-DOCTOR_ITEMS = ("mig_mode", "sram_errors", "driver_version", "cdfp_cabling")
+GPU_ITEMS = ("mig_mode", "sram_errors", "driver_version", "cdfp_cabling", "gpu_clocks")
+#: The checks of the node, not its GPUs: judged whatever the GPU tool does.
+NODE_ITEMS = ("eth0_presence", "eth_link", "missing_interface")
+DOCTOR_ITEMS = GPU_ITEMS + NODE_ITEMS
 
 
 @pytest.fixture
@@ -91,6 +95,11 @@ def test_a_healthy_h100_passes_the_doctors_checks(h100: FakeNode) -> None:
         got["sram_errors"][1]
     assert "driver 550.90.12, on the shape's allowed list" in got["driver_version"][1]
     assert "8 GPUs each in the shape's module" in got["cdfp_cabling"][1]
+    assert "applications graphics clock 1980 MHz at the least (the shape's floor 1782); " \
+        "now 345 MHz" in got["gpu_clocks"][1]
+    assert "eth0 present" in got["eth0_presence"][1]
+    assert "eth0 up at 100 Gb/s" in got["eth_link"][1]
+    assert "8 PCI devices, 0 reading revision ff" in got["missing_interface"][1]
 
 
 def test_a_shape_without_the_section_runs_none_of_them(tmp_path: Path,
@@ -179,14 +188,15 @@ def test_a_hanging_gpu_tool_leaves_them_unknown_without_waiting_again(h100: Fake
     h100.hang()
     start = time.monotonic()
     got = judged(h100)
-    assert {s for s, _ in got.values()} == {UNKNOWN} and set(got) == set(DOCTOR_ITEMS)
+    assert {got[n][0] for n in GPU_ITEMS} == {UNKNOWN} and set(got) == set(DOCTOR_ITEMS)
+    assert {got[n][0] for n in NODE_ITEMS} == {PASS}
     assert time.monotonic() - start < 8          # the listing's 2 s, once, and the rest
 
 
 def test_a_node_without_nvidia_smi_is_unknown_never_fail(h100: FakeNode) -> None:
     (h100.bin / "nvidia-smi").unlink()
     got = judged(h100)
-    assert {s for s, _ in got.values()} == {UNKNOWN}, got
+    assert {got[n][0] for n in GPU_ITEMS} == {UNKNOWN}, got
 
 
 # --------------------------------------------------------------------------- preflight
@@ -252,7 +262,8 @@ def test_a_log_without_aer_errors_passes(h100: FakeNode) -> None:
                     "pcieport 0000:00:01.0: DPC: error containment capabilities: Int Msg #0, "
                     "RPExt+ PoisonedTLP+ SwTrigger+ RP PIO Log 4, DL_ActiveErr+")
     got = kernel(h100)
-    assert got == {"xid": (PASS, got["xid"][1]), "pcie_errors": (PASS, got["pcie_errors"][1])}
+    assert {n: s for n, (s, _) in got.items()} == {"xid": PASS, "pcie_errors": PASS,
+                                                    "hca_errors": PASS}
     assert "no PCIe AER error ('PCIe Bus Error') in 3 log lines" in got["pcie_errors"][1]
 
 
@@ -263,7 +274,8 @@ def test_an_aer_error_keeps_the_kernel_logs_mark_where_it_was(h100: FakeNode) ->
     ctx = probes.Context(root=h100.root, shape=h100.shape, node="gpu-1",
                          deadline=time.monotonic() + 20, tool_timeout=2.0)
     results = check.run_probes(ctx, only=["kernel_log"])
-    assert {r.name: r.state for r in results} == {"xid": PASS, "pcie_errors": FAIL}
+    assert {r.name: r.state for r in results} == {"xid": PASS, "pcie_errors": FAIL,
+                                                  "hca_errors": PASS}
     fields = check._kernel_fields(ctx, results, None, dry_run=False)
     assert fields["kernel_seq_passed"] == -1 and fields["kernel_seq_read"] == 9, fields
 
@@ -464,3 +476,187 @@ def test_authentication_not_read_is_unknown(h100: FakeNode, how: str) -> None:
     assert state == UNKNOWN and "authentication not read" in evidence, evidence
     # the tool's own failure is said, not read as output without the state
     assert "no 'Supplicant PAE state'" not in evidence, evidence
+
+
+# --------------------------------------------------------------------------- GPU clocks
+
+
+def test_the_published_clock_sections_give_each_gpus_graphics_clocks() -> None:
+    """DCGM#232's A10G at 1710 MHz under load; the H200 capture idle at 345 MHz, its
+    applications clock 1980 MHz (what a job runs at)."""
+    a10g = NVIDIA.clock_query.parse((DATA / "nvidia-smi-q.A10G.txt").read_text())
+    assert a10g == [accelerators.GpuClocks("00000000:00:1E.0", 1710, 1710, 1710)]
+    h200 = NVIDIA.clock_query.parse((DATA / "nvidia-smi-q.H200.r580.txt").read_text())
+    assert h200 == [accelerators.GpuClocks("00000000:00:06.0", 1980, 1980, 345)]
+    with pytest.raises(accelerators.ProbeFormatError):
+        NVIDIA.clock_query.parse("No devices were found\n")
+
+
+def test_an_idle_gpu_passes_and_a_slow_applications_clock_fails(h100: FakeNode) -> None:
+    # idle (345 MHz now) passes: OCI's current-clock reading would fail every idle node
+    assert judged(h100)["gpu_clocks"][0] == PASS
+    h100.clocks(applications={6: 1410})
+    state, evidence = judged(h100)["gpu_clocks"]
+    assert state == FAIL, evidence
+    assert f"GPU {bus_id(6)}: 1410 MHz (its default 1980 MHz)" in evidence
+    assert "below the shape's 1782 MHz (1980 less OCI's 10%)" in evidence
+    assert "HPCGPU-0011-0001" in evidence
+    h100.clocks(applications={6: 1782})       # OCI's own floor holds
+    assert judged(h100)["gpu_clocks"][0] == PASS
+
+
+def test_no_applications_clock_or_no_tool_is_unknown(h100: FakeNode) -> None:
+    h100.clocks(applications={2: "N/A"})
+    state, evidence = judged(h100)["gpu_clocks"]
+    assert state == UNKNOWN and f"N/A) for GPU {bus_id(2)}" in evidence, evidence
+    h100.clocks()
+    (h100.bin / "clocks.txt").unlink()          # the stand-in prints nothing, exits 1
+    assert judged(h100)["gpu_clocks"][0] == UNKNOWN
+
+
+# --------------------------------------------------------------------------- the front end
+
+
+def test_eth0_missing_fails_naming_what_is_there(h100: FakeNode) -> None:
+    h100.frontend(name="ens300")
+    got = judged(h100)
+    state, evidence = got["eth0_presence"]
+    assert state == FAIL and "no interface eth0 (the node has ens300, lo" in evidence
+    assert "HPCGPU-0010-0001" in evidence
+    # the link check of the same interface says so too, with its own code
+    assert got["eth_link"][0] == FAIL and "HPCGPU-0007-0001" in got["eth_link"][1]
+
+
+def test_no_sysfs_of_the_network_is_unknown(h100: FakeNode) -> None:
+    import shutil
+    shutil.rmtree(h100.root / "sys/class/net")
+    got = judged(h100)
+    assert got["eth0_presence"][0] == UNKNOWN and "cannot list" in got["eth0_presence"][1]
+    (h100.root / "sys/class/net").mkdir()
+    assert judged(h100)["eth0_presence"][0] == UNKNOWN
+
+
+@pytest.mark.parametrize("operstate, speed, state, said", [
+    ("down", "-1", FAIL, "eth0 link down (operstate)"),
+    ("up", "25000", FAIL, "eth0 up at 25 Gb/s, below the shape's 100 Gb/s"),
+    ("up", "200000", PASS, "eth0 up at 200 Gb/s"),
+    ("up", "-1", UNKNOWN, "eth0 up, its speed not read: '-1'"),
+    ("unknown", "100000", UNKNOWN, "says no link state"),
+    ("sideways", "100000", UNKNOWN, "operstate of eth0 not read"),
+])
+def test_the_front_end_link(h100: FakeNode, operstate: str, speed: str, state: str,
+                            said: str) -> None:
+    h100.frontend(operstate=operstate, speed=speed)
+    got_state, evidence = judged(h100)["eth_link"]
+    assert got_state == state and said in evidence, evidence
+
+
+def test_gb200_checks_eth0_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OCI enables eth0_presence_check on BM.GPU.GB200.4, not the link, clocks or lspci."""
+    exp = preflight.expectations(shapes.load("BM.GPU.GB200.4"))
+    assert [k for k in ("eth0", "eth_link", "gpu_clocks", "missing_interface", "hca_errors")
+            if doctor.declared(exp, k) is not None] == ["eth0"]
+
+
+# --------------------------------------------------------------------------- PCI devices gone
+
+
+def lspci_d(name: str) -> str:
+    """A published listing as ``lspci -D`` prints it (the domain before each address)."""
+    return "".join(f"0000:{line}\n" for line in (DATA / name).read_text().splitlines())
+
+
+def test_the_published_rev_ff_devices_fail_naming_them(h100: FakeNode) -> None:
+    h100.lspci(lspci_d("lspci-nn.i350-rev-ff.txt"))
+    state, evidence = judged(h100)["missing_interface"]
+    assert state == FAIL, evidence
+    assert "2 PCI devices read revision ff" in evidence and "over the shape's 0" in evidence
+    assert "0000:01:00.1 Ethernet controller [0200]: Intel Corporation I350" in evidence
+    assert "HPCGPU-0012-0001" in evidence
+    h100.lspci(lspci_d("lspci.radeon-rev-ff.txt"))
+    state, evidence = judged(h100)["missing_interface"]
+    assert state == FAIL and "1 PCI devices read revision ff" in evidence
+    assert "0000:05:00.0 Display controller" in evidence
+
+
+def test_a_listing_without_rev_ff_passes_and_one_of_no_device_is_unknown(h100: FakeNode) -> None:
+    healthy = "".join(line for line in lspci_d("lspci.radeon-rev-ff.txt").splitlines(True)
+                      if "(rev ff)" not in line)
+    h100.lspci(healthy)
+    state, evidence = judged(h100)["missing_interface"]
+    assert state == PASS and "18 PCI devices, 0 reading revision ff" in evidence, evidence
+    h100.lspci("pcilib: Cannot open /proc/bus/pci\n")
+    assert judged(h100)["missing_interface"][0] == UNKNOWN
+
+
+def test_no_lspci_is_unknown(h100: FakeNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    (h100.bin / "lspci").unlink()
+    monkeypatch.setenv("PATH", str(h100.bin))   # whether or not this machine has one
+    ctx = probes.Context(root=h100.root, shape=h100.shape, node="gpu-1",
+                         deadline=time.monotonic() + 20, tool_timeout=2.0)
+    [result] = check.run_probes(ctx, only=["missing_interface"])
+    assert result.state == UNKNOWN and "lspci not on PATH" in result.evidence, result
+
+
+# --------------------------------------------------------------------------- mlx5 errors
+
+
+def test_the_published_mlx5_fatal_error_fails_naming_the_nic(h100: FakeNode) -> None:
+    h100.kernel_log(*kmsg_text("mlx5-fatal.lkml.dmesg"))
+    got = kernel(h100)
+    state, evidence = got["hca_errors"]
+    assert state == FAIL, evidence
+    assert "mlx5 fatal error (Fatal error 1 detected) on 0000:01:00.0" in evidence
+    assert "(OCI's HPCGPU-0011-0001)" in evidence
+    # the AER lines' "NonFatalErr" bits are PCIe errors of their own scan, not mlx5's
+    assert "NonFatal" not in evidence and got["pcie_errors"][0] == FAIL
+
+
+def test_mlx5_errors_that_are_not_fatal_pass(h100: FakeNode) -> None:
+    h100.kernel_log(*kmsg_text("mlx5-nonfatal.rp-ext-129.dmesg"))
+    state, evidence = kernel(h100)["hca_errors"]
+    assert state == PASS and "no fatal mlx5 error" in evidence, evidence
+
+
+def test_hca_errors_are_read_as_oci_words_them() -> None:
+    read = doctor.HCA_ERRORS.read
+    assert read("mlx5_core 0000:c4:00.0: poll_health:803: Fatal error 1 detected") == \
+        ("0000:c4:00.0", "mlx5 fatal error (Fatal error 1 detected)")
+    assert read("infiniband mlx5_3: fatal async event") == \
+        ("mlx5_3", "mlx5 fatal error (fatal async event)")
+    assert read("mlx5_core 0000:01:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
+                "type=Transaction Layer, (Requester ID)") is None
+    assert read("nvme 0000:01:00.0: fatal error") is None
+
+
+# --------------------------------------------------------------------------- finer codes
+
+
+def test_each_failing_port_check_carries_its_own_code_in_the_drain_reason(
+        h100: FakeNode) -> None:
+    """OCI codes the RDMA port's GID table, RX discards and 802.1X state on their own
+    (gid_index_check, rx_discards_check, auth_check): the drain reason leads with that
+    code, the next step with that check's fix.  Seen failing without the finer entries
+    (every port failure was HPCGPU-0008-0001, its fix a reboot)."""
+    h100.port("mlx5_0:1", discards=[0, 0, 0, 500, 0, 0, 0, 0])
+    h100.port("mlx5_3:1", pae="CONNECTING")
+    # the healthcheck's reading after one that read no discards (its state file's)
+    last = {rdma_ports.RX_DISCARDS_KEY.format(port=p.name): 0 for p in h100.exp.rdma_ports}
+    items = [r.item(True) for r in rdma_ports.read_ports(h100.root, h100.exp.rdma_ports, last)]
+    failed = [state.ProbeResult(i.name, FAIL, f"{i.detail} [{i.evidence}]", 0, 0)
+              for i in items if i.status == "unexpected"]
+    assert [r.name for r in failed] == ["rdma mlx5_0:1", "rdma mlx5_3:1"], items
+    reason = check.drain_reason(failed)       # cut at Slurm's length: the first's code
+    assert reason.startswith("ocibench: [HPCGPU-0004-0001] rdma mlx5_0:1 (rx_discards: ")
+    reason = check.drain_reason(failed[1:])
+    assert reason.startswith("ocibench: [HPCGPU-0008-0001] rdma mlx5_3:1 (auth: "), reason
+    steps = check.next_steps(failed, {})
+    assert "restart the oracle-cloud-agent plugin" in steps[1], steps
+
+
+def test_preflight_names_the_firmware_settings_own_code(h100: FakeNode) -> None:
+    h100.port("mlx5_5:1", firmware={"MAX_ACC_OUT_READ": "64",
+                                    "ADVANCED_PCI_SETTINGS": "True(1)"})
+    result = preflight.preflight(shapes.load("BM.GPU.H100.8"), h100.root)
+    step = next(s for s in result.next_steps() if s["item"] == "rdma mlx5_5:1")
+    assert step["fault"] == "HPCGPU-0017-0001" and step["name"] == "rdma:mlxconfig", step

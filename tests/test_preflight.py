@@ -328,6 +328,32 @@ def test_cpu_shape_without_gpu_tools_says_not_required(node: Node, capsys) -> No
     assert "gpus: absent (not required): nvidia-smi not on PATH" in capsys.readouterr().out
 
 
+def test_cpu_shape_without_gpus_probes_no_vendors_stack(node: Node) -> None:
+    """No vendor is assumed: on a CPU shape whose node lists no GPU, no vendor's links,
+    peer memory, dma-buf or GPU-aware MPI is asked (NVLink, nvidia_peermem and
+    "openmpi cuda" were, as if the node were NVIDIA's)."""
+    node.gpus, node.links = [], {}
+    found = items(node.run("BM.Optimized3.36"))
+    assert found["gpus"].status == "absent" and not found["gpus"].required
+    gpu_items = {"nvlink", "xgmi", "nvidia_peermem", "amd_peermem", "dmabuf",
+                 "openmpi cuda", "openmpi rocm"}
+    assert not gpu_items & set(found), sorted(found)
+
+
+def test_cpu_shape_asks_every_vendors_gpu_tool(node: Node) -> None:
+    """A GPU on a CPU shape's node is seen whoever made it: amd-smi is asked too, and the
+    GPU items are then AMD's, for information."""
+    node.tools.discard("nvidia-smi")
+    node.write()
+    static = Path(__file__).parent / "data" / "amd-smi" / "static.strix-halo.json"
+    _script(node.bin / "amd-smi", f"[ \"$1\" = static ] && printf %s '{static.read_text()}' || exit 1")
+    found = items(preflight.preflight(shapes.load("BM.Optimized3.36"), node.root))
+    assert found["gpus"].status == "unexpected" and "Strix Halo" in found["gpus"].detail
+    assert {"xgmi", "amd_peermem", "openmpi rocm"} <= set(found)
+    assert not {"nvlink", "nvidia_peermem", "openmpi cuda"} & set(found)
+    assert not any(found[n].required for n in ("gpus", "xgmi", "amd_peermem", "openmpi rocm"))
+
+
 def test_local_requires_nothing(node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", node.path)  # local is completed from this machine (lscpu)
     local = shapes.load("local")

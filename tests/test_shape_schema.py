@@ -263,6 +263,8 @@ FAULTS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "version unquoted": (
         "BM.GPU4.8", r'stream: "5.10"', "stream: 5.10",
         ("software.stack.stream: 5.1 is not a string", '"5.10"')),
+    "GPUs of no vendor": (
+        "BM.GPU4.8", r"^  vendor: nvidia\n", "", ("missing field 'gpus.vendor'",)),
     "vendor not in the table": (
         "BM.GPU4.8", r"^  vendor: nvidia$", "  vendor: intel",
         ("gpus.vendor: 'intel' is not a known vendor (nvidia, amd)",)),

@@ -161,12 +161,14 @@ def test_gpu_scope_builds_gpu_aware(name: str) -> None:
         pkgs["openmpi"]["require"][0].split())
     assert {vendor.spack_variant, vendor.collective_variant, vendor.spack_arch(arch)} <= set(
         pkgs["osu-micro-benchmarks"]["require"][0].split())
-    if vendor.collective_tests_arch:
+    if vendor.spack_arch(arch) in vendor.recipe_variants(vendor.collective_tests_package, arch):
         assert vendor.spack_arch(arch) in pkgs[vendor.collective_tests_package]["require"][0]
     assert vendor.spack_variant in pkgs["ucx"]["require"][0]
-    if vendor.arch_required:   # ROCmPackage: +rocm with amdgpu_target=none conflicts
-        for name in ("openmpi", "ucc"):
-            assert vendor.spack_arch(arch) in pkgs[name]["require"][0].split(), name
+    # each recipe the row lists takes its variants (ROCmPackage: +rocm with
+    # amdgpu_target=none conflicts, so Open MPI and UCC name the target there)
+    for name in ("openmpi", "ucx", "ucc", "osu-micro-benchmarks"):
+        assert set(vendor.recipe_variants(name, arch)) <= set(
+            pkgs[name]["require"][0].split()), name
     specs = " ".join(scope["definitions"][0][spack_config.SPECS_DEFINITION])
     assert f"{vendor.collective_tests_package} ^openmpi" in specs
     assert all(f"{module} " in specs for module in vendor.gpu_modules)
@@ -522,7 +524,7 @@ def test_gpu_shape_concretizes_gpu_aware(concretizer: ConcretizerPool, shape: st
     assert variants(omb)[vendor.spack_arch_variant] == [arch]
     tests = roots[vendor.collective_tests_package][0]
     assert variants(tests)["mpi"] is True
-    if vendor.collective_tests_arch:
+    if vendor.spack_arch(arch) in vendor.recipe_variants(vendor.collective_tests_package, arch):
         assert variants(tests)[vendor.spack_arch_variant] == [arch]
     externals = data.data["software"]["externals"]
     for package in (vendor.toolkit_packages[0], vendor.collective_package):

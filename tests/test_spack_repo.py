@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibench import paths
+from intel_row import INTEL
+from ocibench import accelerators, paths
 
 pytestmark = pytest.mark.spack
 
@@ -123,6 +124,31 @@ def test_repo_layout():
     repo_yaml = (REPO / "repo.yaml").read_text()
     assert "namespace: ocibench" in repo_yaml
     assert OUR_PACKAGES, f"no packages under {REPO / 'packages'}"
+
+
+#: The recipes a vendor's variants may land on (ocibench.spack.scopes' rules).
+GPU_RECIPES = ("openmpi", "ucx", "ucc", "osu-micro-benchmarks", "gdrcopy", "babelstream",
+               "perftest", "nccl-tests", "rccl-tests")
+
+
+@pytest.fixture(scope="module")
+def recipe_variants(spack):
+    return probe(spack, "variants", *GPU_RECIPES)
+
+
+@pytest.mark.parametrize("row", [accelerators.NVIDIA, accelerators.AMD, INTEL],
+                         ids=lambda r: r.vendor)
+def test_a_rows_spack_variants_are_its_recipes(recipe_variants, row):
+    """Each recipe a vendor's row lists has the variants the row gives it (ours where we
+    override the builtin); a recipe the row leaves out has no variant of the vendor's
+    (docs/adding-a-vendor.md's Intel-like row: no level_zero but in mpich)."""
+    for recipe in GPU_RECIPES:
+        given = row.recipe_variants(recipe, "any")
+        names = {v.lstrip("+").split("=")[0] for v in given or ()}
+        assert names <= set(recipe_variants[recipe]), (row.vendor, recipe)
+        if given is None:
+            assert row.spack_variant.lstrip("+") not in recipe_variants[recipe], \
+                (row.vendor, recipe)
 
 
 def test_audit_packages(spack):

@@ -278,6 +278,35 @@ LADDER_ENTRIES: tuple[Rung, ...] = (
            "or discarding",
            "reboot; if the port stays down or keeps flapping, return the host to OCI",
            _NET_NET, oci_check="link_check"),
+    # an RDMA port's checks that OCI's doctor codes on their own (ocibench.node.rdma.FAULTS):
+    # the port's finding leads with the check's name ("gid: ..."), read by entry()
+    *_both(("rdma:gid", "rdma:gid"), Step.REBOOT, "HPCGPU-0005-0001",
+           "an RDMA port with a GID beyond OCI's indexes 0-3 (an address added to its "
+           "interface moves the GID the jobs name)",
+           "remove the address added to the port's interface, or reboot; if it persists, "
+           "check the oracle-cloud-agent RDMA plugin (v1.46+) and the image",
+           ("show_gids", "ip addr show", "grep . /sys/class/infiniband/*/ports/*/gids/*"),
+           oci_check="gid_index_check"),
+    *_both(("rdma:rx_discards", "rdma:rx_discards"), Step.REBOOT, "HPCGPU-0004-0001",
+           "an RDMA port discarding received packets past OCI's threshold (no receive "
+           "buffers: PFC or the port's settings)",
+           "check the port's PFC and trust settings (the mtu/qos checks), reboot; return "
+           "the host if the discards keep rising",
+           ("ethtool -S IFACE | grep -E 'rx_prio[0-7]_discards'", "mlnx_qos -i IFACE"),
+           oci_check="rx_discards_check"),
+    *_both(("rdma:auth", "rdma:auth"), Step.FIX_SOFTWARE, "HPCGPU-0008-0001",
+           "an RDMA port not authenticated to the cluster network (802.1X)",
+           "rerun (a certificate rotation may have been under way); if it persists, "
+           "restart the oracle-cloud-agent plugin",
+           ("wpa_cli -i IFACE status", "systemctl status oracle-cloud-agent"),
+           oci_check="auth_check"),
+    _software(PREFLIGHT, "rdma:mlxconfig", 14,
+              "a cluster-network card's MAX_ACC_OUT_READ or ADVANCED_PCI_SETTINGS not as "
+              "OCI sets them",
+              "mlxconfig -d PCI set the shape's values (node_doctor.rdma_settings.mlxconfig), "
+              "then reset the card's firmware (mlxfwreset) or reboot",
+              ("mlxconfig -d PCI query MAX_ACC_OUT_READ ADVANCED_PCI_SETTINGS",),
+              "max_acc_check"),
     Rung(PROBE, "fabric_manager", Step.FIX_SOFTWARE, "HPCGPU-0011-0001",
          "NVIDIA Fabric Manager not running (CUDA does not initialise on NVSwitch boards)",
          "systemctl enable --now nvidia-fabricmanager; its version must equal the driver's",
@@ -308,6 +337,32 @@ LADDER_ENTRIES: tuple[Rung, ...] = (
          "reboot; if they recur, return the host to OCI with the kernel-log lines",
          ("dmesg -T | grep -iE 'AER|PCIe Bus Error'", _LSPCI_LINK),
          oci_check="pcie_error_check"),
+    Rung(PROBE, "hca_errors", Step.REBOOT, "HPCGPU-0011-0001",
+         "fatal mlx5 (RDMA NIC) errors in the kernel log",
+         "reboot; if they recur, return the host to OCI with the kernel-log lines",
+         ("dmesg -T | grep -i mlx5 | grep -iw fatal", _IBSTAT),
+         oci_check="hca_error_check"),
+    *_both(("gpu_clocks", "gpu_clocks"), Step.FIX_SOFTWARE, "HPCGPU-0011-0001",
+           "a GPU's applications clock below the shape's (the GPU runs jobs slower)",
+           "nvidia-smi -rac (the default applications clocks), or nvidia-smi -ac "
+           "MEMORY,GRAPHICS at the shape's clock",
+           ("nvidia-smi -q -d CLOCK", "nvidia-smi -q -d PERFORMANCE"),
+           oci_check="gpu_clk_check"),
+    *_both(("eth0_presence", "eth0_presence"), Step.REBOOT, "HPCGPU-0010-0001",
+           "no eth0 (the host's front-end interface)",
+           "reboot; if eth0 is still missing, return the host to OCI",
+           ("ip link show", "ls -la /sys/class/net/", "lspci | grep -i ethernet"),
+           oci_check="eth0_presence_check"),
+    *_both(("eth_link", "eth_link"), Step.REBOOT, "HPCGPU-0007-0001",
+           "the front-end interface down or below the shape's speed",
+           "reboot; if the link stays down or slow, return the host to OCI",
+           ("ip link show", "ethtool eth0", "cat /sys/class/net/eth0/{operstate,speed}"),
+           oci_check="eth_link_check"),
+    *_both(("missing_interface", "missing_interface"), Step.REBOOT, "HPCGPU-0012-0001",
+           "a PCI device reading revision ff (fallen off the bus)",
+           "reboot; if a device is missing again within a day, return the host to OCI",
+           ("lspci | grep -i 'rev ff'", "dmesg -T | grep -i pci"),
+           oci_check="missing_interface_check"),
     # a rack-scale NVLink domain (GB200 NVL72: ocibench.node.nvlink_fabric)
     Rung(PROBE, "nvlink_fabric", Step.RESET_GPU, "OCIBENCH-GPU-0005",
          "a GPU not registered in the rack's NVLink fabric (state, status, cluster UUID "
@@ -457,10 +512,21 @@ def base_name(name: str) -> str:
     return name.split(" ", 1)[0] if name.startswith("rdma ") else name
 
 
-def entry(kind: str, name: str) -> Rung | None:
+#: A finding's or item's words led by the name of the check that failed first
+#: ("gid: GIDs beyond ..."): ocibench.node.rdma's, for its finer entries.
+_LEADING_CHECK = re.compile(r"([a-z][a-z0-9_]{0,30}): ")
+
+
+def entry(kind: str, name: str, evidence: str = "") -> Rung | None:
     """The entry of a failure, or None: a failure of no entry is the table's gap
-    (tests/test_ladder.py fails on one); callers say "no ladder entry", never guess."""
-    return LADDER.get((kind, base_name(name)))
+    (tests/test_ladder.py fails on one); callers say "no ladder entry", never guess.
+    ``evidence``: the failure's words; where they lead with the name of a check that
+    has a finer entry of its own (``rdma:gid``, OCI's HPCGPU-0005-0001, under
+    ``rdma``), that entry."""
+    base = base_name(name)
+    lead = _LEADING_CHECK.match(evidence)
+    finer = LADDER.get((kind, f"{base}:{lead.group(1)}")) if lead else None
+    return finer or LADDER.get((kind, base))
 
 
 @dataclass(frozen=True)
@@ -561,10 +627,11 @@ def escalate(step: Step, repeats: int) -> Step:
     return step
 
 
-def decide(kind: str, name: str, repeats: int = 0) -> Decision | None:
+def decide(kind: str, name: str, repeats: int = 0, evidence: str = "") -> Decision | None:
     """The step for a failure seen ``repeats`` times before on this node (flagged,
-    drained, put back, flagged again); None where the table has no entry."""
-    rung = entry(kind, name)
+    drained, put back, flagged again); None where the table has no entry.
+    ``evidence``: as for :func:`entry`."""
+    rung = entry(kind, name, evidence)
     return None if rung is None else Decision(rung, escalate(rung.step, repeats), repeats)
 
 

@@ -13,7 +13,9 @@ vendor's name is spelled in code outside this package.
 
 Why a table rather than subclasses: CSCS's checks and Spack's recipes treat a vendor
 as one feature and one variant (``+nvgpu``/``+amdgpu`` partitions, ``+cuda``/``+rocm``
-recipes); the code that uses a row is the same for every vendor.
+recipes); the code that uses a row is the same for every vendor.  Which recipe takes
+which variant is the row's too (``spack_recipes``): another vendor's recipes need not
+all have one.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from typing import Any
 from .amd import AMD
 from .nvidia import NVIDIA, XIDS
 from .row import (
+    ARCH,
     Accelerator,
     DmabufProbe,
     DriverStub,
+    GpuClocks,
     GpuMemory,
     GpuMemoryQuery,
     GpuModule,
@@ -33,6 +37,7 @@ from .row import (
     HostCopyApi,
     KernelLogScan,
     MigMode,
+    PeerMemory,
     ProbedGpu,
     ProbeFormatError,
     SramCounts,
@@ -41,6 +46,7 @@ from .row import (
 
 __all__ = [
     "AMD",
+    "ARCH",
     "NVIDIA",
     "XIDS",
     "ProbedGpu",
@@ -48,7 +54,9 @@ __all__ = [
     "HostCopyApi",
     "VersionQuery",
     "DmabufProbe",
+    "PeerMemory",
     "ProbeFormatError",
+    "GpuClocks",
     "GpuMemory",
     "GpuMemoryQuery",
     "GpuQuery",

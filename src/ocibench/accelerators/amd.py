@@ -7,11 +7,13 @@ import re
 from typing import Any
 
 from .row import (
+    ARCH,
     Accelerator,
     DmabufProbe,
     GpuMemory,
     GpuMemoryQuery,
     KernelLogScan,
+    PeerMemory,
     ProbedGpu,
     ProbeFormatError,
     VersionQuery,
@@ -187,6 +189,22 @@ AMD = Accelerator(
     build_host_arch_why="no GPU here: compile-only default gfx942 (MI300X)",
     spack_variant="+rocm",
     spack_arch_variant="amdgpu_target",
+    # ROCmPackage recipes carry the target wherever +rocm is on: ROCmPackage
+    # conflicts("amdgpu_target=none", when="+rocm") (Open MPI and UCC included).  UCX's
+    # +rocm is its own variant (ucx is a CudaPackage only), without a target; rccl-tests
+    # is no ROCmPackage and builds for the targets of its hip.
+    spack_recipes={
+        "openmpi": ("+rocm", ARCH),
+        "ucx": ("+rocm",),
+        "ucc": ("+rocm", "+rccl", ARCH),
+        "osu-micro-benchmarks": ("+rocm", "+rccl", ARCH),   # --enable-rocm --enable-rcclomb
+        # this project's perftest: AMD's GPU-to-NIC acceptance runs ib_write_bw
+        # --use_rocm (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
+        "perftest": ("+rocm", ARCH),
+        # HIP's model is +hip; only ROCmPackage's +rocm carries amdgpu_target
+        "babelstream": ("+hip", "+rocm", ARCH),
+        "rccl-tests": (),
+    },
     # hip's dependencies in spack-packages releases/v2025.11 (hip/package.py, for
     # 6.3 to 7.0): what /opt/rocm of the image provides.
     toolkit_packages=("hip", "hipcc", "hsa-rocr-dev", "llvm-amdgpu", "comgr", "rocminfo",
@@ -206,7 +224,6 @@ AMD = Accelerator(
     collective_package="rccl",
     collective_variant="+rccl",       # OMB 7.4 configure --enable-rcclomb; ucc +rccl
     collective_tests_package="rccl-tests",
-    collective_tests_arch=False,
     buffer_flag="rocm",
     omb_title_tag="-ROCM",
     ucx_memory="rocm",
@@ -236,17 +253,20 @@ AMD = Accelerator(
     # (/sys/kernel/mm/memory_peers/amdkfd/version), and uses dma-buf where
     # NCCL_DMABUF_ENABLE allows; OCI turns dma-buf off on BM.GPU.MI355X.8.
     gpudirect=("amd_peermem", "dmabuf"),
+    # Where amdgpu's KFD shows its peer-memory registration, by kernel (RCCL's
+    # src/transport/net_ib.cc ncclIbGdrSupport tries them in this order: Ubuntu 22.04's
+    # 5.15, 22.04.4 HWE's 6.5, 24.04's 6.8).
+    peer_memory=PeerMemory("amd_peermem", files=(
+        "sys/kernel/mm/memory_peers/amdkfd/version", "sys/kernel/memory_peers/amdkfd/version",
+        "sys/memory_peers/amdkfd/version"),
+        none_found="amdkfd registers no peer memory (no memory_peers/amdkfd/version)"),
     # The ROCm runtime's answer (HSA_AMD_SYSTEM_INFO_DMABUF_SUPPORTED), which rocminfo
     # prints from ROCm 5.7 on: "DMAbuf Support:" padded to 25 columns, then YES or NO
     # (ROCm/rocminfo rocminfo.cc, DisplaySystemInfo).
     dmabuf_probe=DmabufProbe(query=VersionQuery(("rocminfo",),
                                                 r"^DMAbuf Support:\s+(YES|NO)\s*$")),
-    # perftest +rocm: AMD's GPU-to-NIC acceptance runs ib_write_bw --use_rocm
-    # (ROCm/system-acceptance-docs, docs/network/rdma-benchmarking.md)
-    perftest_gpu=True,
     # perftest's src/rocm_memory.c (rocm_memory_init): "Using ROCm Device with ID: <n>, ..."
     perftest_gpu_banner=r"Using ROCm Device with ID:.*",
-    arch_required=True,
     gpu_memory=GpuMemoryQuery(
         name="bad_pages", command=("amd-smi", "bad-pages", "--json"),
         parse=_parse_amd_smi_bad_pages, healthy="no bad page pending or unreservable"),

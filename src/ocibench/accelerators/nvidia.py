@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 
 from .row import (
+    ARCH,
     Accelerator,
     DmabufProbe,
     DriverStub,
+    GpuClocks,
     GpuMemory,
     GpuMemoryQuery,
     GpuModule,
@@ -15,6 +17,7 @@ from .row import (
     HostCopyApi,
     KernelLogScan,
     MigMode,
+    PeerMemory,
     ProbedGpu,
     ProbeFormatError,
     SramCounts,
@@ -194,6 +197,70 @@ def _parse_sram_counts(out: str) -> list[SramCounts]:
             for bus, c in gpus.items()]
 
 
+#: The NVIDIA driver that sets CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: only the open
+#: kernel module, from R515 on (NCCL's dmaBufSupported in src/init.cc, CUDA 11.7 or
+#: later; UCX's uct_cuda_copy_md_is_dmabuf_supported).
+DMABUF_DRIVER = 515
+#: /proc/driver/nvidia/version, first line: "NVRM version: NVIDIA UNIX Open Kernel
+#: Module for x86_64  570.124.06  Release Build ..." for the open module; "NVRM version:
+#: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 ..." for the proprietary one.
+_NVRM = re.compile(r"^NVRM version: NVIDIA UNIX (Open Kernel Module for )?.*?\s"
+                   r"([0-9]{3,4})\.([0-9]{1,3})(?:\.[0-9]{1,3})?\s", re.MULTILINE)
+_DRIVER_FILE = "proc/driver/nvidia/version"
+
+
+def _read_nvrm_version(text: str | None) -> tuple[bool | None, str]:
+    """Whether the loaded driver exports GPU memory as a dma-buf: the open kernel
+    module R515 or later, as its version file says."""
+    if text is None:
+        return False, f"no NVIDIA driver loaded (no /{_DRIVER_FILE})"
+    nvrm = _NVRM.search(text)
+    if not nvrm:
+        first = (text.strip().splitlines() or [""])[0]
+        return None, f"/{_DRIVER_FILE} reads {first[:60]!r}, not an NVRM version line"
+    version = f"{nvrm.group(2)}.{nvrm.group(3)}"
+    if not nvrm.group(1):
+        return False, (f"the NVIDIA kernel module {version} is the proprietary one (dma-buf "
+                       "needs the open kernel module)")
+    if int(nvrm.group(2)) < DMABUF_DRIVER:
+        return False, f"NVIDIA open kernel module {version} is older than R{DMABUF_DRIVER}"
+    return True, f"NVIDIA open kernel module {version}"
+
+
+#: The sections of ``nvidia-smi -q -d CLOCK`` whose "Graphics" line GpuClocks keeps.
+_CLOCK_SECTIONS = {"Applications Clocks": "applications",
+                   "Default Applications Clocks": "default", "Clocks": "current"}
+
+
+def _parse_clocks(out: str) -> list[GpuClocks]:
+    """Each GPU's graphics clocks in ``nvidia-smi -q -d CLOCK`` (or the whole ``-q``):
+    the "Graphics" line of its "Applications Clocks", "Default Applications Clocks"
+    and "Clocks" sections ("1980 MHz"); "N/A" is no number."""
+    gpus: dict[str, dict[str, int | None]] = {}
+    gpu: dict[str, int | None] | None = None
+    section = ""
+    for line in out.splitlines():
+        if m := _SMI_GPU.match(line):
+            gpu, section = gpus.setdefault(m.group(1), {}), ""
+            continue
+        m = _SMI_ITEM.match(line)
+        if gpu is None or not m or not m.group(1):
+            continue
+        depth, name, value = len(m.group(1)), m.group(2), m.group(3)
+        if depth == 4:
+            section = name if value is None else ""
+        elif section in _CLOCK_SECTIONS and name == "Graphics":
+            if number := re.fullmatch(r"([0-9]{1,6}) MHz", value or ""):
+                gpu[_CLOCK_SECTIONS[section]] = int(number.group(1))
+            elif value not in ("N/A", "[N/A]"):
+                raise ProbeFormatError(f"printed {line.strip()[:80]!r}: not a clock")
+    if not gpus:
+        first = next((raw.strip() for raw in out.splitlines() if raw.strip()), "nothing")
+        raise ProbeFormatError(f"printed {first[:80]!r}, no GPU section of nvidia-smi -q")
+    return [GpuClocks(bus, c.get("applications"), c.get("default"), c.get("current"))
+            for bus, c in gpus.items()]
+
+
 NVIDIA = Accelerator(
     vendor="nvidia",
     # Spack's CudaPackage.cuda_arch_values: "80", "90", "90a", "100a", "120f"...
@@ -204,6 +271,20 @@ NVIDIA = Accelerator(
                          "that run what is built here; CUDA 13 targets sm_75 and newer)"),
     spack_variant="+cuda",
     spack_arch_variant="cuda_arch",
+    # CudaPackage recipes of spack-packages (and of this project's repository, which
+    # overrides some): +cuda, cuda_arch where the build compiles GPU code for it.
+    spack_recipes={
+        "openmpi": ("+cuda",),                # seed 000 sec 1: device buffers
+        "ucx": ("+cuda",),                    # gpu-with-ubuntu sec 3-1: --with-cuda
+        # UCC without the arch, as the tech tip: its configure then builds for every
+        # architecture the toolkit has (config/m4/cuda.m4)
+        "ucc": ("+cuda", "+nccl"),
+        "osu-micro-benchmarks": ("+cuda", "+nccl", ARCH),   # --enable-cuda --enable-ncclomb
+        "gdrcopy": (ARCH,),
+        "babelstream": ("+cuda", ARCH),       # the model's variant is CudaPackage's own
+        "nccl-tests": (ARCH,),
+        # perftest: this project's recipe builds for ROCm only
+    },
     toolkit_packages=("cuda",),
     mpi_aware_variant="cuda",
     runtime_failure="cuda failure",
@@ -227,7 +308,6 @@ NVIDIA = Accelerator(
     collective_package="nccl",
     collective_variant="+nccl",
     collective_tests_package="nccl-tests",
-    collective_tests_arch=True,
     buffer_flag="cuda",
     omb_title_tag="-CUDA",
     ucx_memory="cuda",
@@ -255,7 +335,9 @@ NVIDIA = Accelerator(
     fabric_manager_service="nvidia-fabricmanager",
     # Only the open kernel module sets CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, from R515
     # on; its version file's first line says which module is loaded (preflight).
-    dmabuf_probe=DmabufProbe(file="proc/driver/nvidia/version"),
+    dmabuf_probe=DmabufProbe(file=_DRIVER_FILE, read=_read_nvrm_version),
+    # the nvidia_peermem kernel module (NVIDIA's GPUDirect RDMA guide)
+    peer_memory=PeerMemory("nvidia_peermem", module="nvidia_peermem"),
     gpu_memory=GpuMemoryQuery(
         name="row_remap",
         # nvidia-smi(1): --query-remapped-rows (Ampere and later)
@@ -271,5 +353,7 @@ NVIDIA = Accelerator(
     sram_query=GpuQuery(("nvidia-smi", "-q", "-d", "ECC"), _parse_sram_counts),
     # each GPU section's Module Id (R580 refuses --query-gpu=module_id, OCI's way)
     module_query=GpuQuery(("nvidia-smi", "-q"), _parse_module_ids),
+    # nvidia-smi(1): -q -d CLOCK prints the clock sections of -q alone
+    clock_query=GpuQuery(("nvidia-smi", "-q", "-d", "CLOCK"), _parse_clocks),
     visible_devices="CUDA_VISIBLE_DEVICES",
 )

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+#: In a row's ``spack_recipes``: the variant naming the shape's target, as the row
+#: spells it (:meth:`Accelerator.spack_arch`: ``cuda_arch=80``, ``amdgpu_target=gfx942``).
+ARCH = "<arch>"
 
 
 @dataclass(frozen=True)
@@ -58,15 +62,36 @@ class VersionQuery:
     pattern: str
 
 
+#: What a reader of a driver's file says: present (True), absent (False) or cannot
+#: tell (None), and why in words (ocibench.node.preflight puts the kernel before them).
+FileVerdict = tuple[Optional[bool], str]
+
+
 @dataclass(frozen=True)
 class DmabufProbe:
     """What says whether the GPU driver exports GPU memory as a dma-buf that the RDMA
     NIC registers (GPUDirect RDMA without a peer-memory module): a file the driver
-    writes (``file``, read under the probed root), or the runtime's own answer, which
-    a tool prints (``query``: its first group, YES or NO).  One of the two."""
+    writes (``file``, read under the probed root, and its reader ``read``, given its
+    text or None where there is no such file), or the runtime's own answer, which a
+    tool prints (``query``: its first group, YES or NO).  One of the two."""
 
     file: str | None = None
+    read: Callable[[str | None], FileVerdict] | None = None
     query: VersionQuery | None = None
+
+
+@dataclass(frozen=True)
+class PeerMemory:
+    """How preflight tells that the GPU driver registers GPU memory with the RDMA stack
+    through a peer-memory client (GPUDirect RDMA without dma-buf): the capability it is
+    (ocibench.capabilities), and a kernel module that must be loaded (``module``) or the
+    files one of which the driver writes where it registered (``files``, read under the
+    probed root, in the order the collective library looks), with the words for none."""
+
+    capability: str
+    module: str | None = None
+    files: tuple[str, ...] = ()
+    none_found: str = "module not loaded"
 
 
 class ProbeFormatError(ValueError):
@@ -128,6 +153,18 @@ class GpuModule:
 
 
 @dataclass(frozen=True)
+class GpuClocks:
+    """One GPU's graphics clocks in MHz as the tool prints them: the applications clock
+    (the one the GPU runs a job at, which ``nvidia-smi -ac`` sets), its default, and
+    the current one (low on an idle GPU); None where it printed no number (N/A)."""
+
+    gpu: str
+    applications: int | None
+    default: int | None
+    current: int | None
+
+
+@dataclass(frozen=True)
 class GpuQuery:
     """A per-GPU query of the node doctor's checks (ocibench.node.doctor): the command
     and the reader of its output (ProbeFormatError: output it cannot read)."""
@@ -164,10 +201,17 @@ class Accelerator:
     build_host_arch_why: str
 
     # ---- Spack (spack-packages' CudaPackage / ROCmPackage build systems)
-    #: The variant that turns GPU support on in every recipe that has it (openmpi, ucx,
-    #: ucc, osu-micro-benchmarks) and the one that names the target.
+    #: The vendor's spellings: the variant that turns GPU support on (``+cuda``) and
+    #: the one that names the target (``cuda_arch``).
     spack_variant: str
     spack_arch_variant: str
+    #: Which recipes take which of the vendor's variants, in the order the scope writes
+    #: them (:data:`ARCH`: the target); a recipe not listed has none of the vendor's
+    #: variants and is built without GPU support.  Not one variant for every recipe:
+    #: CudaPackage and ROCmPackage recipes share a shape, another vendor's need not
+    #: (spack-packages' openmpi, ucx, ucc and OMB have no ``level_zero``; babelstream has
+    #: ``+sycl2020``).  ocibench.spack.scopes reads nothing else of a row to choose them.
+    spack_recipes: Mapping[str, tuple[str, ...]] = field(hash=False)
     #: The image's toolkit, declared under ``software.externals`` (never built); the
     #: first one decides whether a machine-described shape has the toolkit at all.
     toolkit_packages: tuple[str, ...]
@@ -198,9 +242,6 @@ class Accelerator:
     #: The variant of OMB (the xccl benchmarks) and of UCC (its TL) for the library.
     collective_variant: str
     collective_tests_package: str
-    #: Whether the tests' recipe names the target (nccl-tests is a CudaPackage;
-    #: rccl-tests is not a ROCmPackage and builds for the targets of its hip).
-    collective_tests_arch: bool
 
     # ---- the benchmarks' buffers
     #: OMB's ``-d <buffer_flag>`` (c/util/osu_util.c, process_options: "cuda",
@@ -231,8 +272,8 @@ class Accelerator:
     #: BabelStream's programming model for the vendor's GPUs: its CMake build's -DMODEL,
     #: the name of the executable (``<model>-stream``, cmake/register_models.cmake
     #: since v4.0), the word its "Implementation:" line prints (src/<model>/ of
-    #: UoB-HPC/BabelStream: IMPLEMENTATION_STRING), and the variant of spack-packages'
-    #: babelstream recipe that selects it (its cmake_args: "+<model>" -> -DMODEL).
+    #: UoB-HPC/BabelStream: IMPLEMENTATION_STRING); the recipe's variants for it are
+    #: the row's ``spack_recipes["babelstream"]`` (its cmake_args: "+<model>" -> -DMODEL).
     babelstream_model: str
 
     # ---- the probe: a command listing index, model, arch and PCI bus id per GPU
@@ -256,9 +297,9 @@ class Accelerator:
     gpudirect: tuple[str, ...] = ()
     #: How preflight tells whether the driver exports GPU memory as a dma-buf.
     dmabuf_probe: DmabufProbe = DmabufProbe()
-    #: Whether the project's perftest recipe builds for this vendor's GPUs (ib_write_bw
-    #: --use_<buffer_flag>): its ``spack_variant`` and target variant exist there.
-    perftest_gpu: bool = False
+    #: How preflight tells the driver's peer-memory registration (one of ``gpudirect``),
+    #: or None: the vendor has none.
+    peer_memory: PeerMemory | None = None
     #: The line perftest prints when ``--use_<buffer_flag>`` put its buffers in this
     #: vendor's GPU memory (a regular expression of the whole line), whether or not the
     #: project's recipe builds it: a pasted output may come from any build.
@@ -271,10 +312,6 @@ class Accelerator:
     #: not, a name that differs from the shape's on the shape's architecture cannot
     #: tell (preflight says unknown), and only another architecture is another GPU.
     probe_model_stable: bool = True
-    #: Whether every recipe built with ``spack_variant`` must also name the target:
-    #: spack-packages' ROCmPackage conflicts("amdgpu_target=none", when="+rocm") (Open
-    #: MPI and UCC included); CudaPackage has no such conflict.
-    arch_required: bool = False
     #: The healthcheck's memory-error query and kernel-log scan (ocibench.health.probes);
     #: None: the vendor has none, and the item is not probed on its GPUs.
     gpu_memory: GpuMemoryQuery | None = None
@@ -285,6 +322,8 @@ class Accelerator:
     sram_query: GpuQuery | None = None
     #: Each GPU's module id (GpuModule per GPU): the CDFP cabling check.
     module_query: GpuQuery | None = None
+    #: Each GPU's graphics clocks (GpuClocks per GPU): the GPU clock check.
+    clock_query: GpuQuery | None = None
     #: The variable through which the vendor's runtime shows a process only some of the
     #: node's GPUs, renumbered from 0 in the order it lists them (its tool lists them
     #: all): the ``local`` shape describes what it leaves visible.  "": not read.
@@ -300,13 +339,13 @@ class Accelerator:
         """BabelStream's executable for the vendor's GPUs: ``hip-stream`` on AMD."""
         return f"{self.babelstream_model}-stream"
 
-    def babelstream_variants(self, arch: str) -> tuple[str, ...]:
-        """spack-packages' babelstream for the vendor's GPUs: the model's variant, the
-        GPU variant where the model has another name (its ROCmPackage ``+rocm``, which
-        alone carries ``amdgpu_target``), and the target."""
-        model = f"+{self.babelstream_model}"
-        gpu = () if self.spack_variant == model else (self.spack_variant,)
-        return (model, *gpu, self.spack_arch(arch))
+    def recipe_variants(self, recipe: str, arch: str) -> tuple[str, ...] | None:
+        """The variants of ``recipe`` for this vendor's GPUs of target ``arch``
+        (``spack_recipes``, :data:`ARCH` spelled out); None where the recipe has none."""
+        variants = self.spack_recipes.get(recipe)
+        if variants is None:
+            return None
+        return tuple(self.spack_arch(arch) if v == ARCH else v for v in variants)
 
     def spack_arch(self, arch: str) -> str:
         """The Spack variant naming the target: ``cuda_arch=80``, ``amdgpu_target=gfx942``."""

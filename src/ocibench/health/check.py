@@ -243,7 +243,8 @@ def next_steps(results: list[ProbeResult], offences: dict[str, int]) -> list[str
         if result.state != FAIL:
             continue
         decision = ladder.decide(ladder.PROBE, result.name,
-                                 offences.get(ladder.base_name(result.name), 0))
+                                 offences.get(ladder.base_name(result.name), 0),
+                                 result.evidence)
         if decision is None:
             lines.append(f"{result.name}: next: no ladder entry (ocibench.ladder): report it")
             continue
@@ -263,7 +264,7 @@ def drain_reason(failed: list[ProbeResult]) -> str:
     parts = []
     for result in failed:
         evidence = re.sub(r"\s*\[[^\]]*\]\s*$", "", result.evidence)
-        rung = ladder.entry(ladder.PROBE, result.name)
+        rung = ladder.entry(ladder.PROBE, result.name, result.evidence)
         code = f"[{rung.fault}] " if rung is not None else ""
         parts.append(f"{code}{result.name} ({' '.join(evidence.split())})")
     reason = f"{REASON_PREFIX} " + "; ".join(parts)

@@ -220,6 +220,8 @@ def kernel_scans(ctx: Context) -> list[accelerators.KernelLogScan]:
     scans = [ctx.vendor.kernel_log] if ctx.vendor and ctx.vendor.kernel_log else []
     if doctor.declared(ctx.exp, "pcie_errors") is not None:
         scans.append(doctor.PCIE_ERRORS)
+    if doctor.declared(ctx.exp, "hca_errors") is not None:
+        scans.append(doctor.HCA_ERRORS)
     return scans
 
 
@@ -367,10 +369,10 @@ def probe_device_link(ctx: Context) -> list[Finding]:
     return [Finding(item.name, _state_of(item), _evidence(item))]
 
 
-def link_of(ctx: Context) -> str:
+def link_of(ctx: Context) -> str | None:
     """The capability of the links between the shape's GPUs (accelerators: the row's
-    ``device_link``); NVIDIA's where the shape names no vendor, as preflight does."""
-    return (ctx.vendor or accelerators.VENDORS["nvidia"]).device_link
+    ``device_link``); None where the shape names no vendor (no GPUs: nothing to link)."""
+    return ctx.vendor.device_link if ctx.vendor else None
 
 
 def probe_rdma(ctx: Context) -> list[Finding]:
@@ -445,6 +447,17 @@ def _doctor(key: str) -> Probe:
         if silent:
             return _named(doctor.NAMES[key], silent)
         item = check(ctx.root, ctx.exp, ctx.listing(), ctx.timeout())
+        return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
+    probe.__doc__ = check.__doc__
+    return probe
+
+
+def _node_doctor(key: str) -> Probe:
+    """The healthcheck's probe of one of OCI's checks of the node (not its GPUs)."""
+    check = dict(doctor.NODE_PROBES)[key]
+
+    def probe(ctx: Context) -> list[Finding]:
+        item = check(ctx.root, ctx.exp, ctx.timeout())
         return [Finding(item.name, _state_of(item, absent=UNKNOWN), _evidence(item))]
     probe.__doc__ = check.__doc__
     return probe
@@ -535,7 +548,7 @@ def item_name(name: str, ctx: Context) -> str:
     row's own for the items a row names."""
     row = ctx.vendor
     if name == "device_link":
-        return link_of(ctx)
+        return link_of(ctx) or name
     if name == "kernel_log" and row and row.kernel_log:
         return row.kernel_log.name
     if name == "gpu_memory" and row and row.gpu_memory:
@@ -570,4 +583,6 @@ PROBES: tuple[tuple[str, Callable[[Context], bool], Probe], ...] = (
     ("c2c", has_c2c, probe_c2c),
     # OCI's node-doctor checks the shape's node_doctor section lists (ocibench.node.doctor)
     *((doctor.NAMES[key], _declares(key), _doctor(key)) for key, _ in doctor.PROBES),
+    *((doctor.NAMES[key], lambda c, key=key: doctor.declared(c.exp, key) is not None,
+       _node_doctor(key)) for key, _ in doctor.NODE_PROBES),
 )

@@ -245,12 +245,14 @@ def decisions_of(health: state.HealthState | None, report: dict[str, Any] | None
             if result.state == state.FAIL:
                 repeats = health.offences.get(ladder.base_name(result.name), 0)
                 found.append((f"healthcheck {result.name}: {result.evidence}",
-                              ladder.decide(ladder.PROBE, result.name, repeats)))
+                              ladder.decide(ladder.PROBE, result.name, repeats,
+                                           result.evidence)))
     for item in (report or {}).get("items", []):
         if isinstance(item, dict) and item.get("missing"):
             name = str(item.get("name"))
             found.append((f"preflight {name}: {item.get('status')}: {item.get('detail')}",
-                          ladder.decide(ladder.PREFLIGHT, name)))
+                          ladder.decide(ladder.PREFLIGHT, name,
+                                        evidence=str(item.get('detail') or ''))))
     for check, path in outputs:
         found.append((f"figure {check}: failing output {path.name}",
                       ladder.decide(ladder.FIGURE, check)))

@@ -22,6 +22,25 @@ lists is run here, one it does not list is not.
   healthcheck's kernel-log probe (:data:`PCIE_ERRORS`), judged by sequence number
   with the GPU driver's errors (ocibench.health.probes); preflight does not read the
   kernel log.
+* **hca_errors**: fatal errors of the mlx5 NICs in the kernel log (OCI's hca_error_check,
+  HPCGPU-0011-0001): a scan of the same reading (:data:`HCA_ERRORS`).
+* **gpu_clocks**: each GPU's applications graphics clock (``nvidia-smi -q -d CLOCK``)
+  against the shape's, less OCI's 10% (HPCGPU-0011-0001).  OCI's doctor reads the
+  *current* clock, which an idle GPU drops (345 MHz on an idle H200), so that it would
+  fail every node between jobs; the applications clock is the one a job runs at, and
+  the one OCI's fix sets (``nvidia-smi -ac``).
+
+And, of the node rather than its GPUs (:data:`NODE_PROBES`, run without the GPU tool):
+
+* **eth0**: the interface ``eth0`` is there (``/sys/class/net/eth0``; OCI's
+  eth0_presence_check reads ``ip addr``; HPCGPU-0010-0001);
+* **eth_link**: the shape's front-end interface up (``operstate``) at its speed
+  (``speed``, Mb/s: Documentation/ABI/testing/sysfs-class-net) or faster (OCI's
+  eth_link_check, HPCGPU-0007-0001, reads ``mlxlink`` on the VCN NICs, which also gives
+  the lanes and the bit error rates: those need MFT and root, and are not judged here);
+* **missing_interface**: no PCI device reading revision ff in ``lspci`` (all ones: a
+  device that no longer answers its configuration reads; OCI's missing_interface_check,
+  HPCGPU-0012-0001), more than the shape's threshold fails.
 
 Each gives one :class:`~ocibench.node.preflight.Item`: present (held), unexpected (not
 as the shape says), or unknown (the tool absent, hung, or printing what it was not
@@ -30,13 +49,23 @@ asked): a tool that did not answer never fails a node.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Callable
 
 from ocibench import accelerators
 from ocibench.capabilities import PRESENT, UNEXPECTED, UNKNOWN
-from ocibench.node.preflight import Expectations, Gpu, Item, _sysfs_bdf, run
+from ocibench.node.preflight import (
+    Expectations,
+    Gpu,
+    Item,
+    _read,
+    _shown,
+    _strerror,
+    _sysfs_bdf,
+    run,
+)
 from ocibench.shapes.probe import Ran
 
 #: OCI's fault codes of these checks (oci-dr-hpc-v2 configs/recommendations.json
@@ -44,10 +73,13 @@ from ocibench.shapes.probe import Ran
 #: gpu_driver_check, pcie_error_check).
 FAULT = {"mig": "HPCGPU-0001-0002", "sram_errors": "HPCGPU-0006-0001",
          "driver": "HPCGPU-0007-0001", "pcie_errors": "HPCGPU-0002-0001",
-         "cdfp": "HPCGPU-0010-0001"}
+         "cdfp": "HPCGPU-0010-0001", "eth0": "HPCGPU-0010-0001",
+         "eth_link": "HPCGPU-0007-0001", "gpu_clocks": "HPCGPU-0011-0001",
+         "hca_errors": "HPCGPU-0011-0001", "missing_interface": "HPCGPU-0012-0001"}
 #: The items' names, by the shape file's key.
 NAMES = {"mig": "mig_mode", "sram_errors": "sram_errors", "driver": "driver_version",
-         "cdfp": "cdfp_cabling"}
+         "cdfp": "cdfp_cabling", "gpu_clocks": "gpu_clocks", "eth0": "eth0_presence",
+         "eth_link": "eth_link", "missing_interface": "missing_interface"}
 #: drivers/pci/pcie/aer.c (aer_print_error): "<dev> <bdf>: PCIe Bus Error:
 #: severity=<Corrected|Correctable|Uncorrected (Non-Fatal)|Uncorrected (Fatal)>,
 #: type=<layer>, ..."; since Linux 6.x with "AER: " before it.  One line per error the
@@ -70,6 +102,32 @@ def _read_aer(line: str) -> tuple[str, str] | None:
 PCIE_ERRORS = accelerators.KernelLogScan(
     name="pcie_errors", read=_read_aer, looks_for="PCIe AER error ('PCIe Bus Error')",
     fault=f"OCI's {FAULT['pcie_errors']}")
+
+#: mlx5_core's fatal health errors, as it prints them: "mlx5_core 0000:01:00.0:
+#: poll_health:795:(pid 0): Fatal error 1 detected" (drivers/net/ethernet/mellanox/mlx5/
+#: core/health.c).  OCI's hca_error_check takes any dmesg line naming mlx5 with "fatal"
+#: in it; the word alone here, not the "NonFatalErr" or "(Non-Fatal)" of a PCIe AER
+#: error's lines on an mlx5 device, which the pcie_errors scan judges.
+_MLX5 = re.compile(r"\b(?:mlx5_\w+ ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
+                   r"(?: \S+)?|infiniband (mlx5_[0-9]{1,3})): (.*)")
+_FATAL = re.compile(r"(?<![-\w])fatal\b", re.IGNORECASE)
+
+
+def _read_hca(line: str) -> tuple[str, str] | None:
+    m = _MLX5.search(line)
+    if not m or not _FATAL.search(m.group(3)) or _AER.search(line):
+        return None
+    # the driver's function:line:(pid n) prefix differs between builds and runs
+    said = re.sub(r"^\w+:\d+:(?:\(pid \d+\):)? ?", "", m.group(3).strip())
+    return (m.group(1) or m.group(2)).lower(), f"mlx5 fatal error ({said[:80]})"
+
+
+#: The healthcheck's scan of the kernel log for fatal mlx5 errors, where the shape lists
+#: ``hca_errors`` (OCI's hca_error_check: "Clear dmesg and reboot the node. If the
+#: problem persists, return the node to OCI").
+HCA_ERRORS = accelerators.KernelLogScan(
+    name="hca_errors", read=_read_hca, looks_for="fatal mlx5 error ('mlx5_core ...: "
+    "... Fatal ...')", fault=f"OCI's {FAULT['hca_errors']}")
 #: A driver's version as the driver prints it: 535.104.12, 550.54.15, 580.65.06.
 _VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}")
 
@@ -216,14 +274,159 @@ def probe_cdfp(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
 NO_MODULE = "N/A"
 
 
+def probe_gpu_clocks(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
+                     timeout: float | None = None) -> Item:
+    """Each GPU's applications graphics clock at least the shape's less OCI's 10%
+    (OCI's gpu_clk_check: a GPU set to run jobs slower than the shape's GPUs)."""
+    name = NAMES["gpu_clocks"]
+    limits = declared(exp, "gpu_clocks") or {}
+    want = int(limits["graphics_mhz"])
+    floor = want - round(want * float(limits["tolerance"]))
+    got = _query(exp, name, exp.vendor and exp.vendor.clock_query, timeout)
+    if isinstance(got, Item):
+        return got
+    clocks, ran = got
+    slow = [c for c in clocks if c.applications is not None and c.applications < floor]
+    if slow:
+        shown = "; ".join(f"GPU {c.gpu}: {c.applications} MHz" + (
+            f" (its default {c.default} MHz)" if c.default else "") for c in slow)
+        return Item(name, UNEXPECTED, f"applications graphics clock below the shape's "
+                    f"{floor} MHz ({want} less OCI's {float(limits['tolerance']):.0%}): "
+                    f"{shown} (nvidia-smi -rac restores the default; OCI's "
+                    f"{FAULT['gpu_clocks']})", ran.command, exp.binding)
+    unread = [c.gpu for c in clocks if c.applications is None]
+    if unread:
+        return Item(name, UNKNOWN, f"no applications graphics clock (N/A) for GPU "
+                    f"{', '.join(unread)}", ran.command, exp.binding)
+    low = min(c.applications or 0 for c in clocks)
+    idle = min((c.current for c in clocks if c.current is not None), default=None)
+    now = f"; now {idle} MHz at the least (an idle GPU's, not judged)" \
+        if idle is not None and idle < floor else ""
+    return Item(name, PRESENT, f"{len(clocks)} GPUs: applications graphics clock "
+                f"{low} MHz at the least (the shape's floor {floor}){now}", ran.command,
+                exp.binding)
+
+
+# --------------------------------------------------------------------------- the node's
+
+
+#: /sys/class/net/<if>/operstate (RFC 2863's states, Documentation/ABI/testing/
+#: sysfs-class-net): "up" carries traffic; "unknown" is a driver that does not say.
+_OPERSTATES = ("unknown", "notpresent", "down", "lowerlayerdown", "testing", "dormant",
+               "up")
+
+
+def _interfaces(root: Path) -> list[str] | str:
+    """The network interfaces in /sys/class/net, or why they could not be listed."""
+    path = root / "sys/class/net"
+    try:
+        with os.scandir(path) as entries:
+            return sorted(e.name for _, e in zip(range(4096), entries))
+    except OSError as err:
+        return f"cannot list {path}: {_strerror(err)}"
+
+
+def probe_eth0(root: Path, exp: Expectations, timeout: float | None = None) -> Item:
+    """The front-end interface ``eth0`` is there (OCI's eth0_presence_check: the
+    host's own network: its jobs' bootstrap, NCCL_SOCKET_IFNAME, Slurm)."""
+    name, evidence = NAMES["eth0"], f"ls {root / 'sys/class/net'}"
+    found = _interfaces(root)
+    if isinstance(found, str):
+        return Item(name, UNKNOWN, found, evidence, exp.binding)
+    if not found:
+        return Item(name, UNKNOWN, f"{root / 'sys/class/net'} lists no interface (no "
+                    "sysfs of the host's network here)", evidence, exp.binding)
+    if "eth0" in found:
+        return Item(name, PRESENT, "eth0 present", evidence, exp.binding)
+    shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+    return Item(name, UNEXPECTED, f"no interface eth0 (the node has {shown}: renamed, or "
+                f"its NIC missing; OCI's {FAULT['eth0']})", evidence, exp.binding)
+
+
+def probe_eth_link(root: Path, exp: Expectations, timeout: float | None = None) -> Item:
+    """The shape's front-end interface up at its speed (OCI's eth_link_check)."""
+    name = NAMES["eth_link"]
+    limits = declared(exp, "eth_link") or {}
+    iface, gbps = str(limits["interface"]), float(limits["gbps"])
+    base = f"sys/class/net/{iface}"
+    evidence = f"read {root / base}/{{operstate, speed}}"
+    state = _read(root, f"{base}/operstate")
+    said = (state.text or "").strip()
+    if state.why or (state.text is not None and said not in _OPERSTATES):
+        return Item(name, UNKNOWN, f"operstate of {iface} not read: {_shown(state)}",
+                    evidence, exp.binding)
+    if state.text is None:
+        return Item(name, UNEXPECTED, f"no interface {iface} (the shape's front-end NIC; "
+                    f"OCI's {FAULT['eth_link']})", evidence, exp.binding)
+    if said == "unknown":
+        return Item(name, UNKNOWN, f"{iface}'s driver says no link state (operstate "
+                    "unknown)", evidence, exp.binding)
+    if said != "up":
+        return Item(name, UNEXPECTED, f"{iface} link {said} (operstate), the shape's "
+                    f"front-end NIC at {gbps:g} Gb/s (OCI's {FAULT['eth_link']})",
+                    evidence, exp.binding)
+    speed = _read(root, f"{base}/speed")
+    text = (speed.text or "").strip()
+    if not re.fullmatch(r"[0-9]{1,9}", text):
+        # -1: SPEED_UNKNOWN; a link without a negotiated speed cannot be read (EINVAL)
+        return Item(name, UNKNOWN, f"{iface} up, its speed not read: {_shown(speed)}",
+                    evidence, exp.binding)
+    if int(text) < gbps * 1000:
+        return Item(name, UNEXPECTED, f"{iface} up at {int(text) / 1000:g} Gb/s, below "
+                    f"the shape's {gbps:g} Gb/s (OCI's {FAULT['eth_link']})", evidence,
+                    exp.binding)
+    return Item(name, PRESENT, f"{iface} up at {int(text) / 1000:g} Gb/s", evidence,
+                exp.binding)
+
+
+#: lspci's line of a device: "[<domain>:]<bus>:<dev>.<fn> <class>: <name> (rev <xx>)"
+#: (pciutils' lspci.c show_terse); "(rev ff)": its revision read as all ones.
+_LSPCI = re.compile(r"^((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) (.*)$",
+                    re.IGNORECASE)
+
+
+def probe_missing_interface(root: Path, exp: Expectations,
+                            timeout: float | None = None) -> Item:
+    """No more PCI devices reading revision ff than the shape's threshold (OCI's
+    missing_interface_check; oci-hpc's check_bus: "Devices have fallen off the bus")."""
+    name = NAMES["missing_interface"]
+    allowed = int((declared(exp, "missing_interface") or {})["threshold"])
+    ran = run(["lspci", "-D"], timeout)
+    if ran.why:
+        return Item(name, UNKNOWN, ran.why, ran.command, exp.binding)
+    devices = [m for m in (_LSPCI.match(line) for line in ran.out.splitlines()) if m]
+    if not devices:
+        first = next((line.strip() for line in ran.out.splitlines() if line.strip()),
+                     "nothing")
+        return Item(name, UNKNOWN, f"printed {first[:60]!r}, no PCI device", ran.command,
+                    exp.binding)
+    gone = [m for m in devices if "(rev ff)" in m.group(2).lower()]
+    if len(gone) > allowed:
+        shown = "; ".join(f"{m.group(1)} {m.group(2)[:70]}" for m in gone[:4])
+        more = f"; and {len(gone) - 4} more" if len(gone) > 4 else ""
+        return Item(name, UNEXPECTED, f"{len(gone)} PCI devices read revision ff (no "
+                    f"longer answering: fallen off the bus), over the shape's {allowed}: "
+                    f"{shown}{more} (OCI's {FAULT['missing_interface']})", ran.command,
+                    exp.binding)
+    return Item(name, PRESENT, f"{len(devices)} PCI devices, {len(gone)} reading revision "
+                f"ff (the shape's limit {allowed})", ran.command, exp.binding)
+
+
 #: (shape file key, probe): the checks in the order they run.
 PROBES: tuple[tuple[str, Callable[..., Item]], ...] = (
     ("mig", probe_mig), ("sram_errors", probe_sram), ("driver", probe_driver),
-    ("cdfp", probe_cdfp),
+    ("cdfp", probe_cdfp), ("gpu_clocks", probe_gpu_clocks),
+)
+#: (shape file key, probe) of the checks of the node, not of its GPUs: run without the
+#: GPU tool's listing (``probe(root, exp, timeout)``).
+NODE_PROBES: tuple[tuple[str, Callable[..., Item]], ...] = (
+    ("eth0", probe_eth0), ("eth_link", probe_eth_link),
+    ("missing_interface", probe_missing_interface),
 )
 
 
 def items(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
           timeout: float | None = None) -> list[Item]:
     """Preflight's items of the checks the shape lists."""
-    return [probe(root, exp, gpus, timeout) for key, probe in PROBES if declared(exp, key)]
+    return [probe(root, exp, gpus, timeout) for key, probe in PROBES if declared(exp, key)] \
+        + [probe(root, exp, timeout) for key, probe in NODE_PROBES if declared(exp, key)]

@@ -31,7 +31,7 @@ import re
 import resource
 import shutil
 import stat
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -252,9 +252,30 @@ def list_gpus(vendor: accelerators.Accelerator | None,
     """The GPUs the vendor's probe lists (its row's command and reader, the same as
     the local shape's probe uses; ``timeout``: the healthcheck's shorter one).  Output
     the reader does not know (a driver message on stdout with exit 0, a changed format)
-    sets ``why``: the GPUs are then unknown, not absent.  No vendor (a CPU shape):
-    nvidia-smi's listing is still asked, so a GPU the shape does not declare is seen."""
-    vendor = vendor or accelerators.VENDORS["nvidia"]
+    sets ``why``: the GPUs are then unknown, not absent.  No vendor (a CPU shape): every
+    vendor's listing is asked (:func:`any_gpus`), so a GPU the shape does not declare is
+    seen, whoever made it."""
+    return _vendor_gpus(vendor, timeout) if vendor else any_gpus(timeout)[1]
+
+
+def any_gpus(timeout: float | None = None
+             ) -> tuple[accelerators.Accelerator | None, tuple[list[Gpu], Ran]]:
+    """The GPUs of a node whose shape names no vendor, and the vendor whose tool listed
+    them: the first tool of the vendor table that lists GPUs, else the first installed
+    one's answer (no GPU, or why it gave none: its vendor), else no tool of any vendor
+    (no vendor; ``missing``, each tool named)."""
+    answers = [(row, _vendor_gpus(row, timeout)) for row in accelerators.VENDORS.values()]
+    listed = next((a for a in answers if a[1][0]), None) \
+        or next((a for a in answers if not a[1][1].missing), None)
+    if listed:
+        return listed
+    rans = [ran for _row, (_found, ran) in answers]
+    return None, ([], Ran(" / ".join(r.command for r in rans),
+                          why="; ".join(r.why for r in rans), missing=True))
+
+
+def _vendor_gpus(vendor: accelerators.Accelerator,
+                 timeout: float | None) -> tuple[list[Gpu], Ran]:
     ran = run(list(vendor.probe_command), timeout)
     if ran.why:
         return [], ran
@@ -311,7 +332,7 @@ def probe_device_link(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]
                       timeout: float | None = None) -> Item:
     """The links between the GPUs (NVLink, xGMI: the vendor's ``device_link``), by the
     vendor's link command and reader, against the shape's count per GPU."""
-    vendor = exp.vendor or accelerators.VENDORS["nvidia"]
+    vendor = _row(exp)
     name = vendor.device_link
     label = capabilities.describe(name).split()[0]   # "NVLink", "xGMI"
     want = int(exp.capabilities.get(name) or 0)
@@ -457,37 +478,30 @@ def probe_xpmem(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> I
     return _device("xpmem", root, exp)
 
 
-def probe_nvidia_peermem(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
-    required = exp.requires("nvidia_peermem")
-    loaded = _module_loaded(root, "nvidia_peermem")
-    evidence = f"read {root / 'proc/modules'}, {root / 'sys/module/nvidia_peermem'}"
-    if isinstance(loaded, str):
-        return Item("nvidia_peermem", UNKNOWN, loaded, evidence, required)
-    if loaded:
-        return Item("nvidia_peermem", PRESENT, "module loaded", evidence, required)
-    return Item("nvidia_peermem", ABSENT, "module not loaded", evidence, required)
-
-
-#: Where amdgpu's KFD shows its peer-memory registration, by kernel (RCCL's
-#: src/transport/net_ib.cc ncclIbGdrSupport tries them in this order: Ubuntu 22.04's
-#: 5.15, 22.04.4 HWE's 6.5, 24.04's 6.8).
-AMD_PEERMEM_PATHS = ("sys/kernel/mm/memory_peers/amdkfd/version",
-                     "sys/kernel/memory_peers/amdkfd/version",
-                     "sys/memory_peers/amdkfd/version")
-
-
-def probe_amd_peermem(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
-    required = exp.requires("amd_peermem")
-    evidence = "read " + ", ".join(str(root / rel) for rel in AMD_PEERMEM_PATHS)
-    found = [(rel, _exists(root, rel)) for rel in AMD_PEERMEM_PATHS]
+def probe_peer_memory(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
+    """The GPU driver's peer-memory registration, as the vendor's row says to tell it
+    (``peer_memory``: nvidia_peermem loaded; amdkfd's memory_peers file): the item is
+    the row's capability."""
+    way = _row(exp).peer_memory
+    assert way is not None   # preflight() runs it only for a row that has one
+    required = exp.requires(way.capability)
+    if way.module:
+        loaded = _module_loaded(root, way.module)
+        evidence = f"read {root / 'proc/modules'}, {root / 'sys/module' / way.module}"
+        if isinstance(loaded, str):
+            return Item(way.capability, UNKNOWN, loaded, evidence, required)
+        if loaded:
+            return Item(way.capability, PRESENT, "module loaded", evidence, required)
+        return Item(way.capability, ABSENT, way.none_found, evidence, required)
+    evidence = "read " + ", ".join(str(root / rel) for rel in way.files)
+    found = [(rel, _exists(root, rel)) for rel in way.files]
     there = next((rel for rel, seen in found if seen is True), None)
     if there:
-        return Item("amd_peermem", PRESENT, f"/{there}", evidence, required)
+        return Item(way.capability, PRESENT, f"/{there}", evidence, required)
     unread = [seen for _, seen in found if isinstance(seen, str)]
     if unread:
-        return Item("amd_peermem", UNKNOWN, "; ".join(unread), evidence, required)
-    return Item("amd_peermem", ABSENT, "amdkfd registers no peer memory (no "
-                "memory_peers/amdkfd/version)", evidence, required)
+        return Item(way.capability, UNKNOWN, "; ".join(unread), evidence, required)
+    return Item(way.capability, ABSENT, way.none_found, evidence, required)
 
 
 def _module_loaded(root: Path, module: str) -> bool | str:
@@ -514,12 +528,6 @@ def _module_loaded(root: Path, module: str) -> bool | str:
 #: registers a dma-buf (ib_umem_dmabuf, Linux 5.12; NCCL's ncclIbDmaBufSupport tries
 #: ibv_reg_dmabuf_mr).  Without CUDA here, preflight reads what decides that attribute.
 DMABUF_KERNEL = (5, 12)
-DMABUF_DRIVER = 515
-#: /proc/driver/nvidia/version, first line: "NVRM version: NVIDIA UNIX Open Kernel
-#: Module for x86_64  570.124.06  Release Build ..." for the open module; "NVRM version:
-#: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 ..." for the proprietary one.
-_NVRM = re.compile(r"^NVRM version: NVIDIA UNIX (Open Kernel Module for )?.*?\s"
-                   r"([0-9]{3,4})\.([0-9]{1,3})(?:\.[0-9]{1,3})?\s", re.MULTILINE)
 
 
 def probe_dmabuf(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
@@ -529,8 +537,7 @@ def probe_dmabuf(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
     CONFIG_DMA_SHARED_BUFFER where the kernel's config is installed
     (/boot/config-<release>)."""
     required = exp.requires("dmabuf")
-    vendor = exp.vendor or accelerators.VENDORS["nvidia"]
-    way = vendor.dmabuf_probe
+    way = _row(exp).dmabuf_probe
     release_file = "proc/sys/kernel/osrelease"
     evidence = f"read {root / release_file}" + (f", {root / way.file}" if way.file else "")
     release = _read(root, release_file)
@@ -546,7 +553,7 @@ def probe_dmabuf(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
         return Item("dmabuf", ABSENT, f"kernel {kernel} is older than 5.12 (no dma-buf "
                     "registration for RDMA)", evidence, required)
     if way.file:
-        driver = _nvidia_open_module(root, way.file, kernel)
+        driver = _driver_file_says_dmabuf(root, way, kernel)
     else:
         assert way.query is not None   # accelerators.DmabufProbe: one of the two
         driver = _runtime_says_dmabuf(way.query, kernel)
@@ -572,26 +579,20 @@ def probe_dmabuf(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> 
     return Item("dmabuf", PRESENT, detail, evidence + ran, required)
 
 
-def _nvidia_open_module(root: Path, driver_file: str, kernel: str) -> tuple[str, str, str]:
-    """(status, detail, a tool run's evidence: none) of the NVIDIA driver's version file:
-    present for the open kernel module R515 or later."""
-    driver = _read(root, driver_file)
+def _driver_file_says_dmabuf(root: Path, way: accelerators.DmabufProbe,
+                             kernel: str) -> tuple[str, str, str]:
+    """(status, detail, a tool run's evidence: none) of the driver's file, as the
+    vendor's reader judges it (NVIDIA's: the open kernel module R515 or later)."""
+    assert way.file is not None and way.read is not None   # accelerators.DmabufProbe
+    driver = _read(root, way.file)
     if driver.why:
         return UNKNOWN, driver.why, ""
-    if driver.text is None:
-        return ABSENT, f"kernel {kernel}; no NVIDIA driver loaded (no /{driver_file})", ""
-    nvrm = _NVRM.search(driver.text)
-    if not nvrm:
-        first = (driver.text.strip().splitlines() or [""])[0]
-        return UNKNOWN, f"/{driver_file} reads {first[:60]!r}, not an NVRM version line", ""
-    version = f"{nvrm.group(2)}.{nvrm.group(3)}"
-    if not nvrm.group(1):
-        return ABSENT, (f"kernel {kernel}; the NVIDIA kernel module {version} is the "
-                        "proprietary one (dma-buf needs the open kernel module)"), ""
-    if int(nvrm.group(2)) < DMABUF_DRIVER:
-        return ABSENT, (f"kernel {kernel}; NVIDIA open kernel module {version} is older "
-                        f"than R{DMABUF_DRIVER}"), ""
-    return PRESENT, f"kernel {kernel} (5.12 or later), NVIDIA open kernel module {version}", ""
+    says, words = way.read(driver.text)
+    if says is None:
+        return UNKNOWN, words, ""
+    if not says:
+        return ABSENT, f"kernel {kernel}; {words}", ""
+    return PRESENT, f"kernel {kernel} (5.12 or later), {words}", ""
 
 
 def _runtime_says_dmabuf(query: accelerators.VersionQuery,
@@ -735,8 +736,8 @@ def _ompi_values(out: str) -> dict[str, str]:
 
 def probe_ompi_gpu(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -> Item:
     """Whether Open MPI takes the GPUs' buffers: its ``<x>_built_with_<vendor>_support``
-    parameter (the vendor's ``mpi_aware_variant``; without GPUs, the first vendor's)."""
-    vendor = exp.vendor or next(iter(accelerators.VENDORS.values()))
+    parameter (the vendor's ``mpi_aware_variant``)."""
+    vendor = _row(exp)
     item = f"openmpi {vendor.mpi_aware_variant}"
     required = exp.binding and exp.gpu_count > 0
     ran = run(["ompi_info", "--parsable", "--all"])
@@ -796,9 +797,17 @@ def probe_ompi_pml(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran]) -
 
 PROBES: tuple[Callable[..., Item], ...] = (
     probe_gpus, probe_device_link, probe_pcie, probe_numa, probe_gdrdrv, probe_xpmem,
-    probe_nvidia_peermem, probe_amd_peermem, probe_dmabuf, probe_cma, probe_memlock,
+    probe_peer_memory, probe_dmabuf, probe_cma, probe_memlock,
     probe_ucx_built, probe_ucx_transports, probe_ompi_gpu, probe_ompi_pml,
 )
+#: The probes of a vendor's stack, each asked as its row says: run only with a row (the
+#: shape's vendor; on a shape without GPUs, the vendor whose tool lists some here).
+VENDOR_PROBES = (probe_device_link, probe_peer_memory, probe_dmabuf, probe_ompi_gpu)
+
+
+def _row(exp: Expectations) -> accelerators.Accelerator:
+    assert exp.vendor is not None, "a vendor's probe without a vendor (VENDOR_PROBES)"
+    return exp.vendor
 
 
 @dataclass
@@ -832,7 +841,7 @@ class Preflight:
         code, fix and the commands that show the evidence; an item of no entry says so."""
         steps = []
         for item in self.missing:
-            decision = ladder.decide(ladder.PREFLIGHT, item.name)
+            decision = ladder.decide(ladder.PREFLIGHT, item.name, evidence=item.detail)
             steps.append({"item": item.name, **decision.to_dict()} if decision else
                          {"item": item.name, "step": None, "fault": None,
                           "fix": "no ladder entry (ocibench.ladder): report it"})
@@ -849,27 +858,25 @@ class Preflight:
 
 def preflight(shape: shapes.Shape, root: Path = Path("/")) -> Preflight:
     exp = expectations(shape)
-    gpus = list_gpus(accelerators.of(shape.gpus))
+    # A shape without GPUs names no vendor: its node's GPU items are those of the vendor
+    # whose tool lists GPUs here, for information (none is required), and none where no
+    # vendor's tool lists one.  No vendor is assumed.
+    if exp.vendor:
+        gpus, found = list_gpus(exp.vendor), exp
+    else:
+        seen, gpus = any_gpus()
+        found = replace(exp, vendor=seen if gpus[0] else None)
     # they read files and run tools with this module's readers
     from ocibench.node import doctor, rdma
 
-    probes = list(PROBES) + [rdma.port_probe(p) for p in exp.rdma_ports]
-    items = [item for item in (p(root, exp, gpus) for p in probes)
-             if item.name not in _other_vendors_gpudirect(shape)]
+    probes = [p for p in PROBES if p not in VENDOR_PROBES
+              or found.vendor and (p is not probe_peer_memory or found.vendor.peer_memory)]
+    probes += [rdma.port_probe(p) for p in exp.rdma_ports]
+    items = [p(root, found if p in VENDOR_PROBES else exp, gpus) for p in probes]
     items += doctor.items(root, exp, gpus)
     for group in capabilities.GPUDIRECT_GROUPS:
         _one_of(items, group)
     return Preflight(shape.name, str(root), items)
-
-
-def _other_vendors_gpudirect(shape: shapes.Shape) -> set[str]:
-    """The GPUDirect capabilities only another vendor's GPUs have (nvidia_peermem on an
-    AMD shape): not probed there.  A CPU shape keeps them all, as information."""
-    vendor = accelerators.of(shape.gpus)
-    if vendor is None:
-        return set()
-    return {name for other in accelerators.VENDORS.values()
-            for name in other.gpudirect} - set(vendor.gpudirect)
 
 
 def _one_of(items: list[Item], group: tuple[str, ...]) -> None:

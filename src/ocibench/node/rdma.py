@@ -84,6 +84,17 @@ OCI_GID_INDEXES = (0, 1, 2, 3)
 #: ``mlx5_0:1``, as state files before this one kept it).
 RX_DISCARDS_KEY = "{port} rx_discards"
 
+#: The checks OCI's node doctor codes on their own (configs/recommendations.json:
+#: gid_index_check, rx_discards_check, auth_check, max_acc_check), where the port's
+#: other checks are its link_check's HPCGPU-0008-0001.  A reading whose first failing
+#: check is one of them, its own code said, leads its detail with the check's name
+#: ("gid: GIDs beyond ..."): the action ladder's finer entry (``rdma:gid``) is read
+#: from it (ocibench.ladder.entry).
+FAULTS = {"gid": "HPCGPU-0005-0001", "rx_discards": "HPCGPU-0004-0001",
+          "auth": "HPCGPU-0008-0001", "mlxconfig": "HPCGPU-0017-0001"}
+#: Of those, the checks one reading makes alone (preflight's), never the healthcheck.
+ONE_READING_ONLY = ("mlxconfig",)
+
 ROCE_V2 = "RoCE v2"
 #: An IPv4-mapped IPv6 address as sysfs prints a GID ("%pI6": 8 groups of 4 digits).
 _IPV4_GID = re.compile(r"0000:0000:0000:0000:0000:ffff:([0-9a-f]{4}):([0-9a-f]{4})")
@@ -211,10 +222,16 @@ class Reading:
 
     @property
     def detail(self) -> str:
-        """The checks that did not hold first (what the drain reason keeps), then the
-        others; each says what it read."""
-        ordered = sorted(self.checks, key=lambda c: c.status == PRESENT)
-        return "; ".join(c.detail for c in ordered)
+        """The checks that did not hold first (what the drain reason keeps), then those
+        that could not tell, then the others; each says what it read.  Led by the first
+        failing check's name where OCI codes that check on its own (:data:`FAULTS`)."""
+        rank = {ABSENT: 0, UNEXPECTED: 0, UNKNOWN: 1}
+        ordered = sorted(self.checks, key=lambda c: rank.get(c.status, 2))
+        said = "; ".join(c.detail for c in ordered)
+        first = ordered[0] if ordered else None
+        if first and rank.get(first.status) == 0 and FAULTS.get(first.name, "~") in first.detail:
+            return f"{first.name}: {said}"
+        return said
 
     @property
     def evidence(self) -> str:
@@ -436,7 +453,7 @@ def _gid(root: Path, port: Port, base: str, reading: Reading, whole_table: bool)
         shown = ", ".join(f"{i} ({v})" for i, v in extra[:3])
         more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
         problems.append(f"GIDs beyond OCI's indexes 0-3: {shown}{more} (an address added "
-                        "to the interface; OCI's fault HPCGPU-0005-0001)")
+                        f"to the interface; OCI's fault {FAULTS['gid']})")
     if problems:
         reading.checks.append(Check("gid", UNEXPECTED, "; ".join(problems)))
     else:
@@ -541,7 +558,7 @@ def _rx_discards(root: Path, port: Port, base: str, reading: Reading,
         if count > limit:
             reading.checks.append(Check("rx_discards", UNEXPECTED, f"{what} {count} since "
                                         f"the counters were reset, over OCI's {limit} "
-                                        "(HPCGPU-0004-0001)"))
+                                        f"({FAULTS['rx_discards']})"))
         else:
             reading.checks.append(Check("rx_discards", PRESENT, f"{what} {count}"))
         return
@@ -561,7 +578,7 @@ def _rx_discards(root: Path, port: Port, base: str, reading: Reading,
     if added > limit:
         reading.checks.append(Check("rx_discards", UNEXPECTED, f"{what} rose by {added} "
                                     f"since the last run ({last} to {count}), over OCI's "
-                                    f"{limit} (HPCGPU-0004-0001)"))
+                                    f"{limit} ({FAULTS['rx_discards']})"))
     else:
         reading.checks.append(Check("rx_discards", PRESENT, f"{what} {count} (+{added})"))
 
@@ -674,7 +691,7 @@ def _auth(root: Path, port: Port, base: str, reading: Reading,
     elif m.group(1) != "AUTHENTICATED":
         reading.checks.append(Check("auth", UNEXPECTED, f"{netdev} not authenticated "
                                     f"to the cluster network: Supplicant PAE state "
-                                    f"{m.group(1)[:30]} (OCI's HPCGPU-0008-0001: rerun; if "
+                                    f"{m.group(1)[:30]} (OCI's {FAULTS['auth']}: rerun; if "
                                     "it persists, restart oracle-cloud-agent)"))
     else:
         reading.checks.append(Check("auth", PRESENT, "802.1X AUTHENTICATED"))
@@ -711,7 +728,7 @@ def _mlxconfig(port: Port, reading: Reading, timeout: Callable[[], float] | None
              for name, allowed in want.items() if found[name] not in allowed]
     if wrong:
         reading.checks.append(Check("mlxconfig", UNEXPECTED, f"card at {port.pci}: "
-                                    f"{'; '.join(wrong)} (OCI's HPCGPU-0017-0001)"))
+                                    f"{'; '.join(wrong)} (OCI's {FAULTS['mlxconfig']})"))
     else:
         reading.checks.append(Check("mlxconfig", PRESENT, ", ".join(
             f"{name} {found[name]}" for name in want)))

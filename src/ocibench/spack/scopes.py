@@ -25,6 +25,12 @@ The generated layer of a shape holds:
   They hold absolute paths of this checkout, which is why they live in this
   git-ignored generated layer: Spack does not expand ``$env`` in ``env_vars``.
 
+Decide, then act: :func:`gather` reads what the scope depends on of this machine and
+its files (:class:`Facts`), :func:`decide` makes the scope from those facts alone (no
+Spack, no machine: what a shape or a vendor row asks of Spack can be read in a test),
+and :func:`write` writes the files, once every scope asked for is decided.  What GPU
+variants each recipe takes is the vendor row's (``spack_recipes``), nothing here.
+
 A shape whose file lists no compilers (``local``, and any shape that describes
 "whatever this machine has") is *machine-described*: its compilers and externals
 are what ``spack compiler find`` / ``spack external find`` report on this machine
@@ -166,11 +172,20 @@ class Facts:
     #: (:func:`_build_capabilities`).
     build_caps: dict[str, bool] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # for the generated file's header
+    #: Build tools Spack found on this machine (ocibench.node.machine.detect_tools).
+    tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Where the shape's Lmod tree goes (ocibench.paths.module_root) and the source
+    #: mirror and build cache found (:func:`_mirrors`).
+    module_root: Path = Path()
+    mirrors: dict[str, Any] = field(default_factory=dict)
 
 
-def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/")) -> Facts:
-    """The facts of one shape; ``root`` is the filesystem root that the probes of a
-    machine-described shape read (``/``; a fake tree in the tests)."""
+def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"),
+           tools: dict[str, list[dict[str, Any]]] | None = None) -> Facts:
+    """The facts of one shape: everything :func:`decide` reads of this machine, its
+    files and its environment (``root``: the filesystem root that the probes of a
+    machine-described shape read, ``/``; a fake tree in the tests).  A shape whose scope
+    cannot be derived is refused here (SpackConfigError), before anything is written."""
     sw = shape.data["software"]
     if is_machine_described(shape):
         if machine is None:
@@ -222,6 +237,9 @@ def gather(shape: shapes.Shape, machine: Machine | None, root: Path = Path("/"))
         stub_dir=stub,
         build_caps=_build_capabilities(shape, accel, root),
         notes=[mpi_note] if mpi_note else [],
+        tools=dict(tools or {}),
+        module_root=paths.module_root(shape.name),
+        mirrors=_mirrors(),
     )
 
 
@@ -349,23 +367,20 @@ def _openmpi(f: Facts, version: list[str]) -> Plan:
     # seeds' figures did not use it, and UCC for GPUs compiles for every architecture
     # (see _ucc): a long build on a borrowed machine for nothing.
     req = [*version, "fabrics=ucx" if is_machine_described(f.shape) else "fabrics=ucx,ucc"]
-    if f.accel:
-        req.append(f.accel.spack_variant)  # seed 000 sec 1: device buffers (-d cuda D D)
-        if f.accel.arch_required:
-            req.append(f.accel.spack_arch(f.arch))
+    req += _gpu(f, "openmpi")  # seed 000 sec 1: device buffers (-d cuda D D)
     if f.slurm:
         # seed 002 sec 1 (build-openmpi tip): OpenMPI for Slurm, with the external PMIx
         # that srun --mpi=pmix also uses
         req += ["schedulers=slurm", "~internal-pmix"]
-    return Plan(tuple(req), ("openmpi",))
+    return Plan(tuple(req), ("openmpi",), note=_host_buffers_only(f, "openmpi"))
 
 
 def _omb(f: Facts, version: list[str]) -> Plan:
     # seed 000 sec 1: --enable-cuda --enable-ncclomb (osu_xccl_* on GPUs); the ROCm
     # build is the same with the vendor's variants (OMB 7.4 --enable-rocm --enable-rcclomb)
-    gpu = [f.accel.spack_variant, f.accel.collective_variant,
-           f.accel.spack_arch(f.arch)] if f.accel else []
-    return Plan((*version, *gpu), _per_mpi(f, "osu-micro-benchmarks", ("openmpi",)))
+    name = "osu-micro-benchmarks"
+    return Plan((*version, *_gpu(f, name)), _per_mpi(f, name, ("openmpi",)),
+                note=_host_buffers_only(f, name))
 
 
 def _collective_tests(vendor: accelerators.Accelerator, f: Facts, version: list[str]) -> Plan:
@@ -374,7 +389,7 @@ def _collective_tests(vendor: accelerators.Accelerator, f: Facts, version: list[
                     f"GPUs; {f.shape.name} has {f.accel.vendor if f.accel else 'no'} GPU toolkit")
     # seed 003 sec 2: make MPI=1 with OpenMPI, CUDA and NCCL (the arch only where the
     # recipe has the variant: rccl-tests builds for the targets of its hip)
-    arch = [vendor.spack_arch(f.arch)] if vendor.collective_tests_arch else []
+    arch = _gpu(f, vendor.collective_tests_package)
     return Plan((*version, "+mpi", *arch),
                 _per_mpi(f, vendor.collective_tests_package, ("openmpi",)))
 
@@ -388,10 +403,24 @@ def _perftest(f: Facts, version: list[str]) -> Plan:
     # OCI's ib_write_bw/lat checks: only where the shape has an RDMA network
     if not f.rdma:
         return Plan(left_out=f"no RDMA network on {f.shape.name}")
-    # ib_write_bw on GPU memory where the recipe builds for the vendor (perftest_gpu)
-    gpu = ([f.accel.spack_variant, f.accel.spack_arch(f.arch)]
-           if f.accel and f.accel.perftest_gpu else [])
-    return Plan((*version, *gpu), ("perftest",))
+    # ib_write_bw on GPU memory where the recipe builds for the vendor
+    return Plan((*version, *_gpu(f, "perftest")), ("perftest",))
+
+
+def _gpu(f: Facts, recipe: str) -> tuple[str, ...]:
+    """The variants of ``recipe`` for the GPUs built for: those the vendor's row gives
+    that recipe (``spack_recipes``, which says which recipe has which variant), none
+    without a GPU toolkit or where the recipe has none of the vendor's."""
+    return (f.accel.recipe_variants(recipe, f.arch) or ()) if f.accel and f.arch else ()
+
+
+def _host_buffers_only(f: Facts, recipe: str) -> str:
+    """The note of a recipe built without GPU support on a shape built for GPUs: its
+    recipe has no variant of the vendor's (the row's ``spack_recipes``)."""
+    if not f.accel or f.accel.recipe_variants(recipe, f.arch or "") is not None:
+        return ""
+    return (f"{recipe}: its recipe has no variant for {f.accel.vendor} GPUs "
+            "(ocibench.accelerators: spack_recipes): built for host buffers only")
 
 
 def _per_mpi(f: Facts, name: str, mpis: tuple[str, ...]) -> tuple[str, ...]:
@@ -425,10 +454,9 @@ def _ucx(f: Facts) -> Plan:
         # configure builds them (and rdmacm, mlx5 direct verbs) by default; Spack's
         # recipe has them off.  (shape_rules holds capabilities.rdma equal to network.)
         ucx += ["+verbs", "+rdmacm", "+rc", "+ud", "+dc", "+mlx5_dv"]
-    if f.accel:
-        # seed 000 sec 2-3/2-4: device buffers across nodes; gpu-with-ubuntu sec 3-1:
-        # configure-release --with-cuda
-        ucx.append(f.accel.spack_variant)
+    # seed 000 sec 2-3/2-4: device buffers across nodes; gpu-with-ubuntu sec 3-1:
+    # configure-release --with-cuda
+    ucx += _gpu(f, "ucx")
     if caps["gdrdrv"]:
         ucx.append("+gdrcopy")  # see _gdrcopy
     if caps["xpmem"]:
@@ -444,7 +472,7 @@ def _gdrcopy(f: Facts) -> Plan | None:
     # that its tools (gdrcopy_sanity, _copylat, _copybw) are in the module tree.
     if not f.build_caps["gdrdrv"]:
         return None
-    return Plan((f"@{TECH_TIP_VERSIONS['gdrcopy']}", f.accel.spack_arch(f.arch)), ("gdrcopy",))
+    return Plan((f"@{TECH_TIP_VERSIONS['gdrcopy']}", *_gpu(f, "gdrcopy")), ("gdrcopy",))
 
 
 def _xpmem(f: Facts) -> Plan | None:
@@ -470,11 +498,8 @@ def _ucc(f: Facts) -> Plan | None:
     # (gpu-with-ubuntu sec 3-1).  No arch, as in the tech tip: UCC's configure then
     # compiles for every architecture the toolkit supports (config/m4/cuda.m4), and the
     # recipe would otherwise demand a collective library built for that arch, which
-    # the image's external does not declare.
-    gpu = (f.accel.spack_variant, f.accel.collective_variant) if f.accel else ()
-    if f.accel and f.accel.arch_required:
-        gpu += (f.accel.spack_arch(f.arch),)
-    return Plan((f"@{TECH_TIP_VERSIONS['ucc']}", *gpu))
+    # the image's external does not declare (the vendor rows: spack_recipes["ucc"]).
+    return Plan((f"@{TECH_TIP_VERSIONS['ucc']}", *_gpu(f, "ucc")))
 
 
 #: UCX, GDRCopy, XPMEM and UCC under the Open MPI a shape builds over UCX, as OCI's
@@ -506,10 +531,12 @@ def _babelstream(f: Facts) -> Plan | None:
     # The GPUs' memory bandwidth (checks/babelstream.py), AMD's acceptance measurement
     # on any vendor's GPUs: the recipe's model variant for the vendor (+cuda; +hip with
     # ROCmPackage's +rocm, which alone has amdgpu_target) and the shape's target.  Only
-    # on a shape with GPUs: a build host has none to measure.
-    if not (f.accel and f.shape.gpus):
+    # on a shape with GPUs (a build host has none to measure) whose vendor's model the
+    # recipe has.
+    model = _gpu(f, "babelstream") if f.shape.gpus else ()
+    if not model:
         return None
-    return Plan((BABELSTREAM_VERSION, *f.accel.babelstream_variants(f.arch)), ("babelstream",))
+    return Plan((BABELSTREAM_VERSION, *model), ("babelstream",))
 
 
 def _stack_rules(facts: Facts) -> tuple[dict[str, list[str]], list[str], list[str]]:
@@ -561,7 +588,15 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
            root: Path = Path("/")) -> dict[str, Any]:
     """The Spack configuration scope of one shape, as a mapping ready for YAML
     (``root``: the filesystem root of this machine's probes, see :func:`gather`)."""
-    facts = gather(shape, machine, root)
+    return decide(gather(shape, machine, root, tools))
+
+
+def decide(facts: Facts) -> dict[str, Any]:
+    """The scope of one shape from its facts alone, as a mapping ready for YAML:
+    nothing here reads the machine, a file or the environment (:func:`gather` did),
+    and nothing is written (:func:`write` does), so what a shape's scope holds can be
+    asked without Spack and without this machine."""
+    shape = facts.shape
     target = shape.cpu["spack_target"]
     require, specs, notes = _stack_rules(facts)
 
@@ -585,7 +620,7 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
         # there are merely preferred).
         if not is_machine_described(shape) or name in NOT_BUILDABLE:
             packages[name]["buildable"] = False
-    for name, entries in (tools or {}).items():
+    for name, entries in facts.tools.items():
         packages.setdefault(name, {"externals": entries, "buildable": False})
     # A package's own `require` replaces the one under `all`, so each carries the target.
     for name, req in require.items():
@@ -603,7 +638,7 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
             # this checkout's `ocibench` command and package (never pip-installed)
             "PATH": str(REPO_ROOT / "bin"),
             "PYTHONPATH": str(REPO_ROOT / "src"),
-            "MODULEPATH": str(modulepath(shape.name)),
+            "MODULEPATH": str(_core_level(facts.module_root)),
         },
     }
     # The target goes on every root spec too: Spack considers a target the host cannot
@@ -616,7 +651,7 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
         "definitions": [{SPECS_DEFINITION: specs}],
         "packages": packages,
         "modules": {"default": {
-            "roots": {"lmod": str(paths.module_root(shape.name))},
+            "roots": {"lmod": str(facts.module_root)},
             "lmod": {"core_compilers": compiler_specs},
         }},
         "env_vars": env_vars,
@@ -630,9 +665,8 @@ def derive(shape: shapes.Shape, machine: Machine | None = None,
                      "(host-buffer runs only)")
     if not is_machine_described(shape):
         scope["concretizer"] = {"targets": {"host_compatible": False}}
-    mirrors = _mirrors()
-    if mirrors:
-        scope["mirrors"] = mirrors
+    if facts.mirrors:
+        scope["mirrors"] = facts.mirrors
     scope["_notes"] = notes + [f"gpu arch: {facts.arch} ({facts.arch_why})"]
     return scope
 
@@ -654,7 +688,11 @@ def _mirrors() -> dict[str, Any]:
 
 def modulepath(shape: str) -> Path:
     """The directory to `module use` for a shape: the Core level of its Lmod tree."""
-    return paths.module_root(shape) / "Core"
+    return _core_level(paths.module_root(shape))
+
+
+def _core_level(module_root: Path) -> Path:
+    return module_root / "Core"
 
 
 # --------------------------------------------------------------------------- writing
@@ -680,12 +718,11 @@ def write(shape_names: list[str] | None = None, out_dir: Path = GENERATED_DIR,
     if any(is_machine_described(s) for s in loaded):
         machine = detect_machine(out_dir, refresh=detect)
     tools = detect_tools()
-    written = []
-    (out_dir / SHAPES_SUBDIR).mkdir(parents=True, exist_ok=True)
+    # Every scope decided first, then written: a shape that fails leaves no file changed.
+    texts: dict[str, str | None] = {}
     for shape in loaded:
-        path = out_dir / SHAPES_SUBDIR / f"{shape.name}.yaml"
         try:
-            scope = derive(shape, machine, tools)
+            texts[shape.name] = render(shape.name, derive(shape, machine, tools))
         except SpackConfigError as err:
             # Writing every shape: one that cannot be built on this machine (e.g. the
             # Slurm test cluster's, where no system MPI exists) must not stop the scope
@@ -693,9 +730,15 @@ def write(shape_names: list[str] | None = None, out_dir: Path = GENERATED_DIR,
             if shape_names or shape.name == detected:
                 raise
             print(f"ocibench spack-config: {shape.name} left out: {err}", file=sys.stderr)
+            texts[shape.name] = None
+    written = []
+    (out_dir / SHAPES_SUBDIR).mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        path = out_dir / SHAPES_SUBDIR / f"{name}.yaml"
+        if text is None:
             path.unlink(missing_ok=True)
             continue
-        path.write_text(render(shape.name, scope))
+        path.write_text(text)
         written.append(path)
     if detected:
         path = out_dir / DETECTED_FILE
