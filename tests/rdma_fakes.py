@@ -205,50 +205,18 @@ class FakePorts:
         return out
 
     def write_ethtool(self, bin_dir: Path, script: bool = True) -> None:
-        """The ethtool script in ``bin_dir`` (unless ``script`` is False: the test has its
-        own there) and the counters it prints per interface."""
-        stats = bin_dir / "ethtool.d"
-        stats.mkdir(parents=True, exist_ok=True)
-        for old in stats.iterdir():
-            old.unlink()
-        for p in self.ports.values():
-            if not p.present or p.driver != "mlx5_core":
-                continue
-            lines = ["NIC statistics:", "     rx_packets: 1048576", "     tx_packets: 1048576"]
-            for prio, count in enumerate(p.discards):
-                lines += [f"     rx_prio{prio}_bytes: 0", f"     rx_prio{prio}_packets: 0",
-                          f"     rx_prio{prio}_discards: {count}"]
-            (stats / p.netdev).write_text("\n".join(lines) + "\n")
-        if script:
-            (bin_dir / "ethtool").write_text(ETHTOOL)
-            (bin_dir / "ethtool").chmod(0o755)
-        qos = bin_dir / "mlnx_qos.d"
-        qos.mkdir(parents=True, exist_ok=True)
-        for old in qos.iterdir():
-            old.unlink()
-        for p in self.ports.values():
-            if p.present and p.driver == "mlx5_core":
-                (qos / p.netdev).write_text(mlnx_qos_output(p.trust, p.pfc))
-        (bin_dir / "mlnx_qos").write_text(MLNX_QOS)
-        (bin_dir / "mlnx_qos").chmod(0o755)
-        cards = bin_dir / "mlxconfig.d"
-        cards.mkdir(parents=True, exist_ok=True)
-        for old in cards.iterdir():
-            old.unlink()
-        for p in self.ports.values():
-            if p.present and p.driver == "mlx5_core":
-                (cards / p.pci).write_text(mlxconfig_output(p.pci, p.firmware))
-        (bin_dir / "mlxconfig").write_text(MLXCONFIG)
-        (bin_dir / "mlxconfig").chmod(0o755)
-        wpa = bin_dir / "wpa_cli.d"
-        wpa.mkdir(parents=True, exist_ok=True)
-        for old in wpa.iterdir():
-            old.unlink()
-        for p in self.ports.values():
-            if p.present:
-                (wpa / p.netdev).write_text(wpa_cli_status(p.pae))
-        (bin_dir / "wpa_cli").write_text(WPA_CLI)
-        (bin_dir / "wpa_cli").chmod(0o755)
+        """The ethtool, mlnx_qos, mlxconfig and wpa_cli scripts in ``bin_dir`` (ethtool's
+        unless ``script`` is False: the test has its own there) and what each prints per
+        interface or card."""
+        mlx5 = [p for p in self.ports.values() if p.present and p.driver == "mlx5_core"]
+        _tool(bin_dir, "ethtool", ETHTOOL if script else None,
+              {p.netdev: _ethtool_statistics(p) for p in mlx5})
+        _tool(bin_dir, "mlnx_qos", MLNX_QOS,
+              {p.netdev: mlnx_qos_output(p.trust, p.pfc) for p in mlx5})
+        _tool(bin_dir, "mlxconfig", MLXCONFIG,
+              {p.pci: mlxconfig_output(p.pci, p.firmware) for p in mlx5})
+        _tool(bin_dir, "wpa_cli", WPA_CLI,
+              {p.netdev: wpa_cli_status(p.pae) for p in self.ports.values() if p.present})
 
     def write(self, root: Path, bin_dir: Path) -> None:
         """Replace the node's RDMA sysfs under ``root`` and its ethtool."""
@@ -258,3 +226,26 @@ class FakePorts:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         self.write_ethtool(bin_dir)
+
+
+def _ethtool_statistics(p: FakePort) -> str:
+    lines = ["NIC statistics:", "     rx_packets: 1048576", "     tx_packets: 1048576"]
+    for prio, count in enumerate(p.discards):
+        lines += [f"     rx_prio{prio}_bytes: 0", f"     rx_prio{prio}_packets: 0",
+                  f"     rx_prio{prio}_discards: {count}"]
+    return "\n".join(lines) + "\n"
+
+
+def _tool(bin_dir: Path, name: str, script: str | None, outputs: dict[str, str]) -> None:
+    """A fake tool: ``script`` as ``bin_dir/name`` (None: left as it is) and what it
+    prints for each interface or card, one file each in ``bin_dir/name.d``, replacing
+    those of before."""
+    kept = bin_dir / f"{name}.d"
+    kept.mkdir(parents=True, exist_ok=True)
+    for old in kept.iterdir():
+        old.unlink()
+    for key, text in outputs.items():
+        (kept / key).write_text(text)
+    if script is not None:
+        (bin_dir / name).write_text(script)
+        (bin_dir / name).chmod(0o755)

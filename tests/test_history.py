@@ -26,6 +26,7 @@ from ocibench.sweep import plan
 from ocibench.sweep import run as sweeping
 from ocibench.sweep.plan import GROUPS, SINGLE
 from ocibench.sweep.verdicts import JobResult
+from test_drift import earlier_sweeps
 from test_report import TINY_CHECK, reframe_report  # noqa: F401  (a fixture: a real run)
 from test_sweep import (  # the sweep's own jobs and shape fixture
     GROUP_CASE,
@@ -535,13 +536,7 @@ def test_the_sweep_command_adds_its_nodes_and_names_a_history_it_cannot_write(
 
 def test_the_sweep_publishes_its_nodes_once_done_with_the_history(local, tmp_path):  # noqa: F811
     path = tmp_path / "h.sqlite"
-    with History(path) as history:   # 20 earlier sweeps: every pair at 41 us (+- 1 %)
-        for sweep in range(1, 21):
-            history.add([Record(node=n, check="osu_latency", variant="", size=1,
-                                figure="latency", unit="us", verdict="no reference",
-                                value=41.0 * (1 + 0.01 * ((i + sweep) % 3 - 1)),
-                                time=1000.0 * sweep, session=f"s{sweep}")
-                         for i, n in enumerate(names(8))])
+    earlier_sweeps(path)   # 20 earlier sweeps: every pair at 41 us (+- 1 %)
     assert current.publish_all(path) == 8
     before = current.read(path, "node3")
     assert before.drift_judged == 1 and not before.drifting   # 20 sweeps: judged, steady

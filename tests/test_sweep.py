@@ -459,6 +459,15 @@ def test_hostlists_expand_in_order_and_fold():
     assert slurm.fold(["node3", "node1", "node2", "node7", "gpu1"]) == "gpu1,node[1-3,7]"
 
 
+def test_a_hostlist_names_host_names_only():
+    """A hostlist's names are host names as everywhere else (ocibench.hostnames): at
+    most 253 characters, as DNS's longest name."""
+    from ocibench.cluster import slurm
+    assert slurm.expand_hostlist("n" * 253) == ["n" * 253]
+    with pytest.raises(slurm.UsageError, match="bad hostlist"):
+        slurm.expand_hostlist("n" * 254)
+
+
 @pytest.mark.parametrize("hostlist, words", [
     ("node[1-", "missing bracket"), ("node[3-1]", "bad range"), ("node[a-b]", "bad range"),
     ("node[1-2]]", "illegal closing bracket"), ("", "empty hostlist"),

@@ -163,18 +163,14 @@ def summarize(results: Path) -> dict:
     sets: dict[str, dict[str, list[float]]] = {"ours": {}, "hand": {}}
     notes: list[str] = []
     runs: dict[str, list[str]] = {"ours": [], "hand": []}
-    for run_dir in sorted(results.glob("reframe-*")):
-        values, n = read_reframe(run_dir)
-        notes += n
-        runs["ours"].append(run_dir.name)
-        for k, v in values.items():
-            sets["ours"].setdefault(k, []).append(v)
-    for run_dir in sorted(results.glob("hand-*")):
-        values, n = read_hand(run_dir)
-        notes += n
-        runs["hand"].append(run_dir.name)
-        for k, v in values.items():
-            sets["hand"].setdefault(k, []).append(v)
+    for kind, pattern, read in (("ours", "reframe-*", read_reframe),
+                                ("hand", "hand-*", read_hand)):
+        for run_dir in sorted(results.glob(pattern)):
+            values, n = read(run_dir)
+            notes += n
+            runs[kind].append(run_dir.name)
+            for k, v in values.items():
+                sets[kind].setdefault(k, []).append(v)
     rows = []
     for figure, (_check, _params, unit, better, link) in FIGURES.items():
         ours, hand = sets["ours"].get(figure, []), sets["hand"].get(figure, [])

@@ -13,6 +13,8 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from ocibench import hostnames
+
 #: Seconds a sweep's job may pend before its nodes count as unreachable: the groups
 #: of a wave are disjoint and idle, so a job starts at once on nodes that work.
 START_TIMEOUT_S = 300
@@ -20,8 +22,6 @@ START_TIMEOUT_S = 300
 #: Seconds a Slurm client command may take.
 TIMEOUT_S = 30
 
-#: A host name as Slurm's hostlist expands it (RFC 1123 letters, digits, '-', '.').
-_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 #: A character that is neither in a host name nor in a hostlist's ranges.
 _NOT_HOSTLIST = re.compile(r"[^A-Za-z0-9._,\[\]-]")
 #: The most nodes a hostlist may name: far above any Slurm cluster, and a bound on the
@@ -137,7 +137,7 @@ def expand_hostlist(text: str) -> list[str]:
         except NodeSetException as err:
             raise UsageError(f"--nodes {text!r}: bad hostlist: {err}") from None
         names.update(dict.fromkeys(nodeset))
-    bad = next((n for n in names if not _HOST.fullmatch(n)), None)
+    bad = next((n for n in names if not hostnames.is_host(n)), None)
     if bad is not None or not names:
         raise UsageError(f"--nodes {text!r}: bad hostlist (it expands to {bad!r}); "
                          "write it as node[1-8],gpu-[001-120]")

@@ -1,4 +1,5 @@
-"""One healthcheck run: the probes, the decision, the Slurm action, the state file.
+"""One healthcheck run: the probes, the decision (ocibench.health.decide, pure), the
+Slurm action, the state file.
 
 It acts as LBNL NHC and oci-hpc's healthchecks.sh do, with one difference in how it
 knows its own drains:
@@ -6,7 +7,7 @@ knows its own drains:
 * a probe that fails drains the node with
   ``Reason="ocibench: [<fault code>] <probe> (<evidence>)"`` (:func:`drain_reason`),
   unless the node is drained already (by anyone: a person's reason is never replaced),
-  and only within ocibench's drain budget (ocibench.sweep.budget): above it, the run
+  and only within ocibench's drain budget (ocibench.cluster.budget): above it, the run
   says "would drain (budget spent)" and drains nothing;
 * an unknown probe never drains, and never resumes a node drained for that probe;
 * a node is resumed only when Slurm holds it drained with exactly the reason this
@@ -40,7 +41,10 @@ from ocibench import ladder, shapes
 from ocibench.cluster import budget as drain_budget
 from ocibench.cluster import slurm
 from ocibench.cluster.reason import MAX_REASON, REASON_PREFIX
-from ocibench.health import probes, state
+from ocibench.health import decide, probes, state
+
+# the exit statuses (docs/healthcheck.md), the decision's; USAGE is the command's
+from ocibench.health.decide import FAILED, OK, SLURM, UNJUDGED, USAGE  # noqa: F401
 from ocibench.health.state import FAIL, PASS, UNKNOWN, HealthState, ProbeResult
 
 #: Seconds by which every probe has answered (Slurm kills the program at 60 s; the
@@ -67,12 +71,6 @@ UNDO_RESERVE_S = 2.0
 #: share the rest evenly).  Less: no drain (no re-count, no drain).
 DRAIN_NEEDS_S = drain_budget.RECOUNT_AFTER_S + UNDO_RESERVE_S + 2.0
 
-#: Exit status (docs/healthcheck.md).
-OK, FAILED, USAGE, UNJUDGED, SLURM = 0, 1, 2, 3, 4
-
-#: sinfo's %t of a drained node, its suffix (*, ~, ...) taken off: drained and idle,
-#: or draining (still running a job).
-DRAINED_STATES = ("drain", "drng")
 
 
 @dataclass
@@ -87,7 +85,7 @@ class Options:
     tool_timeout_s: float = probes.TOOL_TIMEOUT_S
     interval_s: int | None = None
     history_db: Path | None = None
-    #: how many nodes ocibench may hold drained (ocibench.sweep.budget; the command
+    #: how many nodes ocibench may hold drained (ocibench.cluster.budget; the command
     #: reads --drain-budget, else $OCIBENCH_DRAIN_BUDGET)
     budget: drain_budget.Budget = field(
         default_factory=lambda: drain_budget.parse(drain_budget.DEFAULT, "the default"))
@@ -292,20 +290,11 @@ def check(options: Options) -> Outcome:
 
 
 def _check(options: Options, path: Path) -> Outcome:
+    """The probes, Slurm's answers the decision asks for (ocibench.health.decide), the
+    state file, then what was decided done in Slurm."""
     began, start = options.started or time.monotonic(), time.time()
     node = options.node or node_name()
-    lines: list[str] = []
-    try:
-        previous = state.read(path)
-    except state.StateError as err:
-        # a state file that is not one: the run goes on without its memory (no flap
-        # detection, no record of a drain: nothing of ours will be resumed)
-        lines.append(f"warning: {err}; starting without it")
-        previous = None
-    if previous is not None and previous.node != node:
-        lines.append(f"warning: {path} is node {previous.node}'s state, not {node}'s; "
-                     "starting without it")
-        previous = None
+    previous, lines = _previous(path, node)
     ctx = probes.Context(root=options.root, shape=options.shape, node=node,
                          deadline=began + options.deadline_s,
                          tool_timeout=options.tool_timeout_s, previous=previous,
@@ -315,98 +304,38 @@ def _check(options: Options, path: Path) -> Outcome:
                          if previous else ("", -1),
                          acknowledge_kernel_log=options.clear_kernel_log)
     results = run_probes(ctx)
-    probes_at = len(lines)   # the probes' lines go here, once judged (a resume re-judges)
-    failed = [r for r in results if r.state == FAIL]
-    unknown = [r for r in results if r.state == UNKNOWN]
-
     counters = dict(previous.link_downed) if previous else {}
     if not options.dry_run:
         counters.update(ctx.counters)   # a dry run leaves the next real run its baseline
-    drained_reason = previous.drained_reason if previous else ""
-    drained_probes = previous.drained_probes if previous else ()
+    recorded = decide.Drain(previous.drained_reason, previous.drained_probes) \
+        if previous else decide.Drain()
     history_since = ctx.history_since
-    action, reason, code = state.NONE, "", FAILED if failed else UNJUDGED if unknown else OK
 
-    # Slurm is asked only when there is something to do: a failure, or a drain of ours
-    # to look after (NHC's way: an idle healthy cluster sends slurmctld nothing).
     # Every Slurm call shares what remains of the run's Slurm time (SLURM_WINDOW_S).
     slurm_until = began + min(options.deadline_s + options.slurm_window_s, SLURM_LIMIT_S)
-    slurm_error = ""
-    current = None
-    if failed or drained_reason:
-        asked = True
-        try:
-            current = slurm.node_state(node, _left(slurm_until))
-        except slurm.SlurmError as err:
-            slurm_error = f"cannot ask Slurm about {node}: {err}"
-            lines.append(slurm_error)
-            asked = False
-        if current is None and asked:
-            lines.append(f"Slurm knows no node {node!r}: nothing done "
-                         "(--node names it as slurm.conf does)")
-        if current is None:
-            code = FAILED if failed else SLURM   # a failure is 1, told to Slurm or not
-    drained = current is not None and current.state.rstrip("*~#!%@^-$") in DRAINED_STATES
-    ours = drained and bool(drained_reason) and current is not None \
-        and current.reason == drained_reason
-    if current is not None and drained_reason and not ours:
-        # a person resumed our drain, or drained the node again with a reason of theirs:
-        # from now on the drain (or its absence) is theirs
-        lines.append(f"the drain this healthcheck wrote is no longer Slurm's "
-                     f"(now: {current.state}, {current.reason or 'no reason'}): forgotten")
-        if not drained and not options.dry_run:
-            # a person resumed it: what the history and the kernel log held against it,
-            # they have seen; judged again without it, so that it is not drained again
-            # for the very records they overrode
-            history_since = start
-            results = _rejudged(ctx, results, previous, start)
-            failed = [r for r in results if r.state == FAIL]
-            unknown = [r for r in results if r.state == UNKNOWN]
-            code = FAILED if failed else UNJUDGED if unknown else OK
-        drained_reason, drained_probes = "", ()
+    answer = _ask(node, slurm_until) if decide.asks_slurm(results, recorded) \
+        else decide.Answer()
+    standing = decide.standing(answer, recorded)
+    if standing.resumed and not options.dry_run:
+        # a person resumed our drain: what the history and the kernel log held against
+        # it, they have seen; judged again without it, so that it is not drained again
+        # for the very records they overrode
+        history_since = start
+        results = _rejudged(ctx, results, previous, start)
+    room = drain_budget.count([node], options.budget, timeout=_left(slurm_until)) \
+        if decide.counts_budget(results, answer, standing) else None
+    decision = decide.decide(decide.Facts(
+        node=node, results=tuple(results), recorded=recorded, slurm=answer,
+        reason=drain_reason(decide.failures(results)),
+        budget_unknown=room.unknown[node] if room is not None and node in room.unknown else None,
+        budget_spent=room.spent[node] if room is not None and node in room.spent else None,
+        time_left=slurm_until - time.monotonic(), time_needed=DRAIN_NEEDS_S,
+        dry_run=options.dry_run, prolog=options.prolog))
+    action, reason, code = decision.action, decision.reason, decision.code
 
-    if failed and current is not None:
-        reason = drain_reason(failed)
-        # a new drain only within ocibench's drain budget, counted from Slurm now
-        room = None if drained else drain_budget.count([node], options.budget,
-                                                       timeout=_left(slurm_until))
-        time_left = slurm_until - time.monotonic()
-        if drained:
-            who = "this healthcheck" if ours else "someone else"
-            lines.append(f"{node} is drained already, by {who} ({current.reason}): "
-                         "left as it is")
-        elif room is not None and node in room.unknown:
-            slurm_error = f"{room.unknown[node]}: not drained (unknown)"
-            lines.append(slurm_error)
-        elif room is not None and node in room.spent:
-            action = state.BUDGET_SPENT
-            lines.append(f"{node}: would drain, {room.spent[node]}")
-        elif options.dry_run:
-            action = state.WOULD_DRAIN
-        elif time_left < DRAIN_NEEDS_S:
-            # no time to re-count the budget after the drain, or to undo it: no drain
-            slurm_error = (f"{node}: not drained: {max(time_left, 0):.1f} s left of the "
-                           f"run's Slurm time, fewer than the {DRAIN_NEEDS_S:g} s a drain "
-                           "and its re-count of the drain budget need (Slurm slow to answer)")
-            lines.append(slurm_error)
-        else:
-            action = state.DRAIN
-            drained_reason, drained_probes = reason, tuple(sorted({r.name for r in failed}))
-    elif not failed and ours and not options.prolog:
-        # resume only when what drained it now passes: an unknown is not clean
-        still = [r.name for r in results if r.name in drained_probes and r.state != PASS]
-        if still:
-            lines.append(f"{node} stays drained: {', '.join(still)} could not be judged")
-        elif options.dry_run:
-            action, reason = state.WOULD_RESUME, drained_reason
-        else:
-            action, reason = state.RESUME, drained_reason
-            drained_reason, drained_probes = "", ()
-
-    lines[probes_at:probes_at] = [f"{r.name}: {r.state}: {r.evidence}" for r in results]
-    # our drain ended: we resume it now, or Slurm holds no drain at all (a person resumed)
-    ended = action == state.RESUME or (current is not None and not drained)
-    offences = ended_drains(previous, ended and not options.dry_run)
+    lines += [f"{r.name}: {r.state}: {r.evidence}" for r in results]
+    lines += decision.lines
+    offences = ended_drains(previous, decision.ended)
     lines += next_steps(results, offences)
     kernel = _kernel_fields(ctx, results, previous, options.dry_run)
     if any(r.state == FAIL and r.name in _kernel_items(ctx) for r in results):
@@ -417,15 +346,16 @@ def _check(options: Options, path: Path) -> Outcome:
         node=node, time=start, duration_s=round(time.monotonic() - began, 4),
         interval_s=options.interval_s, action=action, reason=reason,
         probes=tuple(results), link_downed=counters,
-        drained_reason=drained_reason, drained_probes=drained_probes,
-        history_since=history_since, slurm_error=slurm_error, offences=offences, **kernel)
+        drained_reason=decision.keep.reason, drained_probes=decision.keep.probes,
+        history_since=history_since, slurm_error=decision.slurm_error, offences=offences,
+        **kernel)
     try:
         state.write(record, path)   # before scontrol: see the module's docstring
     except state.StateError as err:
         lines.append(f"{err}: nothing done in Slurm (a drain without its record could "
                      "never be resumed)")
         return Outcome(record, lines, SLURM if code != FAILED else FAILED)
-    held, after = drained, record
+    held, after = decision.held, record
     if action == state.DRAIN:
         done = _drain(node, reason, options.budget, slurm_until)
         held = done.held
@@ -443,10 +373,10 @@ def _check(options: Options, path: Path) -> Outcome:
             # have been made: the next run then finds the node up, and forgets it)
             lines.append(f"Slurm refused: {err}")
             after = replace(after, action=state.NONE, drained_reason=reason,
-                            drained_probes=previous.drained_probes if previous else (),
+                            drained_probes=recorded.probes,
                             offences=dict(previous.offences) if previous else {},
                             slurm_error=f"not resumed: {err}")
-            code = FAILED if failed else SLURM
+            code = SLURM   # a resume follows no failure
     if after != record:
         record = replace(after, duration_s=round(time.monotonic() - began, 4))
         try:
@@ -457,6 +387,31 @@ def _check(options: Options, path: Path) -> Outcome:
         lines.append(f"{node}: {record.action}: {reason}")
     record = replace(record, duration_s=round(time.monotonic() - began, 4))
     return Outcome(record, lines, code, held)
+
+
+def _previous(path: Path, node: str) -> tuple[HealthState | None, list[str]]:
+    """The node's state file from the run before, and a warning line where it is not
+    one or is another node's: the run then goes on without its memory (no flap
+    detection, no record of a drain: nothing of ours will be resumed)."""
+    try:
+        previous = state.read(path)
+    except state.StateError as err:
+        return None, [f"warning: {err}; starting without it"]
+    if previous is not None and previous.node != node:
+        return None, [f"warning: {path} is node {previous.node}'s state, not {node}'s; "
+                      "starting without it"]
+    return previous, []
+
+
+def _ask(node: str, until: float) -> decide.Answer:
+    """Slurm's state and reason of ``node`` (decide.Answer), within the run's Slurm time."""
+    try:
+        current = slurm.node_state(node, _left(until))
+    except slurm.SlurmError as err:
+        return decide.Answer(asked=True, error=str(err))
+    if current is None:
+        return decide.Answer(asked=True)
+    return decide.Answer(asked=True, state=current.state, reason=current.reason)
 
 
 def _left(until: float, keep: float = 0.0) -> float:

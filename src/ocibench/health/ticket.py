@@ -24,7 +24,6 @@ summary, never a traceback.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import json
@@ -32,14 +31,13 @@ import os
 import re
 import subprocess
 import tarfile
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ocibench import accelerators, benchmarks, ladder, shapes
+from ocibench import accelerators, atomic, benchmarks, ladder, shapes
 from ocibench.health import probes, state
 from ocibench.node import preflight
 
@@ -372,17 +370,5 @@ def archive(ticket: Ticket, node: str, mtime: int) -> bytes:
 
 
 def write(path: Path, data: bytes) -> None:
-    """``data`` to ``path`` whole (a temporary file beside it, renamed): never half of
-    an archive."""
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            os.fchmod(out.fileno(), 0o644)
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
+    """``data`` to ``path`` whole (ocibench.atomic): never half of an archive."""
+    atomic.replace(path, data, 0o644)

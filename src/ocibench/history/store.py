@@ -600,27 +600,31 @@ class History:
                 'SELECT id, node, "check", variant, size, figure, unit FROM series ' + where,
                 args)}
 
-    def _rows(self, series: dict[int, tuple[Any, ...]], since: float | None,
+    def _rows(self, series: dict[int, tuple[Any, ...]] | None, since: float | None,
               sessions: Iterable[int] | None = None) -> list[tuple[Any, ...]]:
-        """The results rows of ``series`` (at or after ``since``; of ``sessions``, else
-        of every session), in the order their sessions arrived (see "Time").  Sessions
-        are the outer loop (CROSS JOIN keeps SQLite to that order, which it cannot know
-        is the fast one without statistics) and each is one range of the key (session,
-        series): a node's series are one run of ids, read as ``BETWEEN``, else probed
-        one by one (``IN``).  That loop is already in the order asked for, so ORDER BY
-        costs no sort (EXPLAIN QUERY PLAN: no temporary B-tree)."""
-        if not series:
-            return []
-        ids = sorted(int(i) for i in series)   # integers from this file
-        within = f"BETWEEN {ids[0]} AND {ids[-1]}" if ids[-1] - ids[0] + 1 == len(ids) \
-            else f"IN ({','.join(map(str, ids))})"
+        """The results rows of ``series`` (None: of every series; at or after ``since``;
+        of ``sessions``, else of every session), in the order their sessions arrived
+        (see "Time").  Sessions are the outer loop (CROSS JOIN keeps SQLite to that
+        order, which it cannot know is the fast one without statistics) and each is one
+        range of the key (session, series): a node's series are one run of ids, read as
+        ``BETWEEN``, else probed one by one (``IN``); every series, the session's whole
+        range.  That loop is already in the order asked for, so ORDER BY costs no sort
+        (EXPLAIN QUERY PLAN: no temporary B-tree)."""
+        within = ""
+        if series is not None:
+            if not series:
+                return []
+            ids = sorted(int(i) for i in series)   # integers from this file
+            within = f"AND r.series BETWEEN {ids[0]} AND {ids[-1]}" \
+                if ids[-1] - ids[0] + 1 == len(ids) \
+                else f"AND r.series IN ({','.join(map(str, ids))})"
         only = "" if sessions is None else \
             f"AND n.id IN ({','.join(str(int(i)) for i in sessions)}) "
         with self._errors("read"):
             rows = self._db.execute(
                 "SELECT r.series, r.value, r.verdict, r.time, n.name, r.documented, "
                 "r.floor, r.software FROM sessions n CROSS JOIN results r "
-                f"ON r.session = n.id AND r.series {within} WHERE r.time >= ? {only}"
+                f"ON r.session = n.id {within} WHERE r.time >= ? {only}"
                 "ORDER BY n.id, r.series",
                 (-math.inf if since is None else since,)).fetchall()
         return rows
@@ -628,9 +632,7 @@ class History:
     def _records(self, series: dict[int, tuple[Any, ...]],
                  rows: list[tuple[Any, ...]]) -> list[Record]:
         rows = self._trusted(rows)
-        with self._errors("read"):
-            software = {i: (image or None, driver or None) for i, image, driver in
-                        self._db.execute("SELECT id, image, driver FROM software")}
+        software = self.software_index()
         found = []
         new, fields = object.__new__, _FIELDS
         for sid, value, verdict, time, session, documented, floor, soft in rows:
@@ -682,8 +684,7 @@ class History:
             scan = len(wanted) > _SCAN_ABOVE
             batch = sessions[start:start + (1 if scan else _PROBE)]
             start += len(batch)
-            rows = self._session_rows(batch, since) if scan else \
-                self._rows(wanted, since, batch)
+            rows = self._rows(None if scan else wanted, since, batch)
             newest: dict[int, tuple[Any, ...]] = {}   # rows are by arrival: the last wins
             for row in rows:
                 if row[0] in wanted:
@@ -692,18 +693,6 @@ class History:
             for sid in newest:
                 wanted.pop(sid, None)
         return found
-
-    def _session_rows(self, sessions: list[int], since: float | None) -> list[tuple[Any, ...]]:
-        """Every results row of ``sessions`` (at or after ``since``), as :meth:`_rows`
-        gives them, session by session (:meth:`_newest` reads one session at a time)."""
-        with self._errors("read"):
-            rows = self._db.execute(
-                "SELECT r.series, r.value, r.verdict, r.time, n.name, r.documented, "
-                "r.floor, r.software FROM sessions n CROSS JOIN results r "
-                f"ON r.session = n.id WHERE n.id IN ({','.join(str(int(i)) for i in sessions)}) "
-                "AND r.time >= ? ORDER BY n.id, r.series",
-                (-math.inf if since is None else since,)).fetchall()
-        return rows
 
     def latest(self, node: str) -> list[Record]:
         """The newest record of each figure of ``node`` (check, variant, size, figure):
