@@ -21,6 +21,7 @@ from .row import (
     ProbedGpu,
     ProbeFormatError,
     SramCounts,
+    TicketEvidence,
     VersionQuery,
 )
 
@@ -356,4 +357,14 @@ NVIDIA = Accelerator(
     # nvidia-smi(1): -q -d CLOCK prints the clock sections of -q alone
     clock_query=GpuQuery(("nvidia-smi", "-q", "-d", "CLOCK"), _parse_clocks),
     visible_devices="CUDA_VISIBLE_DEVICES",
+    # What OCI's support asks of an NVIDIA host (docs/ladder.md): nvidia-smi -q and the
+    # GPUs' topology; each GPU's driver and VBIOS; the kernel module's version line;
+    # the driver's kernel-log lines (NVRM's, its Xid reports, a GPU off the bus).
+    ticket=TicketEvidence(
+        tools=(("nvidia-smi-q.txt", ("nvidia-smi", "-q")),
+               ("nvidia-smi-topo.txt", ("nvidia-smi", "topo", "-m"))),
+        firmware=("nvidia-smi", "--query-gpu=index,driver_version,vbios_version",
+                  "--format=csv,noheader"),
+        driver_file="proc/driver/nvidia/version",
+        kernel_words=r"NVRM|Xid|fallen off the bus"),
 )
