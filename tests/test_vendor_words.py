@@ -29,10 +29,6 @@ ALLOWED: dict[str, str] = {
     # and NVLink-C2C (nvidia-smi -q's Fabric section, nvidia-smi c2c -s), probed where
     # the shape declares the capabilities only NVIDIA's GPUs have.
     "src/ocibench/node/nvlink_fabric.py": "GB200's NVLink fabric, IMEX and C2C probes",
-    # The fix texts of the node doctor's MIG and applications-clock items, which only
-    # NVIDIA's row drives (mig_query, clock_query): what the admin runs (nvidia-smi
-    # -mig 0, -rac), in words for people; they decide nothing.
-    "src/ocibench/node/doctor.py": "fix texts of items only NVIDIA's row drives",
 }
 
 

@@ -171,6 +171,9 @@ class GpuQuery:
 
     command: tuple[str, ...]
     parse: Callable[[str], list[Any]]
+    #: What puts a GPU the check finds wrong right, for its evidence: "nvidia-smi -rac
+    #: restores the default".
+    fix: str = ""
 
 
 @dataclass(frozen=True)
