@@ -72,7 +72,7 @@ from reframe.core.builtins import (
 from reframe.core.exceptions import PerformanceError
 from reframe.core.exceptions import SanityError as ReframeSanityError
 
-from ocibench import benchmarks, shapes
+from ocibench import accelerators, benchmarks, shapes
 from ocibench.figures import evaluate, judge, nccl_path, outputs, references, ucx_proto
 from ocibench.figures.joblog import failure_line
 from ocibench.metrics import RunVerdict, could_not_judge
@@ -208,8 +208,9 @@ class OcibenchCheck(rfm.RunOnlyRegressionTest, SweepNodes, special=True):
         have = self.node_gpus
         shape = self.extras.get("shape")
         if have == 0 and shape == "local":
+            tools = ", ".join(a.probe_command[0] for a in accelerators.VENDORS.values())
             self.skip_if(True, f"needs {gpus} GPU(s); no GPU on this machine "
-                               "(nvidia-smi lists none)")
+                               f"({tools}: none listed)")
         self.skip_if(have < gpus, f"needs {gpus} GPU(s) per node; {shape} has {have}")
 
     def need_cores(self, cores: int) -> None:

@@ -4,8 +4,9 @@ GPU vendor whose variant is not in every recipe.  For the tests only, never ship
 Its Spack variants are what the pinned spack-packages (releases/v2025.11) has: no
 recipe of the stack but BabelStream builds for Intel GPUs (openmpi, ucx, ucc,
 osu-micro-benchmarks and gdrcopy have no ``level_zero`` variant, only mpich has;
-babelstream has ``+sycl2020``, offloading to Intel GPUs by default).  The rest is NVIDIA's
-row renamed: only what Spack reads matters here.
+babelstream has ``+sycl2020``, offloading to Intel GPUs by default).  Its ticket evidence
+is Intel XPU Manager's ``xpu-smi`` and the i915 driver's kernel-log lines.  The rest is
+NVIDIA's row renamed: only what Spack and the ticket read matters here.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ INTEL = dataclasses.replace(
     babelstream_model="sycl2020",
     ceiling_package="intel-pti-gpu",
     gpu_modules=("oneapi-level-zero", "intel-oneapi-ccl"),
+    ticket=accelerators.TicketEvidence(
+        tools=(("xpu-smi-discovery.txt", ("xpu-smi", "discovery")),),
+        firmware=("xpu-smi", "discovery", "--dump", "1,2,19"),
+        kernel_words="i915"),
 )
 
 

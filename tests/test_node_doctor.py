@@ -116,6 +116,7 @@ def test_mig_mode_on_fails_naming_the_gpu_and_oci_fault(h100: FakeNode) -> None:
     assert state == FAIL, evidence
     assert "MIG mode Enabled on 1 of 4 GPUs (GPU-ec845691-fb46-e16d-abfb-b135308cb39f)" \
         in evidence and "HPCGPU-0001-0002" in evidence
+    assert "(nvidia-smi -mig 0, then a GPU reset; OCI's HPCGPU-0001-0002)" in evidence
 
 
 def test_mig_mode_pending_is_said_and_a_gpu_without_mig_passes(h100: FakeNode) -> None:
@@ -500,7 +501,7 @@ def test_an_idle_gpu_passes_and_a_slow_applications_clock_fails(h100: FakeNode) 
     assert state == FAIL, evidence
     assert f"GPU {bus_id(6)}: 1410 MHz (its default 1980 MHz)" in evidence
     assert "below the shape's 1782 MHz (1980 less OCI's 10%)" in evidence
-    assert "HPCGPU-0011-0001" in evidence
+    assert "(nvidia-smi -rac restores the default; OCI's HPCGPU-0011-0001)" in evidence
     h100.clocks(applications={6: 1782})       # OCI's own floor holds
     assert judged(h100)["gpu_clocks"][0] == PASS
 

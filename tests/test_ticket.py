@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from health_fakes import FakeNode
-from ocibench import cli
-from ocibench.health import state
+from intel_row import INTEL, intel_shape
+from ocibench import accelerators, cli, shapes
+from ocibench.health import state, ticket
 from ocibench.health.state import FAIL, PASS
 
 DATA = Path(__file__).parent / "data" / "ticket"
@@ -163,6 +164,33 @@ def test_absent_tools_are_recorded_never_a_traceback(node, monkeypatch, capsys) 
     assert files["kernel-log.txt"].startswith("absent: the kernel log: no ")
     assert "not collected:" in files["summary.txt"]
     assert "tools/ibstat.txt: absent: ibstat not on PATH" in files["summary.txt"]
+
+
+def test_a_new_vendors_row_brings_its_own_evidence(node, monkeypatch) -> None:
+    # the Intel-like row of docs/adding-a-vendor.md: its ticket field and nothing else
+    monkeypatch.setitem(accelerators.VENDORS, "intel", INTEL)
+    _script(node["tools"] / "xpu-smi", 'echo "xpu-smi $*"')
+    (node["root"] / "proc" / "driver" / "nvidia").mkdir(parents=True)
+    (node["root"] / "proc" / "driver" / "nvidia" / "version").write_text("NVRM version: 565\n")
+    hang = "i915 0000:3a:00.0: [drm] GPU HANG: ecode 12:1:85dffffb"
+    (node["root"] / "dev" / "kmsg").write_text(f"4,2,2000000,-;{XID}\n4,3,3000000,-;{hang}\n")
+    collected = ticket.collect(ticket.Inputs(node="node1", shape=intel_shape(),
+                                             root=node["root"]))
+    files = {name: data.decode() for name, data in collected.members}
+    assert files["tools/xpu-smi-discovery.txt"] == "xpu-smi discovery\n"
+    assert not any("nvidia-smi" in name for name in files)     # NVIDIA's tools are NVIDIA's
+    assert "gpu firmware (xpu-smi): xpu-smi discovery --dump 1,2,19" in files["versions.txt"]
+    assert "nvidia driver: NVRM version: 565" in files["versions.txt"]   # a file says it
+    assert hang in files["kernel-log.txt"] and XID in files["kernel-log.txt"]
+
+
+def test_a_shape_without_gpus_runs_no_gpu_tool(node) -> None:
+    collected = ticket.collect(ticket.Inputs(node="node1", shape=shapes.load(
+        "BM.Standard.E5.192"), root=node["root"]))
+    names = [name for name, _data in collected.members]
+    assert names[4:] == ["tools/ibstat.txt", "tools/ofed_info.txt", "rdma-counters.txt",
+                         "versions.txt"]
+    assert "gpu firmware" not in dict(collected.members)["versions.txt"].decode()
 
 
 @pytest.mark.parametrize("args, says", [

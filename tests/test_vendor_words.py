@@ -1,7 +1,8 @@
 """Outside the vendor table (ocibench.accelerators), no code says a vendor's stack.
 
-The words are the table's own (each row's buffer flag and Spack variant: cuda, rocm),
-looked for in what the code does: its names and its string literals, in src/ and
+The words are the table's own (each row's buffer flag and Spack variant: cuda, rocm;
+the tools its probe and a ticket run: nvidia-smi, amd-smi), looked for in what the code
+does: its names and its string literals, in src/ and
 checks/.  Comments and docstrings may say them: they explain and cite (a seed's
 ``-d cuda D D``, UCX's src/uct/cuda).  A vendor added to the table adds its words.
 """
@@ -24,13 +25,18 @@ ALLOWED: dict[str, str] = {
     # decide nothing: which entry applies is decided by the probe, figure or path that
     # names it.
     "src/ocibench/ladder.py": "the action ladder's texts for people",
+    # NVIDIA-only hardware, no vendor branch: GB200's NVLink fabric registration, IMEX
+    # and NVLink-C2C (nvidia-smi -q's Fabric section, nvidia-smi c2c -s), probed where
+    # the shape declares the capabilities only NVIDIA's GPUs have.
+    "src/ocibench/node/nvlink_fabric.py": "GB200's NVLink fabric, IMEX and C2C probes",
 }
 
 
 def vendor_words() -> re.Pattern[str]:
     words = {w for a in accelerators.VENDORS.values()
-             for w in (a.buffer_flag, a.spack_variant.lstrip("+"), a.ucx_memory)}
-    return re.compile("|".join(sorted(words)), re.IGNORECASE)
+             for w in (a.buffer_flag, a.spack_variant.lstrip("+"), a.ucx_memory,
+                       a.probe_command[0], *(args[0] for _file, args in a.ticket.tools))}
+    return re.compile("|".join(sorted(map(re.escape, words))), re.IGNORECASE)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -72,6 +78,7 @@ def said(source: str, words: re.Pattern[str]) -> list[str]:
 def test_the_words_are_the_tables() -> None:
     words = vendor_words()
     assert words.fullmatch("cuda") and words.fullmatch("ROCM")
+    assert words.fullmatch("nvidia-smi") and words.fullmatch("amd-smi")
 
 
 def test_the_scan_finds_code_and_skips_what_explains() -> None:

@@ -41,6 +41,7 @@ from .row import (
     ProbedGpu,
     ProbeFormatError,
     SramCounts,
+    TicketEvidence,
     VersionQuery,
 )
 
@@ -53,6 +54,7 @@ __all__ = [
     "DriverStub",
     "HostCopyApi",
     "VersionQuery",
+    "TicketEvidence",
     "DmabufProbe",
     "PeerMemory",
     "ProbeFormatError",

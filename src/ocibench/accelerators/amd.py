@@ -16,6 +16,7 @@ from .row import (
     PeerMemory,
     ProbedGpu,
     ProbeFormatError,
+    TicketEvidence,
     VersionQuery,
 )
 
@@ -273,4 +274,10 @@ AMD = Accelerator(
     kernel_log=KernelLogScan(name="ras", read=_read_amdgpu_fatal,
                              looks_for="amdgpu's uncorrectable hardware error "
                                        "(ERREVENT_ATHUB_INTERRUPT)"),
+    # amd-smi's static description of each GPU (firmware included) and its metrics;
+    # amdgpu's kernel-log lines.
+    ticket=TicketEvidence(
+        tools=(("amd-smi-static.txt", ("amd-smi", "static")),
+               ("amd-smi-metric.txt", ("amd-smi", "metric"))),
+        kernel_words="amdgpu"),
 )

@@ -21,6 +21,7 @@ from .row import (
     ProbedGpu,
     ProbeFormatError,
     SramCounts,
+    TicketEvidence,
     VersionQuery,
 )
 
@@ -348,12 +349,24 @@ NVIDIA = Accelerator(
                              looks_for=f"Xid {', '.join(map(str, sorted(XIDS)))}"),
     # nvidia-smi(1): --query-gpu's mig.mode.current and mig.mode.pending (A100 and later)
     mig_query=GpuQuery(("nvidia-smi", "--query-gpu=uuid,mig.mode.current,mig.mode.pending",
-                        "--format=csv,noheader"), _parse_mig_modes),
+                        "--format=csv,noheader"), _parse_mig_modes,
+                       fix="nvidia-smi -mig 0, then a GPU reset"),
     # nvidia-smi(1): -q -d ECC prints the ECC section of -q alone
     sram_query=GpuQuery(("nvidia-smi", "-q", "-d", "ECC"), _parse_sram_counts),
     # each GPU section's Module Id (R580 refuses --query-gpu=module_id, OCI's way)
     module_query=GpuQuery(("nvidia-smi", "-q"), _parse_module_ids),
     # nvidia-smi(1): -q -d CLOCK prints the clock sections of -q alone
-    clock_query=GpuQuery(("nvidia-smi", "-q", "-d", "CLOCK"), _parse_clocks),
+    clock_query=GpuQuery(("nvidia-smi", "-q", "-d", "CLOCK"), _parse_clocks,
+                         fix="nvidia-smi -rac restores the default"),
     visible_devices="CUDA_VISIBLE_DEVICES",
+    # What OCI's support asks of an NVIDIA host (docs/ladder.md): nvidia-smi -q and the
+    # GPUs' topology; each GPU's driver and VBIOS; the kernel module's version line;
+    # the driver's kernel-log lines (NVRM's, its Xid reports, a GPU off the bus).
+    ticket=TicketEvidence(
+        tools=(("nvidia-smi-q.txt", ("nvidia-smi", "-q")),
+               ("nvidia-smi-topo.txt", ("nvidia-smi", "topo", "-m"))),
+        firmware=("nvidia-smi", "--query-gpu=index,driver_version,vbios_version",
+                  "--format=csv,noheader"),
+        driver_file="proc/driver/nvidia/version",
+        kernel_words=r"NVRM|Xid|fallen off the bus"),
 )

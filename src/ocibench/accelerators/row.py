@@ -171,6 +171,9 @@ class GpuQuery:
 
     command: tuple[str, ...]
     parse: Callable[[str], list[Any]]
+    #: What puts a GPU the check finds wrong right, for its evidence: "nvidia-smi -rac
+    #: restores the default".
+    fix: str = ""
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,23 @@ class KernelLogScan:
     looks_for: str
     #: The fault code a failure names, where the check is another's (OCI's node doctor)
     fault: str = ""
+
+
+@dataclass(frozen=True)
+class TicketEvidence:
+    """What a support ticket (ocibench.health.ticket) collects of the vendor's GPUs: each
+    tool's output as a file of the archive's tools/ (``tools``: file name, command),
+    run on a node whose shape has the vendor's GPUs; the query whose answer
+    versions.txt gives as the GPUs' firmware (``firmware``); and, on every node whatever
+    its shape says (a file read runs nothing, and a wrong shape is what a ticket may
+    be about), the file in which the driver says its version (``driver_file``, under
+    the node's root) and the words of the driver's kernel-log lines (``kernel_words``,
+    a regular expression)."""
+
+    tools: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    firmware: tuple[str, ...] | None = None
+    driver_file: str | None = None
+    kernel_words: str = ""
 
 
 @dataclass(frozen=True)
@@ -328,6 +348,9 @@ class Accelerator:
     #: node's GPUs, renumbered from 0 in the order it lists them (its tool lists them
     #: all): the ``local`` shape describes what it leaves visible.  "": not read.
     visible_devices: str = ""
+    #: What a support ticket collects of the vendor's GPUs (TicketEvidence); nothing
+    #: where the row says nothing.
+    ticket: TicketEvidence = TicketEvidence()
 
     def device_arch(self, arch: str) -> str:
         """ReFrame's ``devices[].arch``: ``sm_80`` for NVIDIA 80, ``gfx942`` as it is."""

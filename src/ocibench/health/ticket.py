@@ -1,8 +1,9 @@
 """The evidence for a support ticket: one bounded, reproducible archive per failing node.
 
 What OCI's support asks for when a host goes back (docs/ladder.md): the shape, the fault
-codes, the failing probes and figures with their evidence, ``nvidia-smi -q`` (or
-``amd-smi``), the relevant kernel-log lines, ``ibstat`` and the RDMA ports' counters, the
+codes, the failing probes and figures with their evidence, the GPU vendor's tools
+(its row's ``ticket``, ocibench.accelerators: ``nvidia-smi -q``, ``amd-smi static``), the
+relevant kernel-log lines, ``ibstat`` and the RDMA ports' counters, the
 image, driver and firmware versions, the preflight report and the failing benchmark
 output; and a one-page ``summary.txt`` a person pastes into the ticket.  Each failure's
 step and fault code is its entry of the action ladder (ocibench.ladder), moved up for a
@@ -53,22 +54,17 @@ TOOL_TIMEOUT_S = 20.0
 #: the record size it rounds up to; kept free of the members' budget.
 _TAR_RECORD = tarfile.RECORDSIZE
 
-#: Kernel-log lines a ticket wants: the GPU driver (NVRM, Xid, amdgpu), the NICs (mlx5,
-#: ionic), PCIe errors (AER, pcieport), and the machine-check and EDAC reports.
-KERNEL_PATTERN = re.compile(r"NVRM|Xid|amdgpu|mlx5|ionic|AER|pcieport|PCIe Bus Error|"
-                            r"\bmce\b|Machine check|EDAC|fallen off the bus", re.IGNORECASE)
+#: Kernel-log lines a ticket wants beside every GPU driver's (each vendor row's
+#: ``ticket.kernel_words``): the NICs (mlx5, ionic), PCIe errors (AER, pcieport), and
+#: the machine-check and EDAC reports.
+HOST_KERNEL_WORDS = r"mlx5|ionic|AER|pcieport|PCIe Bus Error|\bmce\b|Machine check|EDAC"
 #: Lines that may hold a credential: never in a ticket.
 SECRET_PATTERN = re.compile(
     r"PRIVATE KEY|BEGIN CERTIFICATE|passw(or)?d|secret|token|api[_-]?key|"
     r"authorization:|bearer\s|aws_access|ssh-(rsa|ed25519)\s", re.IGNORECASE)
 
-#: (file in the archive, the command) of each tool, per vendor; absent tools are recorded.
-_GPU_TOOLS: dict[str, tuple[tuple[str, list[str]], ...]] = {
-    "nvidia": (("tools/nvidia-smi-q.txt", ["nvidia-smi", "-q"]),
-               ("tools/nvidia-smi-topo.txt", ["nvidia-smi", "topo", "-m"])),
-    "amd": (("tools/amd-smi-static.txt", ["amd-smi", "static"]),
-            ("tools/amd-smi-metric.txt", ["amd-smi", "metric"])),
-}
+#: (file in the archive, the command) of each network tool; the GPU vendor's are its
+#: row's (``ticket.tools``); absent tools are recorded.
 _NET_TOOLS = (("tools/ibstat.txt", ["ibstat"]),
               ("tools/ofed_info.txt", ["ofed_info", "-s"]))
 
@@ -145,13 +141,22 @@ def _read_text(path: Path, limit: int = MAX_PART) -> str | None:
     return text if len(data) <= limit else tail(text, limit)
 
 
+def kernel_pattern() -> re.Pattern[str]:
+    """The kernel-log lines a ticket wants: every GPU driver's (whatever GPUs the shape
+    says: its lines are evidence of what the node holds) and the host's."""
+    words = [row.ticket.kernel_words for row in accelerators.VENDORS.values()
+             if row.ticket.kernel_words]
+    return re.compile("|".join([*words, HOST_KERNEL_WORDS]), re.IGNORECASE)
+
+
 def kernel_lines(root: Path) -> str:
-    """The kernel log's lines a ticket wants (:data:`KERNEL_PATTERN`), the newest
+    """The kernel log's lines a ticket wants (:func:`kernel_pattern`), the newest
     :data:`MAX_KERNEL_LINES`; or why they could not be read."""
     lines, why = probes.read_kernel_log(root / "dev" / "kmsg", time.monotonic() + 5.0)
     if lines is None:
         return f"absent: the kernel log: {why}\n"
-    wanted = [text for _seq, text in probes.kernel_records(lines) if KERNEL_PATTERN.search(text)]
+    pattern = kernel_pattern()
+    wanted = [text for _seq, text in probes.kernel_records(lines) if pattern.search(text)]
     cut = f"[{len(wanted) - MAX_KERNEL_LINES} older lines left out]\n" \
         if len(wanted) > MAX_KERNEL_LINES else ""
     return cut + "".join(f"{text}\n" for text in wanted[-MAX_KERNEL_LINES:]) or \
@@ -177,21 +182,24 @@ def rdma_counters(root: Path) -> str:
     return "\n".join(lines[:4000]) + "\n" if lines else "no RDMA port in sysfs\n"
 
 
-def versions(root: Path, tool_timeout: float, vendor: str | None) -> str:
-    """The image, kernel, GPU driver and firmware versions."""
+def versions(root: Path, tool_timeout: float, row: accelerators.Accelerator | None) -> str:
+    """The image, kernel, GPU driver and firmware versions: each vendor's driver file
+    that is there, and the firmware query of the vendor of the shape's GPUs (``row``)."""
     parts = []
     os_release = _read_text(root / "etc" / "os-release", 8192)
     pretty = re.search(r'^PRETTY_NAME="?([^"\n]*)', os_release or "", re.MULTILINE)
     parts.append(f"image: {pretty.group(1) if pretty else 'absent (no /etc/os-release)'}")
     kernel = _read_text(root / "proc" / "sys" / "kernel" / "osrelease", 256)
     parts.append(f"kernel: {kernel.strip() if kernel else 'absent'}")
-    driver = _read_text(root / "proc" / "driver" / "nvidia" / "version", 4096)
-    if driver:
-        parts.append(f"nvidia driver: {driver.splitlines()[0].strip()}")
-    if vendor == "nvidia":
-        parts.append("gpu firmware (nvidia-smi): " + run_tool(
-            ["nvidia-smi", "--query-gpu=index,driver_version,vbios_version",
-             "--format=csv,noheader"], tool_timeout).strip().replace("\n", "; "))
+    for vendor in accelerators.VENDORS.values():
+        file = vendor.ticket.driver_file
+        driver = _read_text(root / file, 4096) if file else None
+        if driver:
+            parts.append(f"{vendor.vendor} driver: {driver.splitlines()[0].strip()}")
+    firmware = row.ticket.firmware if row else None
+    if firmware:
+        parts.append(f"gpu firmware ({firmware[0]}): " + run_tool(
+            list(firmware), tool_timeout).strip().replace("\n", "; "))
     return "\n".join(parts) + "\n"
 
 
@@ -302,9 +310,7 @@ def collect(inputs: Inputs) -> Ticket:
         if check not in benchmarks.CHECKS:
             raise TicketError(f"--output {check}={path}: {check!r} is no check of the "
                               f"registry; known: {', '.join(benchmarks.CHECKS)}")
-    vendor_row = accelerators.of(inputs.shape.gpus) if inputs.shape else None
-    vendor = next((name for name, row in accelerators.VENDORS.items() if row is vendor_row),
-                  None)
+    row = accelerators.of(inputs.shape.gpus) if inputs.shape else None
     decisions = decisions_of(health, report, inputs.outputs)
 
     parts: list[tuple[str, str]] = []
@@ -319,11 +325,13 @@ def collect(inputs: Inputs) -> Ticket:
     if report is not None:
         parts.append(("preflight.json", json.dumps(report, indent=2, sort_keys=True) + "\n"))
     parts.append(("kernel-log.txt", kernel_lines(inputs.root)))
-    tools = list(_GPU_TOOLS.get(vendor or "", ())) + list(_NET_TOOLS)
+    gpu_tools = [(f"tools/{name}", list(args)) for name, args in row.ticket.tools] if row \
+        else []
+    tools = gpu_tools + list(_NET_TOOLS)
     ran = {name: run_tool(args, inputs.tool_timeout) for name, args in tools}
     parts += [(name, text) for name, text in ran.items()]
     parts.append(("rdma-counters.txt", rdma_counters(inputs.root)))
-    facts = versions(inputs.root, inputs.tool_timeout, vendor).splitlines()
+    facts = versions(inputs.root, inputs.tool_timeout, row).splitlines()
     hca = _firmware_of_hcas(ran.get("tools/ibstat.txt", ""))
     facts.append(f"hca firmware (ibstat): {', '.join(hca) if hca else 'absent'}")
     parts.append(("versions.txt", "\n".join(facts) + "\n"))

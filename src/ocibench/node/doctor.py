@@ -164,6 +164,7 @@ def probe_mig(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
     if isinstance(got, Item):
         return got
     modes, ran = got
+    fix = exp.vendor.mig_query.fix if exp.vendor and exp.vendor.mig_query else ""
     on = [m for m in modes if m.current == "Enabled"]
     changing = [m for m in modes if m.pending != m.current]
     later = "; ".join(f"{m.gpu}: {m.current} until its next reset, then {m.pending}"
@@ -172,7 +173,7 @@ def probe_mig(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
         shown = ", ".join(m.gpu for m in on)
         return Item(name, UNEXPECTED, f"MIG mode Enabled on {len(on)} of {len(modes)} "
                     f"GPUs ({shown}); the shape's figures are of whole GPUs "
-                    f"(nvidia-smi -mig 0, then a GPU reset; OCI's {FAULT['mig']})"
+                    f"({fix}; OCI's {FAULT['mig']})"
                     + (f"; {later}" if later else ""), ran.command, exp.binding)
     said = sorted({m.current for m in modes})
     return Item(name, PRESENT, f"MIG mode {'/'.join(said)} on {len(modes)} GPUs"
@@ -286,13 +287,14 @@ def probe_gpu_clocks(root: Path, exp: Expectations, gpus: tuple[list[Gpu], Ran],
     if isinstance(got, Item):
         return got
     clocks, ran = got
+    fix = exp.vendor.clock_query.fix if exp.vendor and exp.vendor.clock_query else ""
     slow = [c for c in clocks if c.applications is not None and c.applications < floor]
     if slow:
         shown = "; ".join(f"GPU {c.gpu}: {c.applications} MHz" + (
             f" (its default {c.default} MHz)" if c.default else "") for c in slow)
         return Item(name, UNEXPECTED, f"applications graphics clock below the shape's "
                     f"{floor} MHz ({want} less OCI's {float(limits['tolerance']):.0%}): "
-                    f"{shown} (nvidia-smi -rac restores the default; OCI's "
+                    f"{shown} ({fix}; OCI's "
                     f"{FAULT['gpu_clocks']})", ran.command, exp.binding)
     unread = [c.gpu for c in clocks if c.applications is None]
     if unread:

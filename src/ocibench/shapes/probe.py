@@ -120,9 +120,10 @@ def complete_local(data: dict[str, Any], unknown: list[str] | None = None) -> di
         if unknown is not None:
             unknown.append(f"gpus: unknown: {err}")
     links = dict(merged.get("links") or {})
-    if (merged["gpus"] or {}).get("vendor") == "nvidia" and len(merged["gpus"]["devices"]) > 1:
+    row = accelerators.VENDORS.get((merged["gpus"] or {}).get("vendor"))
+    if row and row.device_link == "nvlink" and len(merged["gpus"]["devices"]) > 1:
         try:
-            rate = nvlink_gbs()
+            rate = nvlink_gbs(row)
         except ProbeError as err:
             rate = None
             if unknown is not None:
@@ -139,7 +140,7 @@ _NVLINK_RATE = re.compile(r"^\s*Link \d+: ([0-9]{1,4}(?:\.[0-9]+)?) GB/s\s*$")
 _NVLINK_GPU = re.compile(r"^GPU (\d+):")
 
 
-def nvlink_gbs() -> float | None:
+def nvlink_gbs(row: accelerators.Accelerator) -> float | None:
     """NVLink of one GPU in GB/s per direction, the ``links.nvlink_gbs`` of a shape
     file, from the rates ``nvidia-smi nvlink --status`` prints for each active link:
     their sum, the least over the GPUs a process here may use (CUDA_VISIBLE_DEVICES).
@@ -149,8 +150,9 @@ def nvlink_gbs() -> float | None:
     is there (ocibench.figures.nccl_path.fault) rather than a path recorded as fine.
     None where a GPU has no active link (PCIe only, or a link down: the rule is then
     not applied; the preflight names a link down); ProbeError where the tool gives no
-    answer."""
-    ran = run_tool(["nvidia-smi", "nvlink", "--status"], PROBE_TIMEOUT_S)
+    answer.  The rates are what the links' command of the GPUs' row prints (``row``:
+    ``link_command``, NVLink's where ``device_link`` is ``nvlink``)."""
+    ran = run_tool(list(row.link_command), PROBE_TIMEOUT_S)
     if ran.missing:
         return None
     if ran.why:
@@ -163,7 +165,7 @@ def nvlink_gbs() -> float | None:
             rates[gpu] = 0.0
         elif (found := _NVLINK_RATE.match(line)) and gpu is not None:
             rates[gpu] += float(found.group(1))
-    used = visible([_Link(index, rate) for index, rate in rates.items()], "nvidia")
+    used = visible([_Link(index, rate) for index, rate in rates.items()], row.vendor)
     if len(used) < 2 or not all(link.gbs for link in used):
         return None
     return round(min(link.gbs for link in used), 1)
