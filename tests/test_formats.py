@@ -306,3 +306,17 @@ def test_ten_million_blank_lines_take_linear_time():
     start = time.monotonic()
     assert outputs.first_crash(spaced).group(0) == "Abort(1)"
     assert time.monotonic() - start < 30
+
+
+def test_a_table_cut_with_an_elision_mark_is_unjudged_and_without_one_fails():
+    """A paste that marks rows left out ('...', '[...]', '<snip>') is the author's cut:
+    a missing size then cannot be judged; without the mark it is the run's (FAIL)."""
+    path = DATA.parent / "corpus" / "osu" / "llnl-tioga-osu_bw-DD-rocm-5.9-local-cpus.txt"
+    lines = path.read_text().splitlines()
+    params = {"buffers": "D-D", "nodes": 1, "sizes": "131072:4194304"}
+    for mark in ("...", "[...]", "<snip>"):
+        with pytest.raises(outputs.Unjudged, match=r"leaves lines out"):
+            outputs.parse("osu_bw", "\n".join(lines[:-2] + [mark]), params)
+    with pytest.raises(outputs.SanityError, match="no line for message size 2097152") as cut:
+        outputs.parse("osu_bw", "\n".join(lines[:-2]), params)
+    assert not isinstance(cut.value, outputs.Unjudged)
