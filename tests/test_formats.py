@@ -320,3 +320,17 @@ def test_a_table_cut_with_an_elision_mark_is_unjudged_and_without_one_fails():
     with pytest.raises(outputs.SanityError, match="no line for message size 2097152") as cut:
         outputs.parse("osu_bw", "\n".join(lines[:-2]), params)
     assert not isinstance(cut.value, outputs.Unjudged)
+
+
+def test_a_rank_list_cut_with_an_elision_mark_is_unjudged_and_without_one_fails():
+    """Rank lines followed by '...' are the first of more (AMD's acceptance page lists
+    ranks 0 and 1 of 8): not a count of the ranks that ran; without the mark they are."""
+    lines = (NCCL / "iter_I1.txt").read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if line.startswith("#  Rank"))
+    first_only = lines[:last] + lines[last + 1:]
+    with pytest.raises(outputs.Unjudged, match=r"ranks 0-0, then '\.\.\.'"):
+        outputs.parse("nccl_all_reduce_perf",
+                      "\n".join(first_only[:last] + ["..."] + first_only[last:]), TWO_GPUS)
+    with pytest.raises(outputs.SanityError, match="expected 2 ranks, saw 1") as cut:
+        outputs.parse("nccl_all_reduce_perf", "\n".join(first_only), TWO_GPUS)
+    assert not isinstance(cut.value, outputs.Unjudged)
