@@ -334,3 +334,19 @@ def test_a_rank_list_cut_with_an_elision_mark_is_unjudged_and_without_one_fails(
     with pytest.raises(outputs.SanityError, match="expected 2 ranks, saw 1") as cut:
         outputs.parse("nccl_all_reduce_perf", "\n".join(first_only), TWO_GPUS)
     assert not isinstance(cut.value, outputs.Unjudged)
+
+
+def test_a_run_infinitely_report_is_unjudged_and_a_run_cut_short_fails():
+    """--run_infinitely prints one size again and again, never the closing line: a
+    method other than the figures', not a run that stopped (a run that stopped after
+    one line, or in the middle of an -a sweep, has no closing line either: FAIL)."""
+    path = DATA.parent / "corpus" / "perftest" / "dgx-spark-ib_write_bw-roce-run-infinitely.txt"
+    lines = path.read_text().splitlines()
+    params = {"size": 65536, "qps": 1, "device": "rocep1s0f0"}
+    with pytest.raises(outputs.Unjudged, match="5 results lines at size 65536 .*--run_inf"):
+        outputs.parse("ib_write_bw", "\n".join(lines), params)
+    for cut in (lines[:-4], lines[:-2] + [line.replace(" 65536", " 32768", 1)
+                                        for line in lines[-2:-1]]):
+        with pytest.raises(outputs.SanityError, match="no closing line") as err:
+            outputs.parse("ib_write_bw", "\n".join(cut), params)
+        assert not isinstance(err.value, outputs.Unjudged)
