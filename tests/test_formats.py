@@ -306,3 +306,47 @@ def test_ten_million_blank_lines_take_linear_time():
     start = time.monotonic()
     assert outputs.first_crash(spaced).group(0) == "Abort(1)"
     assert time.monotonic() - start < 30
+
+
+def test_a_table_cut_with_an_elision_mark_is_unjudged_and_without_one_fails():
+    """A paste that marks rows left out ('...', '[...]', '<snip>') is the author's cut:
+    a missing size then cannot be judged; without the mark it is the run's (FAIL)."""
+    path = DATA.parent / "corpus" / "osu" / "llnl-tioga-osu_bw-DD-rocm-5.9-local-cpus.txt"
+    lines = path.read_text().splitlines()
+    params = {"buffers": "D-D", "nodes": 1, "sizes": "131072:4194304"}
+    for mark in ("...", "[...]", "<snip>"):
+        with pytest.raises(outputs.Unjudged, match=r"leaves lines out"):
+            outputs.parse("osu_bw", "\n".join(lines[:-2] + [mark]), params)
+    with pytest.raises(outputs.SanityError, match="no line for message size 2097152") as cut:
+        outputs.parse("osu_bw", "\n".join(lines[:-2]), params)
+    assert not isinstance(cut.value, outputs.Unjudged)
+
+
+def test_a_rank_list_cut_with_an_elision_mark_is_unjudged_and_without_one_fails():
+    """Rank lines followed by '...' are the first of more (AMD's acceptance page lists
+    ranks 0 and 1 of 8): not a count of the ranks that ran; without the mark they are."""
+    lines = (NCCL / "iter_I1.txt").read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if line.startswith("#  Rank"))
+    first_only = lines[:last] + lines[last + 1:]
+    with pytest.raises(outputs.Unjudged, match=r"ranks 0-0, then '\.\.\.'"):
+        outputs.parse("nccl_all_reduce_perf",
+                      "\n".join(first_only[:last] + ["..."] + first_only[last:]), TWO_GPUS)
+    with pytest.raises(outputs.SanityError, match="expected 2 ranks, saw 1") as cut:
+        outputs.parse("nccl_all_reduce_perf", "\n".join(first_only), TWO_GPUS)
+    assert not isinstance(cut.value, outputs.Unjudged)
+
+
+def test_a_run_infinitely_report_is_unjudged_and_a_run_cut_short_fails():
+    """--run_infinitely prints one size again and again, never the closing line: a
+    method other than the figures', not a run that stopped (a run that stopped after
+    one line, or in the middle of an -a sweep, has no closing line either: FAIL)."""
+    path = DATA.parent / "corpus" / "perftest" / "dgx-spark-ib_write_bw-roce-run-infinitely.txt"
+    lines = path.read_text().splitlines()
+    params = {"size": 65536, "qps": 1, "device": "rocep1s0f0"}
+    with pytest.raises(outputs.Unjudged, match="5 results lines at size 65536 .*--run_inf"):
+        outputs.parse("ib_write_bw", "\n".join(lines), params)
+    for cut in (lines[:-4], lines[:-2] + [line.replace(" 65536", " 32768", 1)
+                                        for line in lines[-2:-1]]):
+        with pytest.raises(outputs.SanityError, match="no closing line") as err:
+            outputs.parse("ib_write_bw", "\n".join(cut), params)
+        assert not isinstance(err.value, outputs.Unjudged)

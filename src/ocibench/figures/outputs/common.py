@@ -276,8 +276,22 @@ def number(token: str, key: int | str) -> float:
     return value
 
 
-def size_table(check: str, rows: list[list[str]], column: int, sizes: list[int]) -> Values:
-    """size -> the value in ``column`` of each row; every size in ``sizes`` exactly once."""
+#: A line that is only an author's mark of lines left out of a paste: "...", "…",
+#: "[...]", "<snip>", "[...snip...]" (the UCX FAQ's osu_bw under UCX_LOG_LEVEL=info).
+_ELISION = re.compile(r"^\s*(?:\.{3,}|…+|\[\s*(?:\.{3}|…)?\s*(?:snip)?\s*(?:\.{3}|…)?\s*\]"
+                      r"|<\s*snip\s*>\S*)\s*$", re.IGNORECASE)
+
+
+def elision_line(lines: list[str]) -> str | None:
+    """The first line of ``lines`` that only marks lines left out of a paste, or None."""
+    return next((line.strip() for line in lines if _ELISION.match(line)), None)
+
+
+def size_table(check: str, rows: list[list[str]], column: int, sizes: list[int],
+               elided: str | None = None) -> Values:
+    """size -> the value in ``column`` of each row; every size in ``sizes`` exactly once.
+    ``elided``: the line with which the paste marks rows left out (``elision_line``):
+    a missing size is then the author's cut, not the run's, and could not be judged."""
     values: Values = {}
     for row in rows:
         size = int(row[0])
@@ -288,6 +302,9 @@ def size_table(check: str, rows: list[list[str]], column: int, sizes: list[int])
             raise SanityError(f"{check}: message size {size} appears twice")
         values[size] = number(row[column], size)
     for size in sizes:
+        if size not in values and elided:
+            raise Unjudged(f"{check}: no line for message size {size}: the paste leaves "
+                           f"lines out ({elided!r})")
         if size not in values:
             raise SanityError(f"{check}: no line for message size {size}")
     return values

@@ -14,6 +14,7 @@ from ocibench.figures.outputs.common import (
     SanityError,
     Unjudged,
     Values,
+    elision_line,
     first_line,
     rdma_ports_method,
     size_table,
@@ -63,10 +64,13 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
         raise SanityError(f"{check}: expected {expected} processes, saw {seen}")
     header, rows = tables[expected]
     sizes = benchmarks.expected_sizes(check, params)
-    latency = size_table(check, rows, _column(check, header, spec.columns[spec.metric]), sizes)
+    elided = elision_line(lines)
+    latency = size_table(check, rows, _column(check, header, spec.columns[spec.metric]), sizes,
+                         elided)
     extra: dict[str, Values] = {}
     for metric in spec.extra_metrics:   # a rate (Mbytes/sec): size 0 moves no bytes
-        values = size_table(check, rows, _column(check, header, spec.columns[metric]), sizes)
+        values = size_table(check, rows, _column(check, header, spec.columns[metric]), sizes,
+                            elided)
         extra[metric] = {s: v for s, v in values.items() if s > 0}
     return Measurement(check, spec.metric, UNITS[spec.metric], latency, extra,
                        method=rdma_ports_method(check, lines),

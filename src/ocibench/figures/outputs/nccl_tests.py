@@ -17,6 +17,7 @@ from ocibench.figures.outputs.common import (
     SanityError,
     Unjudged,
     Values,
+    elision_line,
     expect_count,
     failure_words,
     first_line,
@@ -175,7 +176,12 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
                            "give the whole output")
         raise SanityError("output truncated: missing '# Avg bus bandwidth'")
     whole = any(line.startswith("# Using devices") for line in lines)
-    method = _nccl_ranks(check, gpus, params, whole)
+    # The device list ends where the table begins: a "..." there is the author's cut
+    # (AMD's acceptance page lists ranks 0 and 1 of 8, then "...").
+    listed = lines[:headers[0]] if headers else lines
+    elided = elision_line(listed[max((i for i, line in enumerate(listed)
+                                      if NCCL_RANK.match(line)), default=len(listed)):])
+    method = _nccl_ranks(check, gpus, params, whole, elided)
     rows = [_nccl_row(check, columns, line) for line in row_lines]
     _nccl_cap(check, lines, rows, params)
     oob = oobs[0]
@@ -373,7 +379,7 @@ def _nccl_one_rank(check: str, rows: list[_NcclRow], sizes: list[int]) -> Measur
 
 
 def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
-                whole: bool = True) -> str | None:
+                whole: bool = True, elided: str | None = None) -> str | None:
     """The device lines must show nodes x gpus_per_node GPUs, gpus_per_node on each of
     ``nodes`` hosts.  The seeds run one MPI rank (one Pid) per GPU (-g 1 -t 1); a run
     where one process drove several is sane but measured another way: the sentence
@@ -381,7 +387,9 @@ def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
 
     ``whole``: the list is there from its "# Using devices" line.  A paste that starts
     below it has lost the first lines; rank 0 prints them in rank order, so the last
-    one still shows how many ranks ran (the highest rank + 1), but not where."""
+    one still shows how many ranks ran (the highest rank + 1), but not where.
+    ``elided``: the line after the last rank line that marks lines left out ("..."):
+    the ranks listed are then the first of more, read as a list with gaps."""
     nodes, per_node = params["nodes"], params["gpus_per_node"]
     if not whole:
         if not gpus:
@@ -391,8 +399,8 @@ def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
         expect_count(check, "ranks", nodes * per_node, max(gpu.rank for gpu in gpus) + 1)
         return None
     ranks = sorted({gpu.rank for gpu in gpus})
-    if ranks and len(ranks) != ranks[-1] + 1:
-        return _nccl_elided_ranks(check, ranks, gpus, params)
+    if ranks and (len(ranks) != ranks[-1] + 1 or elided):
+        return _nccl_elided_ranks(check, ranks, gpus, params, elided)
     expect_count(check, "ranks", nodes * per_node, len(ranks))
     hosts: dict[str, int] = {}
     for gpu in gpus:
@@ -417,7 +425,7 @@ def _nccl_ranks(check: str, gpus: list[_NcclGpu], params: dict[str, Any],
 
 
 def _nccl_elided_ranks(check: str, ranks: list[int], gpus: list[_NcclGpu],
-                       params: dict[str, Any]) -> str | None:
+                       params: dict[str, Any], elided: str | None = None) -> str | None:
     """A rank list with gaps: a paste that left lines out (OCI's own published runs list
     ranks 0, 7, 8 and 15 of 16), since nccl-tests prints every rank's line in order.
     The highest rank still says how many ran: the claimed count is read; one above it
@@ -425,6 +433,10 @@ def _nccl_elided_ranks(check: str, ranks: list[int], gpus: list[_NcclGpu],
     total = params["nodes"] * params["gpus_per_node"]
     if ranks[-1] + 1 > total:
         expect_count(check, "ranks", total, ranks[-1] + 1)
+    gaps = sorted(set(range(ranks[-1] + 1)) - set(ranks))
+    if ranks[-1] + 1 < total and not gaps:
+        raise Unjudged(f"{check}: the paste lists the '#  Rank' lines of ranks 0-{ranks[-1]}, "
+                       f"then {elided!r}: cannot tell whether {total} ranks ran")
     if ranks[-1] + 1 < total:
         raise Unjudged(f"{check}: the paste leaves out the '#  Rank' lines of ranks "
                        f"{_spans(sorted(set(range(ranks[-1] + 1)) - set(ranks)))} and lists "

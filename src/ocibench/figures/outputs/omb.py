@@ -13,6 +13,7 @@ from ocibench.figures.outputs.common import (
     NotThisOutput,
     SanityError,
     Unjudged,
+    elision_line,
     expect_count,
     failure_words,
     first_line,
@@ -180,7 +181,7 @@ def parse(check: str, lines: list[str], params: dict[str, Any]) -> Measurement:
                           f"({' '.join(failed)!r})")
     sizes = benchmarks.expected_sizes(check, params)
     _omb_cap(check, lines, rows, sizes, params)
-    values = size_table(check, rows, 1, sizes)
+    values = size_table(check, rows, 1, sizes, elided=elision_line(body[header + 1:]))
     metric = benchmarks.CHECKS[check].metric
     found = omb_vendor(title)
     return Measurement(check, metric, UNITS[metric], values,

@@ -116,6 +116,12 @@ def _perftest_run(check: str, lines: list[str], params: dict[str, Any]) -> float
                None)
     closed = end is not None
     rows = table_rows(lines[header + 1:end])
+    if not closed and len(rows) > 1 and len({row[0] for row in rows}) == 1:
+        # --run_infinitely reports the same size every few seconds until it is stopped:
+        # it never prints the closing line, and its peak is not measured (noPeak).
+        raise Unjudged(f"{check}: {len(rows)} results lines at size {rows[0][0]} and no "
+                       "closing line: a --run_infinitely run, which reports until it is "
+                       "stopped; the figures are a run that ends (without --run_infinitely)")
     if not closed:
         raise SanityError(f"output truncated: no closing line after the {check} results")
     if bandwidth:
