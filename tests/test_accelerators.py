@@ -9,6 +9,7 @@ by the real ocibench.spack.scopes (no Spack run: tests/test_spack_env.py concret
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -61,6 +62,13 @@ def test_every_row_fills_every_field() -> None:
         for name, value in vars(row).items():
             if name not in OPTIONAL:
                 assert value not in ("", (), None), f"{row.vendor}.{name} is empty"
+                # a record of fields (the ticket's evidence) left at its empty default
+                if dataclasses.is_dataclass(value):
+                    try:
+                        empty = type(value)()
+                    except TypeError:      # no defaults: it cannot be left empty
+                        continue
+                    assert value != empty, f"{row.vendor}.{name} is left empty"
 
 
 @pytest.mark.parametrize("vendor, arch, variant, device", [
