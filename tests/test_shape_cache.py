@@ -31,10 +31,9 @@ _COUNTING_REFRAME = runpy.run_path(
     str(paths.REPO_ROOT / "scripts" / "bench-reframe-start.py"), run_name="bench")["COUNTING"]
 
 
-def test_a_reframe_listing_parses_each_shape_file_once(tmp_path):
-    exe = shutil.which("reframe")
-    if not exe:
-        pytest.skip("reframe is not on PATH (pip install -e '.[test]')")
+def _counted_listing(tmp_path: Path, exe: str, wrapper: str) -> Path:
+    """``reframe -l`` of every check against ``local``, under a counting ``wrapper``
+    (its log's path is returned): the listing must succeed and list the checks."""
     log = tmp_path / "parses.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RFM_")}
     env.update(PARSE_LOG=str(log), OCIBENCH_SHAPE=shapes.LOCAL,
@@ -44,12 +43,20 @@ def test_a_reframe_listing_parses_each_shape_file_once(tmp_path):
                OCIBENCH_REPORT_DIR=str(tmp_path / "reports"))
     env.pop(shapes.SHAPES_DIR_ENV, None)
     done = subprocess.run(
-        [sys.executable, "-c", _COUNTING_REFRAME, exe,
+        [sys.executable, "-c", wrapper, exe,
          "-C", str(paths.SITE_DIR / "reframe_config.py"), "-c", str(paths.CHECKS_DIR),
          "--nocolor", "--prefix", str(tmp_path), "-l"],
         capture_output=True, text=True, cwd=paths.REPO_ROOT, timeout=600, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Found" in done.stdout, done.stdout   # the checks were listed
+    return log
+
+
+def test_a_reframe_listing_parses_each_shape_file_once(tmp_path):
+    exe = shutil.which("reframe")
+    if not exe:
+        pytest.skip("reframe is not on PATH (pip install -e '.[test]')")
+    log = _counted_listing(tmp_path, exe, _COUNTING_REFRAME)
     parsed = collections.Counter(log.read_text().split())
     every_file = {f"{name}.yaml" for name in shapes.known_shapes()}
     assert set(parsed) == every_file          # each was read (the wrapper counted)
@@ -161,21 +168,7 @@ def test_reframe_checks_take_the_shapes_the_configuration_built(tmp_path):
     if not exe:
         pytest.skip("reframe is not on PATH (pip install -e '.[test]')")
     assert "shapes._parse = counted" in _COUNTING_REFRAME   # the wrapper above took
-    log = tmp_path / "parses.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RFM_")}
-    env.update(PARSE_LOG=str(log), OCIBENCH_SHAPE=shapes.LOCAL,
-               PYTHONPATH=os.pathsep.join(filter(None, [str(paths.REPO_ROOT / "src"),
-                                                         env.get("PYTHONPATH")])),
-               OCIBENCH_PERFLOG_DIR=str(tmp_path / "perflogs"),
-               OCIBENCH_REPORT_DIR=str(tmp_path / "reports"))
-    env.pop(shapes.SHAPES_DIR_ENV, None)
-    done = subprocess.run(
-        [sys.executable, "-c", _COUNTING_READS, exe,
-         "-C", str(paths.SITE_DIR / "reframe_config.py"), "-c", str(paths.CHECKS_DIR),
-         "--nocolor", "--prefix", str(tmp_path), "-l"],
-        capture_output=True, text=True, cwd=paths.REPO_ROOT, timeout=600, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Found" in done.stdout, done.stdout
+    log = _counted_listing(tmp_path, exe, _COUNTING_READS)
     counted = collections.Counter(Path(f"{log}.reads").read_text().split())
     assert counted.pop("probe", 0) == 1, "local's machine probed more or less than once"
     assert set(counted) == {f"{name}.yaml" for name in shapes.known_shapes()}

@@ -39,6 +39,7 @@ say is broken fails.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ocibench.capabilities import PRESENT, UNEXPECTED, UNKNOWN
@@ -147,13 +148,21 @@ def judge_fabric(gpus: list[GpuFabric]) -> tuple[str, str]:
                      f"{clique} of cluster {uuid}")
 
 
+def _asked(name: str, command: list[str], judge: Callable[[str], tuple[str, str]],
+           timeout: float) -> probing.Item:
+    """The item ``name`` of one tool's answer: unknown where the tool gave none (absent,
+    hung, failed), else what ``judge`` makes of its output."""
+    ran = probing.run(command, timeout)
+    if ran.why:
+        return probing.Item(name, UNKNOWN, ran.why, ran.command, True)
+    status, detail = judge(ran.out)
+    return probing.Item(name, status, detail, ran.command, True)
+
+
 def probe_fabric(timeout: float) -> probing.Item:
     """The node's GPUs in the NVLink fabric (``nvidia-smi -q``)."""
-    ran = probing.run(SMI_QUERY, timeout)
-    if ran.why:
-        return probing.Item("nvlink_fabric", UNKNOWN, ran.why, ran.command, True)
-    status, detail = judge_fabric(parse_fabric(ran.out))
-    return probing.Item("nvlink_fabric", status, detail, ran.command, True)
+    return _asked("nvlink_fabric", SMI_QUERY, lambda out: judge_fabric(parse_fabric(out)),
+                  timeout)
 
 
 @dataclass(frozen=True)
@@ -304,8 +313,4 @@ def judge_c2c(gpus: dict[int, dict[int, str]]) -> tuple[str, str]:
 
 def probe_c2c(timeout: float) -> probing.Item:
     """The GPUs' NVLink-C2C links to their CPU (``nvidia-smi c2c -s``)."""
-    ran = probing.run(SMI_C2C, timeout)
-    if ran.why:
-        return probing.Item("c2c", UNKNOWN, ran.why, ran.command, True)
-    status, detail = judge_c2c(parse_c2c(ran.out))
-    return probing.Item("c2c", status, detail, ran.command, True)
+    return _asked("c2c", SMI_C2C, lambda out: judge_c2c(parse_c2c(out)), timeout)
